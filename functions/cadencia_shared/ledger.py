@@ -1,0 +1,759 @@
+"""The ledger: one DynamoDB table, and the only module that knows its keys.
+
+Every item type the agent writes lives here, with its key format and the single
+conditional write that makes each decision race-free. The orchestrator and the
+refund Lambda both go through this module, so no key is spelled in two places.
+
+Table ``cadencia-agente-execucoes`` (partition key ``pk``; sparse GSI
+``porConversa`` on ``conversaId`` + ``registradoEm`` for reading one conversation's
+history). Item types, by the ``tipo`` attribute:
+
+=====================  =========================================  ===============================
+tipo                   pk                                         decided by
+=====================  =========================================  ===============================
+reivindicacao          ``reivindicacao#{chaveIdempotencia}``      PutItem attribute_not_exists
+contador_tentativas    ``contador#{conversa}#{assunto}#{tool}``   UpdateItem ADD (atomic number)
+tentativa              ``tentativa#{conversa}#{assunto}#{tool}#n`` PutItem attribute_not_exists
+conversa               ``conversa#{conversa}``                    UpdateItem with version fence
+mensagem               ``mensagem#{conversa}#{mensagemId}``       PutItem attribute_not_exists
+auditoria              ``auditoria#{uuid}``                       PutItem attribute_not_exists
+=====================  =========================================  ===============================
+
+``chaveIdempotencia`` keeps Lab 87's format ``{conversaId}#{pedidoId}#reembolso``.
+Identifiers may not contain ``#`` (the models at the edges enforce ``ID_PATTERN``),
+so no two different tuples can produce the same key.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from decimal import Decimal
+from enum import StrEnum
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+TABLE_KEY = "pk"
+GSI_BY_CONVERSATION = "porConversa"
+GSI_PARTITION = "conversaId"
+GSI_SORT = "registradoEm"
+TTL_ATTRIBUTE = "expiraEm"
+
+# Identifiers that reach a key: letters, digits and . _ : - (never '#').
+ID_PATTERN = r"^[A-Za-z0-9._:\-]{1,128}$"
+
+ATTEMPT_EVENT = "TENTATIVA_DE_FERRAMENTA_REGISTRADA"
+INBOUND_TTL_S = 7 * 24 * 3600
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+class ItemType(StrEnum):
+    CLAIM = "reivindicacao"
+    COUNTER = "contador_tentativas"
+    ATTEMPT = "tentativa"
+    CONVERSATION = "conversa"
+    INBOUND = "mensagem"
+    AUDIT = "auditoria"
+
+
+class ClaimStatus(StrEnum):
+    IN_PROGRESS = "em_processamento"  # claimed; the gateway outcome is not known yet
+    EXECUTED = "executado"  # the gateway debited (final)
+    DECLINED = "recusado_pelo_gateway"  # the gateway refused it (final)
+    UNKNOWN = "desconhecido"  # sent, but no answer (timeout/5xx): reconcile by key
+    FAILED_BEFORE_GATEWAY = "falhou_antes_do_gateway"  # nothing was sent: may be retaken
+
+
+FINAL_CLAIM_STATUSES = frozenset({ClaimStatus.EXECUTED, ClaimStatus.DECLINED})
+
+
+class AttemptResult(StrEnum):
+    """``resultado`` of an attempt record (Lab 87's names first)."""
+
+    EXECUTED = "executado"
+    BLOCKED_BY_IDEMPOTENCY = "bloqueado_por_idempotencia"
+    BLOCKED_BY_CEILING = "bloqueado_por_teto"
+    PENDING = "pendente"  # allowed, tool not answered yet
+    REFUSED_BY_TOOL = "recusado_pela_ferramenta"  # typed business error (unknown order, bad amount...)
+    TOOL_ERROR = "erro_da_ferramenta"  # the tool crashed, timed out or was throttled
+    IN_PROGRESS_ELSEWHERE = "em_processamento"  # a concurrent call holds the refund claim
+    OUTCOME_UNKNOWN = "resultado_desconhecido"  # gateway did not answer; reconciled later
+    DECLINED_BY_GATEWAY = "recusado_pelo_gateway"
+
+
+class InboundStatus(StrEnum):
+    NEW = "nova"
+    DONE = "respondida"
+    IN_PROGRESS = "processando"
+    FAILED = "falhou"
+
+
+class ConversationStatus(StrEnum):
+    ACTIVE = "ativa"
+    WAITING_HUMAN = "aguardando_humano"
+
+
+def refund_idempotency_key(conversa_id: str, pedido_id: str) -> str:
+    """Lab 87's key: one refund per (conversation, order)."""
+    return f"{_id(conversa_id)}#{_id(pedido_id)}#reembolso"
+
+
+def _id(value: str) -> str:
+    if not value or "#" in value:
+        raise ValueError(f"identifier not allowed in a ledger key: {value!r}")
+    return value
+
+
+# --- errors -------------------------------------------------------------------
+
+
+class LedgerError(Exception):
+    pass
+
+
+class ClaimTaken(LedgerError):
+    """The conditional claim lost: somebody holds (or held) this idempotency key."""
+
+    def __init__(self, existing: RefundClaim) -> None:
+        super().__init__(f"claim {existing.chave} already exists ({existing.status})")
+        self.existing = existing
+
+
+class ClaimLost(LedgerError):
+    """A fenced write on a claim failed: another invocation took the claim over."""
+
+
+class ConversationBusy(LedgerError):
+    """Another invocation holds this conversation's lease."""
+
+
+class ConversationOfAnotherCustomer(LedgerError):
+    """The conversation id exists and belongs to a different customer."""
+
+
+class StaleConversation(LedgerError):
+    """The commit's version fence failed: someone else advanced the conversation."""
+
+
+# --- item models --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RefundClaim:
+    chave: str
+    conversa_id: str
+    pedido_id: str
+    cliente_id: int
+    valor: Decimal
+    status: ClaimStatus
+    dono: str
+    lease_ate_ms: int
+    criado_em: str
+    atualizado_em: str
+    execucoes: int = 1
+    transacao_gateway: str | None = None
+    detalhe: str | None = None
+    erp_atualizado: bool = False
+
+    def lease_expired(self, now_ms: int) -> bool:
+        return now_ms >= self.lease_ate_ms
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> RefundClaim:
+        return cls(
+            chave=item["chaveIdempotencia"],
+            conversa_id=item["conversaId"],
+            pedido_id=item["pedidoId"],
+            cliente_id=int(item["clienteId"]),
+            valor=Decimal(item["valor"]),
+            status=ClaimStatus(item["status"]),
+            dono=item["dono"],
+            lease_ate_ms=int(item["leaseAteMs"]),
+            criado_em=item["criadoEm"],
+            atualizado_em=item["atualizadoEm"],
+            execucoes=int(item.get("execucoes", 1)),
+            transacao_gateway=item.get("transacaoGateway"),
+            detalhe=item.get("detalhe"),
+            erp_atualizado=bool(item.get("erpAtualizado", False)),
+        )
+
+
+@dataclass(frozen=True)
+class Attempt:
+    conversa_id: str
+    assunto: str
+    pedido_id: str | None
+    ferramenta: str
+    numero: int
+    teto: int
+    chave_idempotencia: str | None
+    registrado_em: str
+
+    @property
+    def allowed(self) -> bool:
+        return self.numero <= self.teto
+
+
+@dataclass(frozen=True)
+class ConversationState:
+    conversa_id: str
+    cliente_id: int
+    status: ConversationStatus
+    versao: int
+    dono: str
+    mensagens: list[dict[str, Any]] = field(default_factory=list)
+    turnos: int = 0
+
+
+# --- the ledger ---------------------------------------------------------------
+
+
+class Ledger:
+    """Typed operations on the ledger table. ``client`` is a boto3 DynamoDB client."""
+
+    def __init__(
+        self,
+        table_name: str,
+        client: Any | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if client is None:
+            import boto3
+
+            client = boto3.client("dynamodb")
+        self.table_name = table_name
+        self.client = client
+        self._clock = clock
+
+    # time -----------------------------------------------------------------
+    def now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _iso(self, ms: int | None = None) -> str:
+        ms = self.now_ms() if ms is None else ms
+        return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+    # low level --------------------------------------------------------------
+    @staticmethod
+    def _ser(values: dict[str, Any]) -> dict[str, Any]:
+        return {k: _serializer.serialize(v) for k, v in values.items() if v is not None}
+
+    @staticmethod
+    def _de(item: dict[str, Any]) -> dict[str, Any]:
+        return {k: _deserializer.deserialize(v) for k, v in item.items()}
+
+    def _key(self, pk: str) -> dict[str, Any]:
+        return {TABLE_KEY: {"S": pk}}
+
+    def _get(self, pk: str) -> dict[str, Any] | None:
+        resp = self.client.get_item(TableName=self.table_name, Key=self._key(pk), ConsistentRead=True)
+        return self._de(resp["Item"]) if "Item" in resp else None
+
+    @staticmethod
+    def _condition_failed(err: ClientError) -> bool:
+        return err.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+    def _old_item(self, err: ClientError) -> dict[str, Any] | None:
+        item = err.response.get("Item")
+        return self._de(item) if item else None
+
+    # refund claims ------------------------------------------------------------
+    def get_claim(self, chave: str) -> RefundClaim | None:
+        item = self._get(f"reivindicacao#{chave}")
+        return RefundClaim.from_item(item) if item else None
+
+    def claim_refund(
+        self,
+        *,
+        chave: str,
+        conversa_id: str,
+        pedido_id: str,
+        cliente_id: int,
+        valor: Decimal,
+        lease_s: int,
+    ) -> RefundClaim:
+        """Claim the idempotency key with one conditional PutItem; raises ClaimTaken."""
+        now = self.now_ms()
+        claim = RefundClaim(
+            chave=chave,
+            conversa_id=conversa_id,
+            pedido_id=pedido_id,
+            cliente_id=cliente_id,
+            valor=valor,
+            status=ClaimStatus.IN_PROGRESS,
+            dono=uuid.uuid4().hex,
+            lease_ate_ms=now + lease_s * 1000,
+            criado_em=self._iso(now),
+            atualizado_em=self._iso(now),
+        )
+        item = {
+            TABLE_KEY: f"reivindicacao#{chave}",
+            "tipo": ItemType.CLAIM.value,
+            "chaveIdempotencia": chave,
+            "conversaId": conversa_id,
+            "pedidoId": pedido_id,
+            "clienteId": cliente_id,
+            "valor": valor,
+            "status": claim.status.value,
+            "dono": claim.dono,
+            "leaseAteMs": claim.lease_ate_ms,
+            "execucoes": 1,
+            "criadoEm": claim.criado_em,
+            "atualizadoEm": claim.atualizado_em,
+            GSI_SORT: claim.criado_em,
+        }
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=self._ser(item),
+                ConditionExpression="attribute_not_exists(pk)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as err:
+            if self._condition_failed(err):
+                old = self._old_item(err) or self._get(item[TABLE_KEY])
+                raise ClaimTaken(RefundClaim.from_item(old)) from None
+            raise
+        return claim
+
+    def retake_claim(self, existing: RefundClaim, *, valor: Decimal, lease_s: int) -> RefundClaim:
+        """Take over a claim that is not final (failed before the gateway, or stale).
+
+        Fenced on the previous owner and status: of two invocations retaking the
+        same claim, exactly one wins; the other gets ClaimTaken with the winner.
+        """
+        now = self.now_ms()
+        new = replace(
+            existing,
+            status=ClaimStatus.IN_PROGRESS,
+            dono=uuid.uuid4().hex,
+            lease_ate_ms=now + lease_s * 1000,
+            valor=valor,
+            atualizado_em=self._iso(now),
+            execucoes=existing.execucoes + 1,
+            detalhe=None,
+        )
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key=self._key(f"reivindicacao#{existing.chave}"),
+                UpdateExpression=(
+                    "SET #st = :novo, dono = :dono, leaseAteMs = :lease, valor = :valor, "
+                    "atualizadoEm = :agora, execucoes = execucoes + :um REMOVE detalhe"
+                ),
+                ConditionExpression="dono = :dono_antigo AND #st = :st_antigo",
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues=self._ser(
+                    {
+                        ":novo": new.status.value,
+                        ":dono": new.dono,
+                        ":lease": new.lease_ate_ms,
+                        ":valor": valor,
+                        ":agora": new.atualizado_em,
+                        ":um": 1,
+                        ":dono_antigo": existing.dono,
+                        ":st_antigo": existing.status.value,
+                    }
+                ),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as err:
+            if self._condition_failed(err):
+                raise ClaimTaken(RefundClaim.from_item(self._old_item(err) or {})) from None
+            raise
+        return new
+
+    def settle_claim(
+        self,
+        claim: RefundClaim,
+        status: ClaimStatus,
+        *,
+        transacao_gateway: str | None = None,
+        detalhe: str | None = None,
+    ) -> RefundClaim:
+        """Record the gateway outcome, fenced on the claim's owner (raises ClaimLost)."""
+        now = self.now_ms()
+        names = {"#st": "status"}
+        values: dict[str, Any] = {":st": status.value, ":agora": self._iso(now), ":dono": claim.dono}
+        sets = ["#st = :st", "atualizadoEm = :agora"]
+        if transacao_gateway is not None:
+            sets.append("transacaoGateway = :tx")
+            values[":tx"] = transacao_gateway
+        if detalhe is not None:
+            sets.append("detalhe = :det")
+            values[":det"] = detalhe
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key=self._key(f"reivindicacao#{claim.chave}"),
+                UpdateExpression="SET " + ", ".join(sets),
+                ConditionExpression="dono = :dono",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=self._ser(values),
+            )
+        except ClientError as err:
+            if self._condition_failed(err):
+                raise ClaimLost(claim.chave) from None
+            raise
+        return replace(
+            claim,
+            status=status,
+            atualizado_em=values[":agora"],
+            transacao_gateway=transacao_gateway or claim.transacao_gateway,
+            detalhe=detalhe or claim.detalhe,
+        )
+
+    def mark_erp_updated(self, claim: RefundClaim) -> RefundClaim:
+        self.client.update_item(
+            TableName=self.table_name,
+            Key=self._key(f"reivindicacao#{claim.chave}"),
+            UpdateExpression="SET erpAtualizado = :sim",
+            ConditionExpression="#st = :executado",
+            ExpressionAttributeNames={"#st": "status"},
+            ExpressionAttributeValues=self._ser({":sim": True, ":executado": ClaimStatus.EXECUTED.value}),
+        )
+        return replace(claim, erp_atualizado=True)
+
+    # retry ceiling ----------------------------------------------------------------
+    def register_attempt(
+        self,
+        *,
+        conversa_id: str,
+        assunto: str,
+        ferramenta: str,
+        teto: int,
+        pedido_id: str | None = None,
+        chave_idempotencia: str | None = None,
+    ) -> Attempt:
+        """Number this attempt with one atomic counter write and record it.
+
+        The ``ADD`` on the counter is the whole decision: DynamoDB applies it
+        atomically, so N racing callers get the numbers 1..N, each exactly once,
+        and exactly ``teto`` of them are <= ``teto``. No read precedes it, so
+        there is no count-then-act window (the race in Lab 87's Query).
+        """
+        key_part = f"{_id(conversa_id)}#{_id(assunto)}#{_id(ferramenta)}"
+        now = self._iso()
+        resp = self.client.update_item(
+            TableName=self.table_name,
+            Key=self._key(f"contador#{key_part}"),
+            UpdateExpression="ADD tentativas :um SET tipo = :tipo, atualizadoEm = :agora",
+            ExpressionAttributeValues=self._ser(
+                {":um": 1, ":tipo": ItemType.COUNTER.value, ":agora": now}
+            ),
+            ReturnValues="UPDATED_NEW",
+        )
+        numero = int(resp["Attributes"]["tentativas"]["N"])
+        attempt = Attempt(
+            conversa_id=conversa_id,
+            assunto=assunto,
+            pedido_id=pedido_id,
+            ferramenta=ferramenta,
+            numero=numero,
+            teto=teto,
+            chave_idempotencia=chave_idempotencia,
+            registrado_em=now,
+        )
+        initial = AttemptResult.PENDING if attempt.allowed else AttemptResult.BLOCKED_BY_CEILING
+        self.client.put_item(
+            TableName=self.table_name,
+            Item=self._ser(
+                {
+                    TABLE_KEY: f"tentativa#{key_part}#{numero:04d}",
+                    "tipo": ItemType.ATTEMPT.value,
+                    "evento": ATTEMPT_EVENT,
+                    "conversaId": conversa_id,
+                    "pedidoId": pedido_id,
+                    "assunto": assunto,
+                    "ferramenta": ferramenta,
+                    "tentativaNumero": numero,
+                    "teto": teto,
+                    "decisao": "permitida" if attempt.allowed else "bloqueada_por_teto",
+                    "resultado": initial.value,
+                    "chaveIdempotencia": chave_idempotencia,
+                    "timestamp": now,
+                    GSI_SORT: f"{now}#tentativa#{numero:04d}",
+                }
+            ),
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+        return attempt
+
+    def record_attempt_result(self, attempt: Attempt, resultado: AttemptResult, detalhe: str | None = None) -> None:
+        key_part = f"{attempt.conversa_id}#{attempt.assunto}#{attempt.ferramenta}"
+        values: dict[str, Any] = {":r": resultado.value, ":agora": self._iso()}
+        expr = "SET resultado = :r, concluidoEm = :agora"
+        if detalhe:
+            expr += ", detalhe = :d"
+            values[":d"] = detalhe[:500]
+        self.client.update_item(
+            TableName=self.table_name,
+            Key=self._key(f"tentativa#{key_part}#{attempt.numero:04d}"),
+            UpdateExpression=expr,
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues=self._ser(values),
+        )
+
+    # durable conversations ------------------------------------------------------
+    def acquire_conversation(
+        self, *, conversa_id: str, cliente_id: int, lease_s: int
+    ) -> ConversationState:
+        """Take the conversation's lease and a fencing version (creating it if new).
+
+        Raises ConversationBusy while another invocation holds an unexpired lease,
+        and ConversationOfAnotherCustomer when the id belongs to someone else.
+        """
+        now = self.now_ms()
+        owner = uuid.uuid4().hex
+        try:
+            resp = self.client.update_item(
+                TableName=self.table_name,
+                Key=self._key(f"conversa#{_id(conversa_id)}"),
+                UpdateExpression=(
+                    "SET dono = :dono, leaseAteMs = :lease, versao = if_not_exists(versao, :zero) + :um, "
+                    "clienteId = if_not_exists(clienteId, :cliente), tipo = :tipo, "
+                    "#st = if_not_exists(#st, :ativa), criadoEm = if_not_exists(criadoEm, :agora)"
+                ),
+                ConditionExpression=(
+                    "(attribute_not_exists(leaseAteMs) OR leaseAteMs < :agora_ms) "
+                    "AND (attribute_not_exists(clienteId) OR clienteId = :cliente)"
+                ),
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues=self._ser(
+                    {
+                        ":dono": owner,
+                        ":lease": now + lease_s * 1000,
+                        ":zero": 0,
+                        ":um": 1,
+                        ":cliente": cliente_id,
+                        ":tipo": ItemType.CONVERSATION.value,
+                        ":ativa": ConversationStatus.ACTIVE.value,
+                        ":agora": self._iso(now),
+                        ":agora_ms": now,
+                    }
+                ),
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as err:
+            if self._condition_failed(err):
+                old = self._old_item(err) or {}
+                if "clienteId" in old and int(old["clienteId"]) != cliente_id:
+                    raise ConversationOfAnotherCustomer(conversa_id) from None
+                raise ConversationBusy(conversa_id) from None
+            raise
+        item = self._de(resp["Attributes"])
+        return ConversationState(
+            conversa_id=conversa_id,
+            cliente_id=int(item["clienteId"]),
+            status=ConversationStatus(item["status"]),
+            versao=int(item["versao"]),
+            dono=owner,
+            mensagens=_decode_messages(item.get("mensagensZ")),
+            turnos=int(item.get("turnos", 0)),
+        )
+
+    def commit_conversation(
+        self,
+        state: ConversationState,
+        *,
+        mensagens: list[dict[str, Any]],
+        status: ConversationStatus,
+    ) -> ConversationState:
+        """Write the new state and release the lease, fenced on (version, owner)."""
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key=self._key(f"conversa#{state.conversa_id}"),
+                UpdateExpression=(
+                    "SET mensagensZ = :m, #st = :st, versao = versao + :um, atualizadoEm = :agora, "
+                    "turnos = if_not_exists(turnos, :zero) + :um REMOVE dono, leaseAteMs"
+                ),
+                ConditionExpression="versao = :v AND dono = :dono",
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues=self._ser(
+                    {
+                        ":m": _encode_messages(mensagens),
+                        ":st": status.value,
+                        ":um": 1,
+                        ":zero": 0,
+                        ":agora": self._iso(),
+                        ":v": state.versao,
+                        ":dono": state.dono,
+                    }
+                ),
+            )
+        except ClientError as err:
+            if self._condition_failed(err):
+                raise StaleConversation(state.conversa_id) from None
+            raise
+        return replace(state, mensagens=mensagens, status=status, versao=state.versao + 1, turnos=state.turnos + 1)
+
+    def release_conversation(self, state: ConversationState) -> None:
+        """Give the lease back without changing the state (a turn that failed cleanly)."""
+        try:
+            self.client.update_item(
+                TableName=self.table_name,
+                Key=self._key(f"conversa#{state.conversa_id}"),
+                UpdateExpression="REMOVE dono, leaseAteMs",
+                ConditionExpression="versao = :v AND dono = :dono",
+                ExpressionAttributeValues=self._ser({":v": state.versao, ":dono": state.dono}),
+            )
+        except ClientError as err:
+            if not self._condition_failed(err):
+                raise
+
+    # inbound messages --------------------------------------------------------------
+    def begin_inbound(
+        self, *, conversa_id: str, mensagem_id: str, lease_s: int
+    ) -> tuple[InboundStatus, dict[str, Any] | None]:
+        """Mark an inbound message as being processed, once.
+
+        Returns (NEW, None) to the one caller that should process it; a redelivery
+        gets (DONE, stored reply) or (IN_PROGRESS, None). A message whose earlier
+        processing failed, or whose processor died (expired lease), is NEW again.
+        """
+        now = self.now_ms()
+        pk = f"mensagem#{_id(conversa_id)}#{_id(mensagem_id)}"
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=self._ser(
+                    {
+                        TABLE_KEY: pk,
+                        "tipo": ItemType.INBOUND.value,
+                        "status": InboundStatus.IN_PROGRESS.value,
+                        "leaseAteMs": now + lease_s * 1000,
+                        "recebidaEm": self._iso(now),
+                        TTL_ATTRIBUTE: now // 1000 + INBOUND_TTL_S,
+                    }
+                ),
+                ConditionExpression=(
+                    "attribute_not_exists(pk) OR #st = :falhou OR (#st = :proc AND leaseAteMs < :agora)"
+                ),
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues=self._ser(
+                    {
+                        ":falhou": InboundStatus.FAILED.value,
+                        ":proc": InboundStatus.IN_PROGRESS.value,
+                        ":agora": now,
+                    }
+                ),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as err:
+            if self._condition_failed(err):
+                old = self._old_item(err) or self._get(pk) or {}
+                if old.get("status") == InboundStatus.DONE.value:
+                    return InboundStatus.DONE, json.loads(old["resposta"])
+                return InboundStatus.IN_PROGRESS, None
+            raise
+        return InboundStatus.NEW, None
+
+    def finish_inbound(
+        self, *, conversa_id: str, mensagem_id: str, resposta: dict[str, Any] | None, ok: bool
+    ) -> None:
+        """Store the reply (DONE) or release the message for redelivery (FAILED)."""
+        values: dict[str, Any] = {
+            ":st": (InboundStatus.DONE if ok else InboundStatus.FAILED).value,
+            ":agora": self._iso(),
+        }
+        expr = "SET #st = :st, concluidaEm = :agora REMOVE leaseAteMs"
+        if resposta is not None:
+            expr = "SET #st = :st, concluidaEm = :agora, resposta = :r REMOVE leaseAteMs"
+            values[":r"] = json.dumps(resposta, ensure_ascii=False)
+        self.client.update_item(
+            TableName=self.table_name,
+            Key=self._key(f"mensagem#{conversa_id}#{mensagem_id}"),
+            UpdateExpression=expr,
+            ExpressionAttributeNames={"#st": "status"},
+            ExpressionAttributeValues=self._ser(values),
+        )
+
+    # audit -------------------------------------------------------------------------
+    def append_audit(self, *, conversa_id: str | None, evento: str, detalhes: dict[str, Any]) -> str:
+        """Append one audit event; never overwrites (attribute_not_exists)."""
+        event_id = uuid.uuid4().hex
+        now = self._iso()
+        self.client.put_item(
+            TableName=self.table_name,
+            Item=self._ser(
+                {
+                    TABLE_KEY: f"auditoria#{event_id}",
+                    "tipo": ItemType.AUDIT.value,
+                    "evento": evento,
+                    "conversaId": conversa_id,
+                    "timestamp": now,
+                    "detalhes": json.dumps(detalhes, ensure_ascii=False, default=str),
+                    GSI_SORT: f"{now}#auditoria#{event_id}" if conversa_id else None,
+                }
+            ),
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+        return event_id
+
+    # reading a conversation's history (operators, the harness) ---------------------
+    def history(self, conversa_id: str, *, tipo: ItemType | None = None) -> Iterator[dict[str, Any]]:
+        """Every indexed item of one conversation in time order (GSI ``porConversa``)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": GSI_BY_CONVERSATION,
+            "KeyConditionExpression": "conversaId = :c",
+            "ExpressionAttributeValues": self._ser({":c": conversa_id}),
+        }
+        if tipo is not None:
+            kwargs["FilterExpression"] = "tipo = :t"
+            kwargs["ExpressionAttributeValues"] = self._ser({":c": conversa_id, ":t": tipo.value})
+        while True:
+            resp = self.client.query(**kwargs)
+            for item in resp.get("Items", []):
+                yield self._de(item)
+            if "LastEvaluatedKey" not in resp:
+                return
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+
+def _encode_messages(mensagens: list[dict[str, Any]]) -> bytes:
+    # Compressed: a days-long conversation must stay well inside DynamoDB's 400 KB item.
+    return zlib.compress(json.dumps(mensagens, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def _decode_messages(blob: Any) -> list[dict[str, Any]]:
+    if blob is None:
+        return []
+    raw = blob.value if hasattr(blob, "value") else blob  # boto3 Binary wrapper
+    return json.loads(zlib.decompress(raw))
+
+
+def table_definition(table_name: str) -> dict[str, Any]:
+    """CreateTable arguments (local stack, tests); the CDK stack mirrors them."""
+    return {
+        "TableName": table_name,
+        "BillingMode": "PAY_PER_REQUEST",
+        "AttributeDefinitions": [
+            {"AttributeName": TABLE_KEY, "AttributeType": "S"},
+            {"AttributeName": GSI_PARTITION, "AttributeType": "S"},
+            {"AttributeName": GSI_SORT, "AttributeType": "S"},
+        ],
+        "KeySchema": [{"AttributeName": TABLE_KEY, "KeyType": "HASH"}],
+        "GlobalSecondaryIndexes": [
+            {
+                "IndexName": GSI_BY_CONVERSATION,
+                "KeySchema": [
+                    {"AttributeName": GSI_PARTITION, "KeyType": "HASH"},
+                    {"AttributeName": GSI_SORT, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+    }

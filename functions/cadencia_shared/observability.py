@@ -1,0 +1,47 @@
+"""Powertools Logger and Metrics, wired the same way in every Lambda.
+
+Metrics are EMF lines on stdout (CloudWatch turns them into metrics; the local
+stack counts them). Every metric is emitted with ``single_metric`` so that each
+carries exactly its own dimension set: the orchestrator emits for several tools
+in one invocation, and Powertools' shared ``Metrics`` object keeps one set.
+No service dimension is added (``POWERTOOLS_SERVICE_NAME`` is not set for
+metrics), so ``InterrupcoesPorTeto{Ferramenta}`` is exactly what alarms match.
+"""
+
+from __future__ import annotations
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+NAMESPACE = "Cadencia/AgenteAtendimento"
+TOOL_DIMENSION = "Ferramenta"
+
+
+class Metric:
+    """Metric names (Lab 87's external names; Portuguese by convention)."""
+
+    CEILING_INTERRUPTIONS = "InterrupcoesPorTeto"
+    CALLS_ALLOWED = "ChamadasPermitidas"
+    IDEMPOTENCY_BLOCKS = "BloqueiosPorIdempotencia"
+    REAL_REFUNDS = "ReembolsosReais"
+    UNKNOWN_OUTCOMES = "ResultadosDesconhecidos"
+    TOOL_REFUSALS = "RecusasDaFerramenta"
+    TOOL_ERRORS = "ErrosDeFerramenta"
+    MODEL_ERRORS = "ErrosDoModelo"
+    HUMAN_HANDOFFS = "EncaminhamentosHumanos"
+
+
+def count(name: str, dimensions: dict[str, str], value: float = 1) -> None:
+    """Emit one EMF metric with exactly ``dimensions``."""
+    with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=NAMESPACE) as metric:
+        for key, dim_value in dimensions.items():
+            metric.add_dimension(name=key, value=dim_value)
+
+
+def count_for_tool(name: str, ferramenta: str, value: float = 1) -> None:
+    count(name, {TOOL_DIMENSION: ferramenta}, value)
+
+
+def logger_for(service: str) -> Logger:
+    # Secrets never reach the logger: handlers log ids and outcomes, never events.
+    return Logger(service=service)

@@ -1,0 +1,64 @@
+"""The JSON contract every tool Lambda answers with.
+
+A tool never raises for a business outcome: it returns a ``ToolResponse`` with
+``ok`` and either ``resultado`` + ``dados`` or ``erro``. An exception escaping a
+handler is a *crash* (Lambda reports ``FunctionError``), which the orchestrator
+treats differently from a typed refusal. ``mensagem`` texts are Portuguese: the
+model may relay them to the customer.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ErrorCode(StrEnum):
+    INVALID_INPUT = "entrada_invalida"
+    ORDER_NOT_FOUND = "pedido_nao_encontrado"  # unknown OR someone else's: same error, reveals nothing
+    CUSTOMER_NOT_FOUND = "cliente_nao_encontrado"
+    AMOUNT_EXCEEDS_BALANCE = "valor_excede_saldo"
+    GATEWAY_UNAVAILABLE = "gateway_indisponivel"  # nothing was debited; a later attempt may succeed
+
+
+class ToolError(Exception):
+    """A typed refusal: becomes ``{"ok": false, "erro": {...}}``, never a crash."""
+
+    def __init__(self, codigo: ErrorCode, mensagem: str, *, detalhes: dict[str, Any] | None = None) -> None:
+        super().__init__(f"{codigo}: {mensagem}")
+        self.codigo = codigo
+        self.mensagem = mensagem
+        self.detalhes = detalhes or {}
+
+
+class ErrorBody(BaseModel):
+    codigo: ErrorCode
+    mensagem: str
+    detalhes: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResponse(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    ferramenta: str
+    ok: bool
+    resultado: str | None = None
+    dados: dict[str, Any] | None = None
+    erro: ErrorBody | None = None
+
+    @classmethod
+    def success(cls, ferramenta: str, resultado: str, dados: dict[str, Any]) -> ToolResponse:
+        return cls(ferramenta=ferramenta, ok=True, resultado=resultado, dados=dados)
+
+    @classmethod
+    def failure(cls, ferramenta: str, error: ToolError) -> ToolResponse:
+        return cls(
+            ferramenta=ferramenta,
+            ok=False,
+            erro=ErrorBody(codigo=error.codigo, mensagem=error.mensagem, detalhes=error.detalhes),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)

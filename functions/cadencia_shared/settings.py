@@ -1,0 +1,67 @@
+"""Typed configuration, read from the process environment.
+
+Each Lambda gets its configuration from environment variables that the CDK stack
+sets (and that the local stack sets for in-process runs). Reading them through a
+pydantic model turns a missing or malformed variable into one clear error at the
+edge instead of a ``KeyError`` deep inside a request.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from enum import Enum
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+
+from .catalog import DATABASE_NAME, LEDGER_TABLE
+
+
+class EnvSettings(BaseModel):
+    """Base for settings models whose field aliases are environment variable names."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore", populate_by_name=True)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
+        return cls.model_validate(dict(os.environ if environ is None else environ))
+
+
+class DbAuth(str, Enum):
+    IAM = "iam"  # AWS: a 15-minute token from rds.generate_db_auth_token, over TLS
+    PASSWORD = "password"  # local stack: the same code path with a local password
+
+
+class DatabaseSettings(EnvSettings):
+    host: str = Field(alias="DB_HOST")
+    port: int = Field(5432, alias="DB_PORT")
+    name: str = Field(DATABASE_NAME, alias="DB_NAME")
+    user: str = Field(alias="DB_USER")
+    auth: DbAuth = Field(DbAuth.IAM, alias="DB_AUTH")
+    password: SecretStr | None = Field(None, alias="DB_PASSWORD")
+    # Path of the RDS CA bundle (global-bundle.pem). When given, the server
+    # certificate and host name are verified (sslmode=verify-full).
+    ssl_root_cert: str | None = Field(None, alias="DB_SSL_ROOT_CERT")
+    region: str | None = Field(None, alias="AWS_REGION")
+    connect_timeout_s: int = Field(3, alias="DB_CONNECT_TIMEOUT_S", ge=1, le=30)
+
+    @model_validator(mode="after")
+    def _credentials_fit_auth(self) -> DatabaseSettings:
+        if self.auth is DbAuth.PASSWORD and self.password is None:
+            raise ValueError("DB_AUTH=password requires DB_PASSWORD")
+        if self.auth is DbAuth.IAM and not self.region:
+            raise ValueError("DB_AUTH=iam requires AWS_REGION to sign the auth token")
+        return self
+
+    @property
+    def sslmode(self) -> str:
+        if self.ssl_root_cert:
+            return "verify-full"
+        # RDS IAM authentication refuses non-TLS connections; without a CA bundle
+        # the channel is encrypted but the server is not authenticated.
+        return "require" if self.auth is DbAuth.IAM else "prefer"
+
+
+class LedgerSettings(EnvSettings):
+    table_name: str = Field(LEDGER_TABLE, alias="LEDGER_TABLE")

@@ -1,0 +1,1 @@
+"""``consultar_status_pedido``: read-only status of the customer's own order."""

@@ -1,0 +1,23 @@
+"""SQL of the status tool, run as ``cadencia_agente_consulta`` (SELECT only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+
+def fetch_own_order(conn: psycopg.Connection, *, pedido_id: str, cliente_id: int) -> dict[str, Any] | None:
+    # Ownership is part of the WHERE clause: an order of another customer and an
+    # order that does not exist are the same empty result.
+    with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(
+            """
+            SELECT id, status, valor_pedido, status_reembolso, valor_reembolsado,
+                   previsao_entrega, codigo_rastreio
+              FROM pedidos
+             WHERE id = %s AND cliente_id = %s
+            """,
+            (pedido_id, cliente_id),
+        ).fetchone()

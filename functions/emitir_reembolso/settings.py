@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from pydantic import Field
+
+from cadencia_shared.aws import AwsSettings
+from cadencia_shared.catalog import GATEWAY_SECRET_NAME
+from cadencia_shared.settings import DatabaseSettings, EnvSettings, LedgerSettings
+
+
+class GatewaySettings(EnvSettings):
+    url: str = Field(alias="GATEWAY_URL")
+    secret_name: str = Field(GATEWAY_SECRET_NAME, alias="GATEWAY_SECRET_NAME")
+    # connect + read; a refund never waits longer than this for the gateway.
+    timeout_s: float = Field(3.0, alias="GATEWAY_TIMEOUT_S", gt=0, le=20)
+    secret_max_age_s: int = Field(300, alias="GATEWAY_SECRET_MAX_AGE_S", ge=0)
+    # How long a claim in progress blocks others before it counts as abandoned
+    # (and is reconciled with the gateway). Longer than the function timeout.
+    claim_lease_s: int = Field(30, alias="REFUND_CLAIM_LEASE_S", ge=1)
+
+
+class RefundSettings(EnvSettings):
+    aws: AwsSettings
+    db: DatabaseSettings
+    ledger: LedgerSettings
+    gateway: GatewaySettings
+
+    @classmethod
+    def from_env(cls, environ=None):  # type: ignore[override]
+        return cls(
+            aws=AwsSettings.from_env(environ),
+            db=DatabaseSettings.from_env(environ),
+            ledger=LedgerSettings.from_env(environ),
+            gateway=GatewaySettings.from_env(environ),
+        )

@@ -1,0 +1,92 @@
+"""``python -m scripts.local_stack up|down|status|metrics``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from . import emf, stack
+
+console = Console()
+
+
+def _progress(message: str) -> None:
+    console.print(f"[bold cyan]›[/] {message}")
+
+
+def cmd_up(_: argparse.Namespace) -> int:
+    with console.status("starting the local stack…"):
+        state = stack.up(_progress)
+    console.print(f"state: {Path(state.directory) / 'state.json'}")
+    return 0
+
+
+def cmd_down(_: argparse.Namespace) -> int:
+    leftovers = stack.down(_progress)
+    return 1 if leftovers else 0
+
+
+def cmd_status(_: argparse.Namespace) -> int:
+    state = stack.load()
+    if state is None:
+        console.print("local stack: [yellow]down[/]")
+        return 3
+    checks = stack.healthy(state)
+    table = Table(title="local stack")
+    for col in ("component", "address", "healthy"):
+        table.add_column(col)
+    table.add_row("stack server (pid)", str(state.server_pid), _mark(checks["servidor"]))
+    table.add_row("AWS (moto, serialized)", state.aws_endpoint, _mark(checks["aws"]))
+    table.add_row("payment gateway", state.gateway_url, _mark(checks["gateway"]))
+    pg = state.postgres
+    table.add_row("PostgreSQL" + (" (external)" if pg.external else ""), f"{pg.host}:{pg.port}/{pg.dbname}",
+                  _mark(checks["postgres"]))
+    console.print(table)
+    return 0 if all(checks.values()) else 1
+
+
+def cmd_metrics(_: argparse.Namespace) -> int:
+    state = stack.load()
+    if state is None:
+        console.print("local stack: [yellow]down[/]")
+        return 3
+    totals = emf.totals(emf.read_sink(state.metrics_file))
+    table = Table(title=f"EMF metrics ({state.metrics_file})")
+    for col in ("metric", "dimensions", "total"):
+        table.add_column(col)
+    for (name, dims), value in sorted(totals.items()):
+        table.add_row(name, ", ".join(f"{k}={v}" for k, v in dims), f"{value:g}")
+    console.print(table)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    stack.serve(Path(args.ready_file), Path(args.debits_file))
+    return 0
+
+
+def _mark(ok: bool) -> str:
+    return "[green]yes[/]" if ok else "[red]no[/]"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scripts.local_stack", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("up", help="start moto, the gateway and PostgreSQL").set_defaults(func=cmd_up)
+    sub.add_parser("down", help="stop everything; non-zero if anything is left").set_defaults(func=cmd_down)
+    sub.add_parser("status", help="show components and health").set_defaults(func=cmd_status)
+    sub.add_parser("metrics", help="EMF metrics collected by local runs").set_defaults(func=cmd_metrics)
+    serve = sub.add_parser("serve", help=argparse.SUPPRESS)
+    serve.add_argument("--ready-file", required=True)
+    serve.add_argument("--debits-file", required=True)
+    serve.set_defaults(func=cmd_serve)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,233 @@
+"""A payment gateway on loopback that behaves like a real one where it matters.
+
+- ``Authorization: Bearer <token>`` is required on every ``/v1`` call;
+- ``POST /v1/reembolsos`` honours ``Idempotency-Key`` the way Stripe does: the same
+  key and body return the stored refund (``Idempotent-Replayed: true``) and never
+  debit again; the same key with another amount is ``422 idempotency_key_reutilizada``;
+  a key still being processed is ``409``;
+- ``GET /v1/reembolsos?idempotencyKey=K`` looks a refund up by key (404 when absent);
+- every *real* debit is recorded (memory + a JSONL file): this is what the
+  harness counts, never what the orchestrator believes happened;
+- faults are injectable through ``POST /_admin/falhas`` so tests can produce
+  the ambiguous cases (latency, 500 before or after the debit, a read timeout
+  after the debit, a decline).
+
+The ``/_admin`` endpoints are test controls and exist only on this local server.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+FAULT_MODES = {
+    "latencia",  # sleep atraso_s, then behave normally
+    "erro_500",  # 500 without debiting
+    "erro_500_apos_debito",  # debit, then answer 500 (the client cannot know)
+    "timeout_apos_debito",  # debit, then stall past the client's read timeout
+    "recusar",  # decline (402), a definitive outcome
+}
+
+
+@dataclass
+class Fault:
+    modo: str
+    vezes: int = 1
+    atraso_s: float = 0.0
+
+
+@dataclass
+class GatewayState:
+    token: str
+    debits_file: Path | None = None
+    refunds: dict[str, dict[str, Any]] = field(default_factory=dict)  # by idempotency key
+    in_flight: set[str] = field(default_factory=set)
+    debits: list[dict[str, Any]] = field(default_factory=list)
+    faults: list[Fault] = field(default_factory=list)
+    calls: dict[str, int] = field(default_factory=lambda: {"reembolso": 0, "consulta": 0, "nao_autorizado": 0})
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def next_fault(self) -> Fault | None:
+        with self.lock:
+            if not self.faults:
+                return None
+            fault = self.faults[0]
+            fault.vezes -= 1
+            if fault.vezes <= 0:
+                self.faults.pop(0)
+            return Fault(fault.modo, 1, fault.atraso_s)
+
+    def record_debit(self, refund: dict[str, Any]) -> None:
+        debit = {**refund, "debitadoEm": _now()}
+        self.debits.append(debit)
+        if self.debits_file is not None:
+            with self.debits_file.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(debit, ensure_ascii=False) + "\n")
+
+    def reset(self) -> None:
+        with self.lock:
+            self.refunds.clear()
+            self.in_flight.clear()
+            self.debits.clear()
+            self.faults.clear()
+            for k in self.calls:
+                self.calls[k] = 0
+            if self.debits_file is not None:
+                self.debits_file.write_text("", encoding="utf-8")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "CadenciaGatewayLocal/1.0"
+    state: GatewayState  # set on the subclass made by make_server
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet: the harness prints its own
+        pass
+
+    # -- plumbing -------------------------------------------------------------
+    def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        raw = json.dumps(body, ensure_ascii=False).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def _body(self) -> dict[str, Any]:
+        length = int(self.headers.get("Content-Length") or 0)
+        if not length:
+            return {}
+        return json.loads(self.rfile.read(length))
+
+    def _authorized(self) -> bool:
+        expected = f"Bearer {self.state.token}"
+        if secrets.compare_digest(self.headers.get("Authorization", ""), expected):
+            return True
+        with self.state.lock:
+            self.state.calls["nao_autorizado"] += 1
+        self._send(401, {"erro": "nao_autorizado"})
+        return False
+
+    # -- routes -----------------------------------------------------------------
+    def do_GET(self) -> None:  # noqa: N802 (http.server naming)
+        url = urlparse(self.path)
+        if url.path == "/_admin/debitos":
+            return self._send(200, list(self.state.debits))
+        if url.path == "/_admin/estatisticas":
+            with self.state.lock:
+                return self._send(200, {**self.state.calls, "debitos": len(self.state.debits)})
+        if url.path == "/_admin/saude":
+            return self._send(200, {"ok": True})
+        if url.path == "/v1/reembolsos":
+            if not self._authorized():
+                return None
+            with self.state.lock:
+                self.state.calls["consulta"] += 1
+            key = (parse_qs(url.query).get("idempotencyKey") or [""])[0]
+            with self.state.lock:
+                refund = self.state.refunds.get(key)
+            if refund is None:
+                return self._send(404, {"erro": "nao_encontrado"})
+            return self._send(200, refund)
+        return self._send(404, {"erro": "rota_inexistente"})
+
+    def do_POST(self) -> None:  # noqa: N802
+        url = urlparse(self.path)
+        if url.path == "/_admin/falhas":
+            body = self._body()
+            if body.get("modo") not in FAULT_MODES:
+                return self._send(400, {"erro": "modo_invalido", "modos": sorted(FAULT_MODES)})
+            with self.state.lock:
+                self.state.faults.append(
+                    Fault(body["modo"], int(body.get("vezes", 1)), float(body.get("atraso_s", 0)))
+                )
+            return self._send(200, {"ok": True})
+        if url.path == "/_admin/reset":
+            self.state.reset()
+            return self._send(200, {"ok": True})
+        if url.path == "/v1/reembolsos":
+            return self._refund()
+        return self._send(404, {"erro": "rota_inexistente"})
+
+    def _refund(self) -> None:
+        if not self._authorized():
+            return
+        with self.state.lock:
+            self.state.calls["reembolso"] += 1
+        key = self.headers.get("Idempotency-Key", "")
+        if not key:
+            return self._send(400, {"erro": "idempotency_key_ausente"})
+        try:
+            body = self._body()
+            valor = Decimal(str(body["valor"]))
+            pedido = str(body["pedidoId"])
+        except (ValueError, KeyError, InvalidOperation):
+            return self._send(400, {"erro": "corpo_invalido"})
+        if valor <= 0 or valor != valor.quantize(Decimal("0.01")):
+            return self._send(400, {"erro": "valor_invalido"})
+
+        fault = self.state.next_fault()
+        if fault and fault.modo == "latencia":
+            time.sleep(fault.atraso_s)
+        if fault and fault.modo == "erro_500":
+            return self._send(500, {"erro": "falha_interna"})
+
+        with self.state.lock:
+            existing = self.state.refunds.get(key)
+            if existing is None and key in self.state.in_flight:
+                return self._send(409, {"erro": "requisicao_em_andamento"})
+            if existing is not None:
+                if Decimal(existing["valor"]) != valor or existing["pedidoId"] != pedido:
+                    return self._send(422, {"erro": "idempotency_key_reutilizada"})
+                status = 402 if existing["status"] == "recusado" else 200
+                return self._send(status, existing, {"Idempotent-Replayed": "true"})
+            self.state.in_flight.add(key)
+        try:
+            refund = {
+                "id": "rb_" + secrets.token_hex(8),
+                "status": "recusado" if fault and fault.modo == "recusar" else "aprovado",
+                "pedidoId": pedido,
+                "valor": str(valor),
+                "moeda": "BRL",
+                "idempotencyKey": key,
+                "criadoEm": _now(),
+            }
+            with self.state.lock:
+                self.state.refunds[key] = refund
+                if refund["status"] == "aprovado":
+                    self.state.record_debit(refund)
+        finally:
+            with self.state.lock:
+                self.state.in_flight.discard(key)
+
+        if fault and fault.modo == "erro_500_apos_debito":
+            return self._send(500, {"erro": "falha_interna"})
+        if fault and fault.modo == "timeout_apos_debito":
+            time.sleep(fault.atraso_s or 10)
+        self._send(402 if refund["status"] == "recusado" else 201, refund)
+
+
+def make_server(host: str, port: int, state: GatewayState) -> ThreadingHTTPServer:
+    handler = type("GatewayHandler", (_Handler,), {"state": state})
+    server = ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    return server
+
+
+def stats_snapshot(state: GatewayState) -> dict[str, Any]:
+    with state.lock:
+        return {**state.calls, "debitos": len(state.debits), "faults": [asdict(f) for f in state.faults]}
