@@ -20,16 +20,16 @@ logger = logger_for(TOOL)
 
 
 @cache
-def _ledger(aws: AwsSettings, settings: LedgerSettings) -> Ledger:
+def ledger_for(aws: AwsSettings, settings: LedgerSettings) -> Ledger:
     return Ledger(settings.table_name, client("dynamodb", aws))
 
 
 @tool_handler(ferramenta=TOOL, model=ProfileUpdateRequest, logger=logger)
 def lambda_handler(request: ProfileUpdateRequest) -> ToolResponse:
     conn = db.connection(DatabaseSettings.from_env())
-    ledger = _ledger(AwsSettings.from_env(), LedgerSettings.from_env())
+    ledger = ledger_for(AwsSettings.from_env(), LedgerSettings.from_env())
     return update_profile(request, update=partial(update_own_profile, conn), ledger=ledger)
 
 
 def reset_adapters() -> None:
-    _ledger.cache_clear()
+    ledger_for.cache_clear()

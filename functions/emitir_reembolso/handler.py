@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from aws_lambda_powertools.utilities.parameters import SecretsProvider
 
@@ -23,10 +25,19 @@ from .settings import RefundSettings
 logger = logger_for(TOOL)
 
 
+@dataclass(frozen=True)
+class RefundAdapters:
+    ledger: Ledger
+    gateway: PaymentGatewayClient
+    secrets_client: Any
+    read_gateway_token: Callable[[], str]
+
+
 @cache
-def _adapters(settings: RefundSettings) -> tuple[Ledger, PaymentGatewayClient, Callable[[], str]]:
+def adapters(settings: RefundSettings) -> RefundAdapters:
     """Built once per execution environment (and per configuration)."""
-    secrets = SecretsProvider(boto3_client=client("secretsmanager", settings.aws))
+    secrets_client = client("secretsmanager", settings.aws)
+    secrets = SecretsProvider(boto3_client=secrets_client)
 
     def read_gateway_token() -> str:
         # Powertools caches the value for max_age seconds: a warm function does not
@@ -34,22 +45,23 @@ def _adapters(settings: RefundSettings) -> tuple[Ledger, PaymentGatewayClient, C
         value = secrets.get(settings.gateway.secret_name, max_age=settings.gateway.secret_max_age_s, transform="json")
         return value["token"]
 
-    return (
-        Ledger(settings.ledger.table_name, client("dynamodb", settings.aws)),
-        PaymentGatewayClient(settings.gateway.url, settings.gateway.timeout_s),
-        read_gateway_token,
+    return RefundAdapters(
+        ledger=Ledger(settings.ledger.table_name, client("dynamodb", settings.aws)),
+        gateway=PaymentGatewayClient(settings.gateway.url, settings.gateway.timeout_s),
+        secrets_client=secrets_client,
+        read_gateway_token=read_gateway_token,
     )
 
 
 @tool_handler(ferramenta=TOOL, model=RefundRequest, logger=logger)
 def lambda_handler(request: RefundRequest) -> ToolResponse:
     settings = RefundSettings.from_env()
-    ledger, gateway, read_gateway_token = _adapters(settings)
+    wired = adapters(settings)
     service = RefundService(
-        ledger=ledger,
+        ledger=wired.ledger,
         orders=RefundOrders(db.connection(settings.db)),
-        gateway=gateway,
-        read_gateway_token=read_gateway_token,
+        gateway=wired.gateway,
+        read_gateway_token=wired.read_gateway_token,
         claim_lease_s=settings.gateway.claim_lease_s,
     )
     return service.issue(request)
@@ -57,4 +69,4 @@ def lambda_handler(request: RefundRequest) -> ToolResponse:
 
 def reset_adapters() -> None:
     """Forget cached clients (tests switch between mocked and local AWS)."""
-    _adapters.cache_clear()
+    adapters.cache_clear()

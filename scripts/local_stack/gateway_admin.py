@@ -1,0 +1,38 @@
+"""Client of the local gateway's ``/_admin`` test controls (harness and tests).
+
+Real debits are read here, from the gateway server itself: no conclusion about
+money comes from what the orchestrator or a handler *believes* happened.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from typing import Any
+
+
+class GatewayAdmin:
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url.rstrip("/")
+
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base_url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def debits(self) -> list[dict[str, Any]]:
+        return self._call("GET", "/_admin/debitos")
+
+    def stats(self) -> dict[str, int]:
+        return self._call("GET", "/_admin/estatisticas")
+
+    def reset(self) -> None:
+        self._call("POST", "/_admin/reset", {})
+
+    def inject(self, modo: str, *, vezes: int = 1, atraso_s: float = 0.0) -> None:
+        self._call("POST", "/_admin/falhas", {"modo": modo, "vezes": vezes, "atraso_s": atraso_s})
+
+    def debits_for(self, prefix: str) -> list[dict[str, Any]]:
+        return [d for d in self.debits() if d["idempotencyKey"].startswith(prefix)]

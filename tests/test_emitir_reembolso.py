@@ -1,0 +1,336 @@
+"""emitir_reembolso: exactly-once against mock_aws, the real PostgreSQL (as the
+refund user) and the real loopback gateway (debits counted at the server)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from decimal import Decimal
+
+import pytest
+from botocore.exceptions import ClientError
+
+from cadencia_shared import ledger as ledger_mod
+from cadencia_shared.catalog import EMITIR_REEMBOLSO
+from cadencia_shared.ledger import ClaimStatus, refund_idempotency_key
+from emitir_reembolso import handler as refund_handler
+from emitir_reembolso.settings import RefundSettings
+from orchestrator.invokers.local import function_environment
+
+
+def _event(conv: str | None = None, **overrides):
+    event = {"conversaId": conv or f"conv-{uuid.uuid4().hex[:8]}", "clienteId": 1001, "pedidoId": "4821", "valor": 50.0}
+    event.update(overrides)
+    return event
+
+
+class CallLog:
+    """botocore before-call hooks: the order of AWS operations the handler made."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __call__(self, model, **_):
+        self.calls.append(model.name)
+
+    def count(self, name: str) -> int:
+        return self.calls.count(name)
+
+
+@pytest.fixture
+def call_log(tools) -> CallLog:
+    log = CallLog()
+    with function_environment(tools.environment(EMITIR_REEMBOLSO)):
+        wired = refund_handler.adapters(RefundSettings.from_env())
+    wired.ledger.client.meta.events.register("before-call.dynamodb.*", log)
+    wired.secrets_client.meta.events.register("before-call.secrets-manager.*", log)
+    return log
+
+
+def _refund_row(erp, pedido="4821"):
+    return erp.execute(
+        "SELECT valor_reembolsado, status_reembolso, chave_ultimo_reembolso FROM pedidos WHERE id = %s", (pedido,)
+    ).fetchone()
+
+
+def test_first_call_debits_once_and_updates_the_erp(tools, gateway, erp, call_log):
+    event = _event()
+    out = tools(EMITIR_REEMBOLSO, event)
+    assert out["ok"] is True and out["resultado"] == "executado"
+    key = refund_idempotency_key(event["conversaId"], "4821")
+    assert out["dados"]["chaveIdempotencia"] == key
+    debits = gateway.debits()
+    assert [(d["idempotencyKey"], d["valor"]) for d in debits] == [(key, "50.00")]
+    assert _refund_row(erp) == (Decimal("50.00"), "reembolsado_parcial", key)
+
+
+def test_claim_is_written_before_the_secret_is_read(tools, gateway, call_log):
+    tools(EMITIR_REEMBOLSO, _event())
+    # The conditional PutItem (claim) precedes the first GetSecretValue.
+    assert "PutItem" in call_log.calls and "GetSecretValue" in call_log.calls
+    assert call_log.calls.index("PutItem") < call_log.calls.index("GetSecretValue")
+
+
+def test_repeat_is_blocked_without_reading_the_secret_or_calling_the_gateway(tools, gateway, erp, call_log):
+    event = _event()
+    first = tools(EMITIR_REEMBOLSO, event)
+    reads_after_first = call_log.count("GetSecretValue")
+    gateway_calls_after_first = gateway.stats()["reembolso"]
+
+    second = tools(EMITIR_REEMBOLSO, event)
+    assert second["ok"] is True and second["resultado"] == "bloqueado_por_idempotencia"
+    assert second["dados"]["resultadoOriginal"] == "executado"
+    assert second["dados"]["transacao"] == first["dados"]["transacao"]
+    assert call_log.count("GetSecretValue") == reads_after_first  # zero secret reads on the repeat
+    assert gateway.stats()["reembolso"] == gateway_calls_after_first  # zero gateway calls (counted at the server)
+    assert len(gateway.debits()) == 1
+    assert _refund_row(erp)[0] == Decimal("50.00")  # the ERP did not add it twice
+
+
+def test_repeat_even_when_balance_is_exhausted_reports_the_original(tools, gateway):
+    event = _event(valor=189.90)  # the whole order
+    assert tools(EMITIR_REEMBOLSO, event)["resultado"] == "executado"
+    again = tools(EMITIR_REEMBOLSO, event)
+    assert again["resultado"] == "bloqueado_por_idempotencia"
+    assert len(gateway.debits()) == 1
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"valor": -10}, "valor"),
+        ({"valor": 0}, "valor"),
+        ({"valor": 10.001}, "valor"),
+        ({"valor": "NaN"}, "valor"),
+        ({"pedidoId": "48#21"}, "pedidoId"),
+        ({"conversaId": "a#b"}, "conversaId"),
+        ({"clienteId": 0}, "clienteId"),
+        ({"extra": "campo"}, "extra"),
+    ],
+)
+def test_invalid_input_is_a_typed_error_and_changes_nothing(tools, gateway, mocked_aws, change, field):
+    out = tools(EMITIR_REEMBOLSO, _event(**change))
+    assert out["ok"] is False
+    assert out["erro"]["codigo"] == "entrada_invalida"
+    assert field in out["erro"]["mensagem"]
+    assert gateway.stats()["reembolso"] == 0
+    assert mocked_aws["dynamodb"].scan(TableName="cadencia-agente-execucoes")["Count"] == 0
+
+
+def test_missing_field_is_a_typed_error(tools, gateway):
+    event = _event()
+    del event["valor"]
+    out = tools(EMITIR_REEMBOLSO, event)
+    assert out["erro"]["codigo"] == "entrada_invalida"
+
+
+def test_unknown_and_foreign_orders_get_the_same_error(tools, gateway, mocked_aws):
+    unknown = tools(EMITIR_REEMBOLSO, _event(pedidoId="9999"))
+    foreign = tools(EMITIR_REEMBOLSO, _event(pedidoId="5100"))  # belongs to customer 1002
+    assert unknown["erro"]["codigo"] == foreign["erro"]["codigo"] == "pedido_nao_encontrado"
+    assert unknown["erro"]["mensagem"].replace("9999", "X") == foreign["erro"]["mensagem"].replace("5100", "X")
+    assert gateway.stats()["reembolso"] == 0
+    assert mocked_aws["dynamodb"].scan(TableName="cadencia-agente-execucoes")["Count"] == 0
+
+
+def test_amount_above_balance_is_refused_before_any_claim(tools, gateway, mocked_aws):
+    out = tools(EMITIR_REEMBOLSO, _event(valor=189.91))
+    assert out["erro"]["codigo"] == "valor_excede_saldo"
+    assert out["erro"]["detalhes"]["saldo"] == "189.90"
+    assert mocked_aws["dynamodb"].scan(TableName="cadencia-agente-execucoes")["Count"] == 0
+    assert gateway.stats()["reembolso"] == 0
+
+
+def test_balance_accounts_for_refunds_of_other_conversations(tools, gateway):
+    assert tools(EMITIR_REEMBOLSO, _event(valor=150))["resultado"] == "executado"
+    out = tools(EMITIR_REEMBOLSO, _event(valor=40))  # 189.90 - 150 = 39.90 left
+    assert out["erro"]["codigo"] == "valor_excede_saldo"
+    assert tools(EMITIR_REEMBOLSO, _event(valor=39.90))["resultado"] == "executado"
+    assert len(gateway.debits()) == 2
+
+
+def test_gateway_unreachable_is_not_reported_as_already_processed(tools, gateway, mocked_aws):
+    event = _event()
+    tools.overrides[EMITIR_REEMBOLSO.name] = {"GATEWAY_URL": "http://127.0.0.1:9"}  # nothing listens there
+    down = tools(EMITIR_REEMBOLSO, event)
+    assert down["ok"] is False and down["erro"]["codigo"] == "gateway_indisponivel"
+    claim = mocked_aws["ledger"].get_claim(refund_idempotency_key(event["conversaId"], "4821"))
+    assert claim.status is ClaimStatus.FAILED_BEFORE_GATEWAY
+
+    tools.overrides.clear()
+    retry = tools(EMITIR_REEMBOLSO, event)
+    assert retry["resultado"] == "executado"  # retaken, not "already processed"
+    assert len(gateway.debits()) == 1
+
+
+def test_secret_unavailable_releases_the_claim(tools, gateway, mocked_aws):
+    event = _event()
+    tools.overrides[EMITIR_REEMBOLSO.name] = {"GATEWAY_SECRET_NAME": "nao/existe"}
+    out = tools(EMITIR_REEMBOLSO, event)
+    assert out["erro"]["codigo"] == "gateway_indisponivel"
+    claim = mocked_aws["ledger"].get_claim(refund_idempotency_key(event["conversaId"], "4821"))
+    assert claim.status is ClaimStatus.FAILED_BEFORE_GATEWAY
+    tools.overrides.clear()
+    assert tools(EMITIR_REEMBOLSO, event)["resultado"] == "executado"
+    assert len(gateway.debits()) == 1
+
+
+@pytest.mark.parametrize("fault", ["erro_500_apos_debito", "timeout_apos_debito"])
+def test_ambiguous_answer_after_the_debit_is_reconciled_not_redebited(tools, gateway, erp, fault):
+    tools.overrides[EMITIR_REEMBOLSO.name] = {"GATEWAY_TIMEOUT_S": "1"}
+    gateway.inject(fault, atraso_s=2.5)
+    event = _event()
+    out = tools(EMITIR_REEMBOLSO, event)
+    # The lookup by key finds the debit the ambiguous answer hid.
+    assert out["resultado"] == "executado"
+    again = tools(EMITIR_REEMBOLSO, event)
+    assert again["resultado"] == "bloqueado_por_idempotencia"
+    assert len(gateway.debits()) == 1
+    assert _refund_row(erp)[0] == Decimal("50.00")
+
+
+def test_500_before_any_debit_leaves_an_unknown_claim_that_is_reconciled(tools, gateway, mocked_aws):
+    gateway.inject("erro_500")
+    event = _event()
+    out = tools(EMITIR_REEMBOLSO, event)
+    assert out["resultado"] == "resultado_desconhecido"
+    claim = mocked_aws["ledger"].get_claim(refund_idempotency_key(event["conversaId"], "4821"))
+    assert claim.status is ClaimStatus.UNKNOWN
+    # Next attempt: lookup says the key never reached a debit -> retaken and executed once.
+    retry = tools(EMITIR_REEMBOLSO, event)
+    assert retry["resultado"] == "executado"
+    assert len(gateway.debits()) == 1
+
+
+def test_declined_refund_is_final_and_repeats_report_it(tools, gateway, erp):
+    gateway.inject("recusar")
+    event = _event()
+    out = tools(EMITIR_REEMBOLSO, event)
+    assert out["resultado"] == "recusado_pelo_gateway"
+    again = tools(EMITIR_REEMBOLSO, event)
+    assert again["resultado"] == "bloqueado_por_idempotencia"
+    assert again["dados"]["resultadoOriginal"] == "recusado_pelo_gateway"
+    assert gateway.debits() == []
+    assert _refund_row(erp)[0] == Decimal("0.00")
+
+
+def test_claim_in_progress_under_lease_blocks_without_touching_anything(tools, gateway, mocked_aws, call_log):
+    event = _event()
+    ledger = mocked_aws["ledger"]
+    ledger.claim_refund(chave=refund_idempotency_key(event["conversaId"], "4821"), conversa_id=event["conversaId"],
+                        pedido_id="4821", cliente_id=1001, valor=Decimal("50"), lease_s=60)
+    out = tools(EMITIR_REEMBOLSO, event)
+    assert out["resultado"] == "em_processamento"
+    assert call_log.count("GetSecretValue") == 0
+    assert gateway.stats()["reembolso"] == 0 and gateway.stats()["consulta"] == 0
+
+
+def test_abandoned_claim_that_did_debit_is_reconciled_by_lookup(tools, gateway, mocked_aws, local_stack):
+    """A Lambda died after the gateway debited but before recording it."""
+    from emitir_reembolso.gateway import PaymentGatewayClient
+
+    event = _event()
+    key = refund_idempotency_key(event["conversaId"], "4821")
+    clock = [1_000_000.0]
+    ledger = ledger_mod.Ledger("cadencia-agente-execucoes", mocked_aws["dynamodb"], clock=lambda: clock[0])
+    ledger.claim_refund(chave=key, conversa_id=event["conversaId"], pedido_id="4821", cliente_id=1001,
+                        valor=Decimal("50.00"), lease_s=30)
+    PaymentGatewayClient(local_stack.gateway_url, 2).refund(
+        idempotency_key=key, pedido_id="4821", valor=Decimal("50.00"), token=local_stack.gateway_token
+    )
+    # The claim's lease (1970) is long expired in real time.
+    out = tools(EMITIR_REEMBOLSO, event)
+    assert out["resultado"] == "bloqueado_por_idempotencia"
+    assert out["dados"]["conciliado"] is True
+    assert len(gateway.debits()) == 1
+    assert gateway.stats()["consulta"] == 1
+
+
+def test_abandoned_claim_that_never_reached_the_gateway_is_executed_once(tools, gateway, mocked_aws):
+    event = _event()
+    key = refund_idempotency_key(event["conversaId"], "4821")
+    ledger = ledger_mod.Ledger("cadencia-agente-execucoes", mocked_aws["dynamodb"], clock=lambda: 1_000_000.0)
+    ledger.claim_refund(chave=key, conversa_id=event["conversaId"], pedido_id="4821", cliente_id=1001,
+                        valor=Decimal("50.00"), lease_s=30)
+    out = tools(EMITIR_REEMBOLSO, event)
+    assert out["resultado"] == "executado"
+    assert len(gateway.debits()) == 1
+
+
+def test_concurrent_repeats_debit_once(tools, gateway, mocked_aws, local_stack):
+    """Five invocations at once, each with its own DB connection (as five Lambda
+    environments would have): the order's row lock and the conditional claim let
+    exactly one reach the gateway."""
+    import psycopg
+
+    from emitir_reembolso.gateway import PaymentGatewayClient
+    from emitir_reembolso.logic import RefundService
+    from emitir_reembolso.models import RefundRequest
+    from emitir_reembolso.repository import RefundOrders
+
+    request = RefundRequest.model_validate(_event())
+    barrier = threading.Barrier(5)
+    results: list[str] = []
+
+    def run():
+        with psycopg.connect(local_stack.postgres.user_conninfo("cadencia_agente_reembolso")) as conn:
+            service = RefundService(
+                ledger=mocked_aws["ledger"],
+                orders=RefundOrders(conn),
+                gateway=PaymentGatewayClient(local_stack.gateway_url, 3),
+                read_gateway_token=lambda: local_stack.gateway_token,
+                claim_lease_s=30,
+            )
+            barrier.wait()
+            results.append(service.issue(request).resultado)
+
+    threads = [threading.Thread(target=run) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == ["bloqueado_por_idempotencia"] * 4 + ["executado"]
+    assert len(gateway.debits()) == 1
+
+
+def test_refund_user_cannot_touch_other_columns(local_stack, erp):
+    import psycopg
+
+    with psycopg.connect(local_stack.postgres.user_conninfo("cadencia_agente_reembolso")) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("UPDATE pedidos SET valor_pedido = 1 WHERE id = '4821'")
+
+
+def test_fenced_settle_fails_for_a_stale_owner(mocked_aws):
+    ledger = mocked_aws["ledger"]
+    claim = ledger.claim_refund(chave="c-1#p-1#reembolso", conversa_id="c-1", pedido_id="p-1", cliente_id=1,
+                                valor=Decimal("1"), lease_s=1)
+    ledger.settle_claim(claim, ClaimStatus.FAILED_BEFORE_GATEWAY)
+    current = ledger.get_claim("c-1#p-1#reembolso")
+    ledger.retake_claim(current, valor=Decimal("1"), lease_s=1)
+    with pytest.raises(ledger_mod.ClaimLost):
+        ledger.settle_claim(claim, ClaimStatus.EXECUTED)  # the old owner lost the claim
+    with pytest.raises(ledger_mod.ClaimTaken):
+        ledger.retake_claim(current, valor=Decimal("1"), lease_s=1)  # the same takeover cannot win twice
+
+
+def test_conditional_claim_cannot_be_won_twice(mocked_aws):
+    ledger = mocked_aws["ledger"]
+    args = dict(chave="c-2#p-2#reembolso", conversa_id="c-2", pedido_id="p-2", cliente_id=1, valor=Decimal("1"),
+                lease_s=30)
+    first = ledger.claim_refund(**args)
+    with pytest.raises(ledger_mod.ClaimTaken) as taken:
+        ledger.claim_refund(**args)
+    assert taken.value.existing.dono == first.dono
+
+
+def test_unhandled_database_error_is_a_crash_not_a_typed_answer(tools, gateway):
+    tools.overrides[EMITIR_REEMBOLSO.name] = {"DB_PASSWORD": "wrong"}
+    with pytest.raises(Exception) as err:
+        from cadencia_shared import db
+
+        db.close_all()
+        tools(EMITIR_REEMBOLSO, _event())
+    assert "password authentication failed" in str(err.value)
+    assert gateway.stats()["reembolso"] == 0
+    assert not isinstance(err.value, ClientError)
