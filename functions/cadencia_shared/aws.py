@@ -11,8 +11,9 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from .settings import EnvSettings
 from pydantic import Field
+
+from .settings import EnvSettings
 
 _CONFIG = Config(connect_timeout=2, read_timeout=5, retries={"mode": "standard", "max_attempts": 3})
 
@@ -24,7 +25,7 @@ class AwsSettings(EnvSettings):
     endpoint_url: str | None = Field(None, alias="AWS_ENDPOINT_URL")
 
 
-def client(service: str, settings: AwsSettings) -> Any:
+def client(service: str, settings: AwsSettings, *, config: Config | None = None) -> Any:
     return boto3.session.Session().client(
-        service, region_name=settings.region, endpoint_url=settings.endpoint_url, config=_CONFIG
+        service, region_name=settings.region, endpoint_url=settings.endpoint_url, config=config or _CONFIG
     )

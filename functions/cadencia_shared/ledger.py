@@ -46,8 +46,9 @@ GSI_PARTITION = "conversaId"
 GSI_SORT = "registradoEm"
 TTL_ATTRIBUTE = "expiraEm"
 
-# Identifiers that reach a key: letters, digits and . _ : - (never '#').
-ID_PATTERN = r"^[A-Za-z0-9._:\-]{1,128}$"
+# Identifiers that reach a key: letters, digits and . _ : = + / - (WhatsApp ids
+# are base64-like); never "#", the key separator.
+ID_PATTERN = r"^[A-Za-z0-9._:=+/\-]{1,256}$"
 
 ATTEMPT_EVENT = "TENTATIVA_DE_FERRAMENTA_REGISTRADA"
 INBOUND_TTL_S = 7 * 24 * 3600

@@ -1,0 +1,73 @@
+"""Lambda entry point of the orchestrator (thin: parse, wire, run one turn)."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools.utilities.parameters import SecretsProvider
+from aws_lambda_powertools.utilities.parser import parse
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import ValidationError
+
+from cadencia_shared.aws import client
+from cadencia_shared.ledger import Ledger
+from cadencia_shared.observability import logger_for
+
+from .events import TurnRequest
+from .invokers import ToolInvoker
+from .loop import Orchestrator
+from .model import Deadline, build_sdk, model_client
+from .settings import ModelProvider, OrchestratorSettings
+
+logger = logger_for("orquestrador")
+
+
+def _invoker(settings: OrchestratorSettings) -> ToolInvoker:
+    if settings.tool_invoker == "aws":
+        from .invokers.aws import INVOKE_CONFIG, LambdaInvoker
+
+        return LambdaInvoker(client("lambda", settings.aws, config=INVOKE_CONFIG), settings.tool_functions)
+    # Local mode only: imports the tool packages (never in AWS).
+    import os
+
+    from .invokers.local import InProcessInvoker
+
+    with open(os.environ["LOCAL_TOOL_ENVIRONMENTS"], encoding="utf-8") as fh:
+        return InProcessInvoker(json.load(fh))
+
+
+def _api_key(settings: OrchestratorSettings) -> str | None:
+    if settings.provider is not ModelProvider.ANTHROPIC or not settings.api_key_secret_name:
+        return None  # Bedrock uses IAM; without a secret name the SDK reads ANTHROPIC_API_KEY
+    secrets = SecretsProvider(boto3_client=client("secretsmanager", settings.aws))
+    return secrets.get(settings.api_key_secret_name, max_age=300)
+
+
+@cache
+def orchestrator(settings: OrchestratorSettings) -> Orchestrator:
+    """Built once per execution environment: clients, the key, the invoker."""
+    return Orchestrator(
+        settings=settings,
+        ledger=Ledger(settings.ledger.table_name, client("dynamodb", settings.aws)),
+        model=model_client(settings, build_sdk(settings, api_key=_api_key(settings))),
+        invoker=_invoker(settings),
+        logger=logger,
+    )
+
+
+@logger.inject_lambda_context(clear_state=True)
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    try:
+        request = parse(event=event, model=TurnRequest)
+    except ValidationError as err:
+        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors(include_url=False,
+                                                                                          include_input=False)]
+        logger.info("invalid inbound event", extra={"erros": problems})
+        return {"status": "erro", "motivo": "entrada_invalida", "erros": problems, "resposta": None}
+    logger.append_keys(conversaId=request.conversaId, mensagemId=request.mensagemId)
+    turn = orchestrator(OrchestratorSettings.from_env())
+    reply = turn.handle(request, Deadline(context.get_remaining_time_in_millis))
+    logger.info("turn finished", extra={"motivo": reply.motivo, "status": reply.status})
+    return reply.model_dump(mode="json")

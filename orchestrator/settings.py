@@ -1,0 +1,51 @@
+"""Orchestrator configuration (environment variables set by the CDK stack)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import Field, Json
+
+from cadencia_shared.aws import AwsSettings
+from cadencia_shared.catalog import TOOLS
+from cadencia_shared.settings import EnvSettings, LedgerSettings
+
+
+class ModelProvider(StrEnum):
+    ANTHROPIC = "anthropic"  # Messages API; key from Secrets Manager (or ANTHROPIC_API_KEY locally)
+    BEDROCK = "bedrock"  # AnthropicBedrock; IAM credentials of the function, no key
+
+
+class OrchestratorSettings(EnvSettings):
+    provider: ModelProvider = Field(ModelProvider.ANTHROPIC, alias="MODEL_PROVIDER")
+    model_id: str = Field("claude-sonnet-5-5", alias="MODEL_ID")
+    api_key_secret_name: str | None = Field(None, alias="ANTHROPIC_API_KEY_SECRET_NAME")
+    # Only for the local scripted model server (the harness); unset in AWS.
+    base_url: str | None = Field(None, alias="ANTHROPIC_BASE_URL")
+    max_tokens: int = Field(1024, alias="MODEL_MAX_TOKENS", ge=64, le=8192)
+    # Per model call, before the deadline cap; the SDK's own retries are off.
+    model_timeout_s: float = Field(25.0, alias="MODEL_TIMEOUT_S", gt=0)
+    model_max_attempts: int = Field(3, alias="MODEL_MAX_ATTEMPTS", ge=1, le=5)
+    model_backoff_cap_s: float = Field(4.0, alias="MODEL_BACKOFF_CAP_S", ge=0)
+    # The retry ceiling per (conversaId, pedidoId, ferramenta). Lab 87: 4.
+    teto: int = Field(4, alias="TETO_TENTATIVAS", ge=1, le=50)
+    # Model rounds a single customer message may take before a human takes over.
+    max_rounds: int = Field(8, alias="MAX_RODADAS_POR_TURNO", ge=1, le=50)
+    # Longer than the Lambda timeout, so a live invocation never loses its lease.
+    conversation_lease_s: int = Field(120, alias="CONVERSA_LEASE_S", ge=5)
+    # Seconds kept in reserve at the end of a turn to commit state and answer.
+    reserve_s: float = Field(3.0, alias="RESERVA_FINAL_S", ge=0)
+    history_max_messages: int = Field(80, alias="HISTORICO_MAX_MENSAGENS", ge=4)
+    tool_invoker: Literal["aws", "local"] = Field("aws", alias="TOOL_INVOKER")
+    tool_functions: Json[dict[str, str]] = Field(
+        default_factory=lambda: {name: spec.function_name for name, spec in TOOLS.items()}, alias="TOOL_FUNCTIONS"
+    )
+    strict_tools: bool = Field(True, alias="STRICT_TOOLS")
+    ledger: LedgerSettings = Field(default_factory=LedgerSettings)
+    aws: AwsSettings = Field(default_factory=AwsSettings)
+
+    @classmethod
+    def from_env(cls, environ=None):  # type: ignore[override]
+        base = super().from_env(environ)
+        return base.model_copy(update={"ledger": LedgerSettings.from_env(environ), "aws": AwsSettings.from_env(environ)})
