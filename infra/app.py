@@ -1,0 +1,68 @@
+"""CDK entry point (cdk.json runs ``python -m infra.app``).
+
+Synthesizes offline without AWS credentials: the stack is environment-agnostic
+(account and region are resolved at deploy time), and every Lambda asset is
+built locally by ``infra/packaging.py``. cdk-nag's AwsSolutions pack runs as a
+policy-validation plugin, so an unacknowledged finding fails ``cdk synth``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+
+from cadencia_shared.catalog import TOOLS
+
+from . import contract, packaging
+from .config import StackConfig, from_context
+from .stack import CadenciaStack
+
+ROOT = packaging.ROOT
+
+
+def asset_specs() -> list[packaging.AssetSpec]:
+    shared = ROOT / "functions" / "cadencia_shared"
+    specs = [
+        packaging.AssetSpec(
+            name=tool.function_name,
+            sources=(ROOT / "functions" / tool.package, shared),
+            requirements=ROOT / "requirements" / "lambda-tools.txt",
+            include_ca_bundle=True,  # only the tools talk to PostgreSQL
+        )
+        for tool in TOOLS.values()
+    ]
+    specs.append(packaging.AssetSpec(
+        name=contract.ORCHESTRATOR_FUNCTION_NAME,
+        sources=(ROOT / "orchestrator", shared),
+        requirements=ROOT / "requirements" / "lambda-orchestrator.txt",
+    ))
+    return specs
+
+
+def _stderr(message: str) -> None:
+    # stdout of `cdk synth` is the template; progress goes to stderr.
+    print(message, file=sys.stderr, flush=True)
+
+
+def build_app(context: Mapping[str, Any] | None = None, *, outdir: str | None = None,
+              nag: bool = True, progress=_stderr) -> tuple[cdk.App, CadenciaStack, StackConfig]:
+    app = cdk.App(context=dict(context or {}), outdir=outdir, analytics_reporting=False)
+    config = from_context(app.node.try_get_context)
+    assets = packaging.build_all(asset_specs(), progress) if config.deploy_functions else {}
+    stack = CadenciaStack(app, contract.STACK_NAME, config=config, assets=assets)
+    if nag:
+        cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    return app, stack, config
+
+
+def main() -> None:
+    app, _, _ = build_app()
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

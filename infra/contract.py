@@ -1,0 +1,335 @@
+"""The least-privilege contract: every role of the stack and its exact grants.
+
+One table, in one place. ``tests/infra/test_contract.py`` reads the synthesized
+template and asserts that each role's (action, resource) pairs, and its managed
+policies, equal this table exactly; ``render_markdown`` turns it into the access
+matrix in README.md (a test keeps the two equal). The stack does not read this
+module to build its policies: the statements in ``stack.py`` are written
+independently, so a widened statement there shows up as a difference here.
+
+Resources are written the way the template spells them after intrinsic
+functions are flattened (``policy_check.render``): ``${LogicalId}`` for a Ref,
+``${LogicalId.Attr}`` for a GetAtt, ``${AWS::Region}`` for a pseudo parameter.
+The stack pins the logical ids named here (``Ids``) so they are stable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from cadencia_shared.catalog import DATABASE_NAME, TOOLS, ToolSpec
+
+from .config import StackConfig
+
+WILDCARD = "*"
+
+# X-Ray has no resource-level permissions: PutTraceSegments/PutTelemetryRecords
+# only accept "*". It is the one wildcard resource the contract allows.
+XRAY_ACTIONS = ("xray:PutTraceSegments", "xray:PutTelemetryRecords")
+LOG_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
+
+ORCHESTRATOR_FUNCTION_NAME = "cadencia-orquestrador"
+DB_USERS_FUNCTION_NAME = "cadencia-db-users"
+STACK_NAME = "CadenciaAgente"
+
+
+def pascal(snake: str) -> str:
+    return "".join(part.capitalize() for part in snake.split("_"))
+
+
+def role_name_for(tool: ToolSpec) -> str:
+    """Lab 87's role names: cadencia-agente-{consulta,reembolso,cadastro}-role."""
+    return f"cadencia-agente-{tool.db_user.removeprefix('cadencia_agente_')}-role"
+
+
+class Ids:
+    """Logical ids the stack pins and the contract refers to."""
+
+    LEDGER = "LedgerTable"
+    GATEWAY_SECRET = "GatewaySecret"
+    ANTHROPIC_SECRET = "AnthropicApiKeySecret"
+    CLUSTER = "DbCluster"
+    CLUSTER_SECRET_ATTACHMENT = "DbMasterSecretAttachment"
+    DB_USERS = "DbUsers"
+    DB_USERS_FUNCTION = "DbUsersFunction"
+    DB_USERS_ROLE = "DbUsersRole"
+    DB_USERS_LOG_GROUP = "DbUsersLogGroup"
+    ORCHESTRATOR_FUNCTION = "OrchestratorFunction"
+    ORCHESTRATOR_ROLE = "OrchestratorRole"
+    ORCHESTRATOR_LOG_GROUP = "OrchestratorLogGroup"
+    ORCHESTRATOR_DLQ = "OrchestratorDlq"
+    FLOW_LOG_ROLE = "VpcFlowLogRole"
+    FLOW_LOG_GROUP = "VpcFlowLogGroup"
+    DYNAMODB_ENDPOINT = "DynamoDbEndpoint"
+
+    @staticmethod
+    def function(tool: ToolSpec) -> str:
+        return f"{pascal(tool.package)}Function"
+
+    @staticmethod
+    def role(tool: ToolSpec) -> str:
+        return f"{pascal(tool.package)}Role"
+
+    @staticmethod
+    def log_group(tool: ToolSpec) -> str:
+        return f"{pascal(tool.package)}LogGroup"
+
+
+def ref(logical_id: str) -> str:
+    return "${" + logical_id + "}"
+
+
+def att(logical_id: str, attribute: str) -> str:
+    return "${" + logical_id + "." + attribute + "}"
+
+
+ARN_PREFIX = "arn:${AWS::Partition}"
+REGION_ACCOUNT = "${AWS::Region}:${AWS::AccountId}"
+
+
+def dbuser_arn(config: StackConfig, db_user: str) -> str:
+    cluster_resource_id = (
+        config.imported.cluster_resource_id if config.imported else att(Ids.CLUSTER, "DBClusterResourceId")
+    )
+    return f"{ARN_PREFIX}:rds-db:{REGION_ACCOUNT}:dbuser:{cluster_resource_id}/{db_user}"
+
+
+def cluster_arn() -> str:
+    return f"{ARN_PREFIX}:rds:{REGION_ACCOUNT}:cluster:{ref(Ids.CLUSTER)}"
+
+
+def bedrock_model_arns(config: StackConfig) -> tuple[str, ...]:
+    """The model's ARNs: the inference profile (when the id names one) and the
+    foundation model in every region the profile may route to."""
+    arns = []
+    if config.model_is_inference_profile:
+        arns.append(f"{ARN_PREFIX}:bedrock:{REGION_ACCOUNT}:inference-profile/{config.model_id}")
+        regions = config.bedrock_regions
+    else:
+        regions = ("${AWS::Region}",)
+    arns += [f"{ARN_PREFIX}:bedrock:{region}::foundation-model/{config.foundation_model_id}" for region in regions]
+    return tuple(arns)
+
+
+@dataclass(frozen=True)
+class Grant:
+    actions: tuple[str, ...]
+    resources: tuple[str, ...]
+    why: str
+
+    def pairs(self) -> set[tuple[str, str]]:
+        return {(a, r) for a in self.actions for r in self.resources}
+
+
+@dataclass(frozen=True)
+class ManagedPolicy:
+    name: str  # as in the ARN after arn:aws:iam::aws:policy/
+    grants: tuple[str, ...]  # what AWS's document allows (for the README; AWS owns the text)
+    why: str
+
+    @property
+    def arn_suffix(self) -> str:
+        return f":iam::aws:policy/{self.name}"
+
+
+ENI_MANAGEMENT = ManagedPolicy(
+    name="service-role/AWSLambdaENIManagementAccess",
+    grants=("ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DeleteNetworkInterface",
+            "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"),
+    why="Lambda creates the function's VPC network interfaces with its role. These EC2 actions do not take "
+        "resource ARNs that the function could name in advance (Describe* accepts only \"*\"); this AWS policy "
+        "holds exactly those five and no CloudWatch Logs wildcard (unlike AWSLambdaVPCAccessExecutionRole).",
+)
+
+
+@dataclass(frozen=True)
+class RoleContract:
+    logical_id: str
+    role_name: str | None
+    service: str  # the only principal allowed to assume it
+    purpose: str
+    grants: tuple[Grant, ...]
+    managed_policies: tuple[ManagedPolicy, ...] = field(default_factory=tuple)
+
+    def pairs(self) -> set[tuple[str, str]]:
+        out: set[tuple[str, str]] = set()
+        for grant in self.grants:
+            out |= grant.pairs()
+        return out
+
+
+def _platform(log_group_id: str) -> tuple[Grant, ...]:
+    return (
+        Grant(LOG_ACTIONS, (att(log_group_id, "Arn"),), "write its own log group (created by the stack, 30-day retention)"),
+        Grant(XRAY_ACTIONS, (WILDCARD,), "active tracing; X-Ray has no resource-level permissions (the one \"*\")"),
+    )
+
+
+def tool_role(config: StackConfig, tool: ToolSpec) -> RoleContract:
+    ledger = att(Ids.LEDGER, "Arn")
+    grants = [Grant(("rds-db:connect",), (dbuser_arn(config, tool.db_user),),
+                    f"log in to PostgreSQL as {tool.db_user} only (IAM auth token), never as another tool's user")]
+    if tool.name == "emitir_reembolso":
+        grants += [
+            Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (ledger,),
+                  "claim the idempotency key (conditional PutItem), read and settle the claim"),
+            Grant(("secretsmanager:GetSecretValue",), (ref(Ids.GATEWAY_SECRET),),
+                  "read the payment-gateway token, only after the claim succeeded; the only role that can"),
+        ]
+    elif tool.name == "atualizar_cadastro":
+        grants.append(Grant(("dynamodb:PutItem",), (ledger,), "append the audit record of a profile change"))
+    return RoleContract(
+        logical_id=Ids.role(tool),
+        role_name=role_name_for(tool),
+        service="lambda.amazonaws.com",
+        purpose=f"Lambda {tool.function_name} (tool {tool.name})",
+        grants=tuple(grants) + _platform(Ids.log_group(tool)),
+        managed_policies=(ENI_MANAGEMENT,),
+    )
+
+
+def orchestrator_role(config: StackConfig) -> RoleContract:
+    grants = [
+        Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (att(Ids.LEDGER, "Arn"),),
+              "retry ceiling (atomic counter), attempt/audit records, conversation state"),
+        Grant(("lambda:InvokeFunction",), tuple(att(Ids.function(t), "Arn") for t in TOOLS.values()),
+              "invoke exactly the three tool Lambdas (unqualified ARNs), nothing else"),
+        Grant(("sqs:SendMessage",), (att(Ids.ORCHESTRATOR_DLQ, "Arn"),),
+              "dead-letter queue of failed asynchronous invocations (a customer message is never dropped)"),
+    ]
+    if config.uses_bedrock:
+        grants.append(Grant(("bedrock:InvokeModel",), bedrock_model_arns(config),
+                            f"call the configured model {config.model_id} and nothing else"))
+    else:
+        grants.append(Grant(("secretsmanager:GetSecretValue",), (ref(Ids.ANTHROPIC_SECRET),),
+                            "read the Anthropic API key"))
+    return RoleContract(
+        logical_id=Ids.ORCHESTRATOR_ROLE,
+        role_name="cadencia-orquestrador-role",
+        service="lambda.amazonaws.com",
+        purpose=f"Lambda {ORCHESTRATOR_FUNCTION_NAME} (the loop and its gates; outside the VPC)",
+        grants=tuple(grants) + _platform(Ids.ORCHESTRATOR_LOG_GROUP),
+    )
+
+
+def db_users_role() -> RoleContract:
+    return RoleContract(
+        logical_id=Ids.DB_USERS_ROLE,
+        role_name=None,
+        service="lambda.amazonaws.com",
+        purpose=f"custom resource {DB_USERS_FUNCTION_NAME}: applies sql/schema.sql + sql/grants.sql on "
+                "create/update and sql/revoke.sql on delete, through the RDS Data API (demo cluster only)",
+        grants=(
+            Grant(("rds-data:ExecuteStatement",), (cluster_arn(),), "run one SQL statement per call on the demo cluster"),
+            Grant(("secretsmanager:GetSecretValue",), (ref(Ids.CLUSTER_SECRET_ATTACHMENT),),
+                  f"the Data API authenticates to database {DATABASE_NAME} with the cluster's master secret"),
+            Grant(LOG_ACTIONS, (att(Ids.DB_USERS_LOG_GROUP, "Arn"),), "write its own log group"),
+        ),
+    )
+
+
+def flow_log_role() -> RoleContract:
+    return RoleContract(
+        logical_id=Ids.FLOW_LOG_ROLE,
+        role_name=None,
+        service="vpc-flow-logs.amazonaws.com",
+        purpose="VPC flow logs (demo VPC) delivered to CloudWatch Logs",
+        grants=(
+            Grant(("logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"),
+                  (att(Ids.FLOW_LOG_GROUP, "Arn"),), "deliver flow records to its own log group"),
+        ),
+    )
+
+
+def build(config: StackConfig) -> list[RoleContract]:
+    """The contract of the stack synthesized with ``config``."""
+    roles: list[RoleContract] = []
+    if config.deploy_functions:
+        roles += [tool_role(config, t) for t in TOOLS.values()]
+        roles.append(orchestrator_role(config))
+    if config.demo_database and config.deploy_database_users:
+        roles.append(db_users_role())
+    if config.demo_database:
+        roles.append(flow_log_role())
+    return roles
+
+
+# --- README rendering ------------------------------------------------------------
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _code(text: str) -> str:
+    return f"`{_cell(text)}`"
+
+
+def render_markdown() -> str:
+    """The access matrix for README.md: the default stack, then what the variants change."""
+    from .config import StackConfig as _Config  # the defaults
+
+    default = _Config()
+    lines = [
+        "Generated from `infra/contract.py` (`python -m infra.contract`); `tests/infra/test_readme_matrix.py` "
+        "fails when this block and the contract differ, and `tests/infra/test_contract.py` fails when the "
+        "synthesized template grants anything else. Resources use the template's logical ids: `${X}` is the "
+        "ARN (Ref) of resource X, `${X.Arn}` its `Arn` attribute.",
+        "",
+        "| role | action | resource | why |",
+        "|---|---|---|---|",
+    ]
+    for role in build(default):
+        title = f"**{role.role_name or role.logical_id}**<br>{_cell(role.purpose)}"
+        first = True
+        for grant in role.grants:
+            for resource in grant.resources:
+                actions = "<br>".join(_code(a) for a in grant.actions)
+                lines.append(f"| {title if first else ''} | {actions} | {_code(resource)} | {_cell(grant.why)} |")
+                first = False
+        for policy in role.managed_policies:
+            granted = "<br>".join(_code(a) for a in policy.grants)
+            lines.append(f"| | managed policy {_code(policy.name)}:<br>{granted} | `*` | {_cell(policy.why)} |")
+    lines += ["", "Variants (context values, see docs/infrastructure.md):", ""]
+    bedrock = _Config(model_provider="bedrock", model_id="us.anthropic.claude-sonnet-4-5-20250929-v1:0")
+    orch = orchestrator_role(bedrock)
+    model = next(g for g in orch.grants if g.actions == ("bedrock:InvokeModel",))
+    lines.append(
+        "- `modelProvider=bedrock`: the orchestrator has no `secretsmanager:GetSecretValue` and no API-key secret "
+        "exists; instead `bedrock:InvokeModel` on exactly " + ", ".join(_code(r) for r in model.resources)
+        + " (the inference profile and its foundation model in each region it routes to, `bedrockRegions`)."
+    )
+    lines.append(
+        "- `database=imported`: no demo cluster, no `cadencia-db-users` role and no flow-log role; each tool's "
+        "`rds-db:connect` names the imported cluster's resource id: " + _code(
+            f"{ARN_PREFIX}:rds-db:{REGION_ACCOUNT}:dbuser:<dbClusterResourceId>/<its user>")
+        + "; the users and GRANTs are applied with `scripts/grants.sh`."
+    )
+    return "\n".join(lines) + "\n"
+
+
+README_START = "<!-- access-matrix:start -->"
+README_END = "<!-- access-matrix:end -->"
+
+
+def readme_block(readme_text: str) -> str:
+    start = readme_text.index(README_START) + len(README_START)
+    end = readme_text.index(README_END)
+    return readme_text[start:end].strip("\n") + "\n" if readme_text[start:end].strip() else ""
+
+
+def write_readme(path) -> None:
+    text = path.read_text()
+    start = text.index(README_START) + len(README_START)
+    end = text.index(README_END)
+    path.write_text(text[:start] + "\n" + render_markdown() + text[end:])
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    if sys.argv[1:] == ["--write-readme"]:
+        write_readme(Path(__file__).resolve().parents[1] / "README.md")
+    else:
+        print(render_markdown(), end="")

@@ -1,0 +1,128 @@
+"""Split a PostgreSQL script into single statements.
+
+The RDS Data API runs one statement per ``ExecuteStatement`` call, while the
+files in ``sql/`` are psql scripts: several statements, comments, and
+``DO $$ ... $$;`` blocks whose bodies contain semicolons. This splitter knows the
+lexical forms in which a ``;`` does not end a statement: quoted strings
+(``'...'`` with ``''``, ``E'...'`` with backslash escapes), quoted identifiers
+(``"..."``), dollar-quoted bodies (``$tag$ ... $tag$``), ``--`` line comments and
+nested ``/* */`` block comments. Comments outside quotes are dropped (they would
+only travel to the database and back); everything else is kept byte for byte.
+"""
+
+from __future__ import annotations
+
+import re
+
+# A dollar-quote tag: $$ or $name$ where name is an identifier without '$'.
+# "$1" (a positional parameter) is not a tag: tags cannot start with a digit.
+_DOLLAR_TAG = re.compile(r"\$(?:[A-Za-z_\u0080-\uffff][A-Za-z0-9_\u0080-\uffff]*)?\$")
+_IDENT_CHAR = re.compile(r"[A-Za-z0-9_$\u0080-\uffff]")
+
+
+class SqlSplitError(ValueError):
+    """The script ends inside a quote or a comment."""
+
+
+def split_statements(script: str) -> list[str]:
+    """Return the statements of ``script`` without their terminating ``;``.
+
+    Statements that are empty once comments are removed are skipped.
+    """
+    statements: list[str] = []
+    current: list[str] = []
+    i, n = 0, len(script)
+
+    def flush() -> None:
+        text = "".join(current).strip()
+        if text:
+            statements.append(text)
+        current.clear()
+
+    while i < n:
+        ch = script[i]
+        nxt = script[i + 1] if i + 1 < n else ""
+        if ch == "-" and nxt == "-":
+            end = script.find("\n", i)
+            i = n if end < 0 else end  # keep the newline as a separator
+            continue
+        if ch == "/" and nxt == "*":
+            i = _skip_block_comment(script, i)
+            current.append(" ")
+            continue
+        if ch == "'":
+            escape = i > 0 and script[i - 1] in "eE" and not (i > 1 and _IDENT_CHAR.match(script[i - 2]))
+            end = _end_of_string(script, i, backslash_escapes=escape)
+            current.append(script[i:end])
+            i = end
+            continue
+        if ch == '"':
+            end = _end_of_quoted_identifier(script, i)
+            current.append(script[i:end])
+            i = end
+            continue
+        if ch == "$" and not (i > 0 and _IDENT_CHAR.match(script[i - 1])):
+            match = _DOLLAR_TAG.match(script, i)
+            if match:
+                tag = match.group(0)
+                close = script.find(tag, match.end())
+                if close < 0:
+                    raise SqlSplitError(f"unterminated dollar-quoted string {tag} at offset {i}")
+                end = close + len(tag)
+                current.append(script[i:end])
+                i = end
+                continue
+        if ch == ";":
+            flush()
+            i += 1
+            continue
+        current.append(ch)
+        i += 1
+    flush()
+    return statements
+
+
+def _skip_block_comment(script: str, start: int) -> int:
+    # PostgreSQL block comments nest: /* a /* b */ c */ is one comment.
+    depth, i, n = 0, start, len(script)
+    while i < n:
+        pair = script[i : i + 2]
+        if pair == "/*":
+            depth += 1
+            i += 2
+        elif pair == "*/":
+            depth -= 1
+            i += 2
+            if depth == 0:
+                return i
+        else:
+            i += 1
+    raise SqlSplitError(f"unterminated block comment at offset {start}")
+
+
+def _end_of_string(script: str, start: int, *, backslash_escapes: bool) -> int:
+    i, n = start + 1, len(script)
+    while i < n:
+        ch = script[i]
+        if backslash_escapes and ch == "\\":
+            i += 2
+            continue
+        if ch == "'":
+            if i + 1 < n and script[i + 1] == "'":  # '' is an escaped quote
+                i += 2
+                continue
+            return i + 1
+        i += 1
+    raise SqlSplitError(f"unterminated string literal at offset {start}")
+
+
+def _end_of_quoted_identifier(script: str, start: int) -> int:
+    i, n = start + 1, len(script)
+    while i < n:
+        if script[i] == '"':
+            if i + 1 < n and script[i + 1] == '"':
+                i += 2
+                continue
+            return i + 1
+        i += 1
+    raise SqlSplitError(f"unterminated quoted identifier at offset {start}")
