@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from functools import cache
 from typing import Any
 
 from aws_lambda_powertools.utilities.parameters import SecretsProvider
@@ -45,9 +44,22 @@ def _api_key(settings: OrchestratorSettings) -> str | None:
     return secrets.get(settings.api_key_secret_name, max_age=300)
 
 
-@cache
+_built: dict[str, Orchestrator] = {}
+
+
 def orchestrator(settings: OrchestratorSettings) -> Orchestrator:
-    """Built once per execution environment: clients, the key, the invoker."""
+    """Built once per execution environment (and configuration): clients, the key, the invoker."""
+    key = settings.model_dump_json()
+    if key not in _built:
+        _built[key] = _build(settings)
+    return _built[key]
+
+
+def reset() -> None:
+    _built.clear()
+
+
+def _build(settings: OrchestratorSettings) -> Orchestrator:
     return Orchestrator(
         settings=settings,
         ledger=Ledger(settings.ledger.table_name, client("dynamodb", settings.aws)),

@@ -46,7 +46,7 @@ def test_insistent_model_gets_exactly_four_invocations_and_the_fifth_is_refused(
     assert reply.resposta == HANDOFF
     assert reply.status == "aguardando_humano" and reply.motivo == "teto"
 
-    state = mocked_aws["ledger"].acquire_conversation(conversa_id=conv, cliente_id=1001, lease_s=5)
+    state = mocked_aws["ledger"].read_conversation(conv)
     assert state.status is ConversationStatus.WAITING_HUMAN
     last = state.mensagens[-1]["content"][0]
     assert last["type"] == "tool_result" and last["is_error"] is True

@@ -24,7 +24,7 @@ def _turn(conv: str, text: str = "oi", cliente: int = 1001) -> TurnRequest:
 
 
 def _state(mocked_aws, conv):
-    return mocked_aws["ledger"].acquire_conversation(conversa_id=conv, cliente_id=1001, lease_s=1)
+    return mocked_aws["ledger"].read_conversation(conv)
 
 
 def _assert_history_valid(messages):

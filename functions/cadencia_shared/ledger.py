@@ -564,6 +564,21 @@ class Ledger:
             turnos=int(item.get("turnos", 0)),
         )
 
+    def read_conversation(self, conversa_id: str) -> ConversationState | None:
+        """The stored state, without taking the lease (operators, the harness, tests)."""
+        item = self._get(f"conversa#{_id(conversa_id)}")
+        if item is None:
+            return None
+        return ConversationState(
+            conversa_id=conversa_id,
+            cliente_id=int(item["clienteId"]),
+            status=ConversationStatus(item["status"]),
+            versao=int(item["versao"]),
+            dono=item.get("dono", ""),
+            mensagens=_decode_messages(item.get("mensagensZ")),
+            turnos=int(item.get("turnos", 0)),
+        )
+
     def commit_conversation(
         self,
         state: ConversationState,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import boto3
+from botocore.config import Config
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
@@ -56,7 +57,7 @@ def session_client(service: str, endpoint: str) -> Any:
         aws_access_key_id=LOCAL_CREDENTIALS["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=LOCAL_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
         region_name=REGION,
-    ).client(service, endpoint_url=endpoint)
+    ).client(service, endpoint_url=endpoint, config=Config(max_pool_connections=64))
 
 
 def provision(endpoint: str, *, table_name: str, secret_name: str, gateway_token: str) -> None:
