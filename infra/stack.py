@@ -298,8 +298,6 @@ class CadenciaStack(Stack):
         _pin(cluster.secret, Ids.CLUSTER_SECRET_ATTACHMENT)  # the SecretTargetAttachment
         _ack(cluster, "AwsSolutions-RDS10", "Demo cluster with synthetic data, removed by scripts/limpeza.sh; "
              "production uses the imported ERP cluster (database=imported), whose protection the ERP owns.")
-        _ack(cluster, "AwsSolutions-RDS11", "The default port is kept: the cluster is reachable only from the "
-             "three tool security groups inside isolated subnets, so a different port would hide nothing.")
         _ack(cluster.node.find_child("Secret"), "AwsSolutions-SMG4", "Master secret of the demo cluster, used only by the Data API "
              "custom resource at deploy time; rotation needs a rotation Lambda with network access to the cluster "
              "that the demo does not justify. The tools never use it (IAM auth).")
@@ -493,8 +491,6 @@ class CadenciaStack(Stack):
             retention_period=Duration.days(14),
         )
         _pin(dlq, Ids.ORCHESTRATOR_DLQ)
-        _ack(dlq, "AwsSolutions-SQS3", "This queue is itself the orchestrator's dead-letter queue (Lambda "
-             "DeadLetterConfig); an alarm fires on its first message. A DLQ of a DLQ would only move them again.")
         self.orchestrator_dlq = dlq
 
         fn = lambda_.Function(
@@ -541,9 +537,6 @@ class CadenciaStack(Stack):
                           display_name="Cadencia agent alarms")
         if self.config.alarm_email:
             topic.add_subscription(subscriptions.EmailSubscription(self.config.alarm_email))
-        _ack(topic, "AwsSolutions-SNS2", "Alarm notifications carry metric names and thresholds, no customer data; "
-             "CloudWatch cannot publish to a topic encrypted with the AWS-managed SNS key, and a customer key "
-             "would outlive the stack (pending deletion) for no protected content.")
         return topic
 
     def _tool_metric(self, name: str, tool: ToolSpec, label: str | None = None) -> cw.Metric:

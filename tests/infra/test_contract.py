@@ -1,0 +1,210 @@
+"""The least-privilege contract, checked on the synthesized templates.
+
+Each role's (action, resource) pairs and managed policies must equal
+``infra/contract.py`` exactly; the mutation tests prove that widening any
+statement makes the comparison fail.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from cadencia_shared.catalog import EMITIR_REEMBOLSO, TOOLS
+from infra import contract
+from infra.config import StackConfig, from_mapping
+from infra.contract import Ids
+from infra.policy_check import compare, extract_roles
+
+from .conftest import BEDROCK_IMPORTED_CONTEXT
+
+XRAY = set(contract.XRAY_ACTIONS)
+
+
+def _all_pairs(template):
+    return {(role, a, r) for role, g in extract_roles(template).items() for a, r in g.pairs}
+
+
+@pytest.mark.infra
+@pytest.mark.parametrize("variant", ["default", "bedrock+imported", "teardown=functions", "teardown=database-users"])
+def test_every_role_equals_the_contract(all_synths, variant):
+    synth = all_synths[variant]
+    diffs = compare(synth.template, contract.build(synth.config))
+    assert not diffs, "\n".join(d.describe() for d in diffs)
+
+
+@pytest.mark.infra
+def test_no_wildcards_beyond_xray_and_no_service_wildcards(all_synths):
+    for name, synth in all_synths.items():
+        for role, action, resource in _all_pairs(synth.template):
+            assert "*" not in action, (name, role, action)
+            if resource == "*":
+                assert action in XRAY, f"{name}: {role} has {action} on *"
+            else:
+                # A "*" anywhere in an ARN widens it (".../index/*", "function:x:*"),
+                # except the ":*" CloudFormation puts at the end of a log group's Arn attribute.
+                assert "*" not in resource, (name, role, action, resource)
+
+
+@pytest.mark.infra
+def test_database_and_secret_scoping(default_synth, variant_synth):
+    for synth in (default_synth, variant_synth):
+        roles = extract_roles(synth.template)
+        for tool in TOOLS.values():
+            connects = {r for a, r in roles[Ids.role(tool)].pairs if a == "rds-db:connect"}
+            assert connects == {contract.dbuser_arn(synth.config, tool.db_user)}
+            assert all(r.endswith("/" + tool.db_user) for r in connects)
+        for role_id, grants in roles.items():
+            for action, resource in grants.pairs:
+                if action == "secretsmanager:GetSecretValue" and resource == contract.ref(Ids.GATEWAY_SECRET):
+                    assert role_id == Ids.role(EMITIR_REEMBOLSO), f"{role_id} can read the gateway secret"
+                if action == "lambda:InvokeFunction":
+                    assert role_id == Ids.ORCHESTRATOR_ROLE
+                    assert resource in {contract.att(Ids.function(t), "Arn") for t in TOOLS.values()}
+                if action.startswith("rds-db:"):
+                    assert role_id in {Ids.role(t) for t in TOOLS.values()}
+        consulta = roles[Ids.role(TOOLS["consultar_status_pedido"])]
+        assert not any(a.startswith(("dynamodb:", "secretsmanager:")) for a, _ in consulta.pairs)
+
+
+@pytest.mark.infra
+def test_model_access_follows_the_provider(default_synth, variant_synth):
+    anthropic = extract_roles(default_synth.template)[Ids.ORCHESTRATOR_ROLE].pairs
+    assert ("secretsmanager:GetSecretValue", contract.ref(Ids.ANTHROPIC_SECRET)) in anthropic
+    assert not any(a.startswith("bedrock:") for a, _ in anthropic)
+
+    bedrock = extract_roles(variant_synth.template)[Ids.ORCHESTRATOR_ROLE].pairs
+    assert not any(a.startswith("secretsmanager:") for a, _ in bedrock)
+    model_arns = {r for a, r in bedrock if a == "bedrock:InvokeModel"}
+    assert model_arns == set(contract.bedrock_model_arns(variant_synth.config))
+    assert all(variant_synth.config.foundation_model_id in arn for arn in model_arns)
+    assert Ids.ANTHROPIC_SECRET not in variant_synth.resources
+
+
+# --- widening must fail -------------------------------------------------------------
+
+
+def _policy_of(template, role_id):
+    for logical_id, res in template["Resources"].items():
+        if res["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in res["Properties"]["Roles"]:
+            return res["Properties"]["PolicyDocument"]["Statement"]
+    raise AssertionError(f"no policy for {role_id}")
+
+
+def _widen_action(t):
+    for stmt in _policy_of(t, Ids.role(EMITIR_REEMBOLSO)):
+        if "dynamodb:PutItem" in stmt["Action"]:
+            stmt["Action"] = [*stmt["Action"], "dynamodb:Query"]
+
+
+def _dynamodb_star(t):
+    for stmt in _policy_of(t, Ids.role(TOOLS["atualizar_cadastro"])):
+        if stmt["Action"] == "dynamodb:PutItem":
+            stmt["Action"] = "dynamodb:*"
+
+
+def _resource_star(t):
+    for stmt in _policy_of(t, Ids.role(EMITIR_REEMBOLSO)):
+        if stmt["Action"] == "secretsmanager:GetSecretValue":
+            stmt["Resource"] = "*"
+
+
+def _index_wildcard(t):
+    for stmt in _policy_of(t, Ids.ORCHESTRATOR_ROLE):
+        if "dynamodb:GetItem" in stmt["Action"]:
+            stmt["Resource"] = [stmt["Resource"], {"Fn::Join": ["", [stmt["Resource"], "/index/*"]]}]
+
+
+def _other_db_user(t):
+    for stmt in _policy_of(t, Ids.role(TOOLS["consultar_status_pedido"])):
+        if stmt["Action"] == "rds-db:connect":
+            other = copy.deepcopy(stmt["Resource"])
+            other["Fn::Join"][1][-1] = "/cadencia_agente_reembolso"
+            stmt["Resource"] = [stmt["Resource"], other]
+
+
+def _gateway_secret_to_consulta(t):
+    _policy_of(t, Ids.role(TOOLS["consultar_status_pedido"])).append(
+        {"Effect": "Allow", "Action": "secretsmanager:GetSecretValue", "Resource": {"Ref": Ids.GATEWAY_SECRET}})
+
+
+def _invoke_versions(t):
+    for stmt in _policy_of(t, Ids.ORCHESTRATOR_ROLE):
+        if stmt["Action"] == "lambda:InvokeFunction":
+            arn = stmt["Resource"][0]
+            stmt["Resource"].append({"Fn::Join": ["", [arn, ":*"]]})
+
+
+def _extra_managed_policy(t):
+    t["Resources"][Ids.ORCHESTRATOR_ROLE]["Properties"]["ManagedPolicyArns"] = [
+        {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonDynamoDBFullAccess"]]}]
+
+
+def _inline_policy_on_role(t):
+    t["Resources"][Ids.role(TOOLS["atualizar_cadastro"])]["Properties"]["Policies"] = [
+        {"PolicyName": "extra", "PolicyDocument": {"Statement": [
+            {"Effect": "Allow", "Action": "dynamodb:GetItem", "Resource": {"Fn::GetAtt": [Ids.LEDGER, "Arn"]}}]}}]
+
+
+def _separate_policy_resource(t):
+    t["Resources"]["SneakyPolicy"] = {"Type": "AWS::IAM::Policy", "Properties": {
+        "PolicyName": "sneaky", "Roles": [{"Ref": Ids.role(EMITIR_REEMBOLSO)}],
+        "PolicyDocument": {"Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::x/*"}]}}}
+
+
+def _condition_added(t):
+    for stmt in _policy_of(t, Ids.role(EMITIR_REEMBOLSO)):
+        if stmt["Action"] == "secretsmanager:GetSecretValue":
+            stmt["NotResource"] = stmt.pop("Resource")
+
+
+def _trust_widened(t):
+    t["Resources"][Ids.ORCHESTRATOR_ROLE]["Properties"]["AssumeRolePolicyDocument"]["Statement"].append(
+        {"Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"AWS": "arn:aws:iam::111122223333:root"}})
+
+
+def _new_role(t):
+    t["Resources"]["ShadowRole"] = copy.deepcopy(t["Resources"][Ids.role(EMITIR_REEMBOLSO)])
+
+
+MUTATIONS = {
+    "extra action": _widen_action,
+    "dynamodb:*": _dynamodb_star,
+    "resource *": _resource_star,
+    "GSI wildcard": _index_wildcard,
+    "another tool's db user": _other_db_user,
+    "gateway secret for consulta": _gateway_secret_to_consulta,
+    "invoke any version": _invoke_versions,
+    "managed policy": _extra_managed_policy,
+    "inline policy": _inline_policy_on_role,
+    "separate AWS::IAM::Policy": _separate_policy_resource,
+    "NotResource": _condition_added,
+    "trust policy": _trust_widened,
+    "new role": _new_role,
+}
+
+
+@pytest.mark.infra
+@pytest.mark.parametrize("mutation", list(MUTATIONS))
+def test_widening_any_statement_fails_the_check(default_synth, mutation):
+    template = copy.deepcopy(default_synth.template)
+    before = json.dumps(template, sort_keys=True)
+    MUTATIONS[mutation](template)
+    assert json.dumps(template, sort_keys=True) != before, "the mutation did not apply"
+    diffs = compare(template, contract.build(default_synth.config))
+    assert diffs, f"widening ({mutation}) was not detected"
+
+
+@pytest.mark.infra
+def test_widening_the_contract_itself_breaks_its_own_rules():
+    """The contract table obeys the same rules as the template (a widened table is not a way out)."""
+    for config in (StackConfig(), from_mapping(BEDROCK_IMPORTED_CONTEXT)):
+        for role in contract.build(config):
+            for action, resource in role.pairs():
+                assert "*" not in action
+                assert resource != "*" or action in XRAY
+                assert resource == "*" or "*" not in resource
+            for policy in role.managed_policies:
+                assert policy is contract.ENI_MANAGEMENT
