@@ -540,8 +540,9 @@ class CadenciaStack(Stack):
         return topic
 
     def _tool_metric(self, name: str, tool: ToolSpec, label: str | None = None) -> cw.Metric:
+        # No label on alarm metrics: a label turns the alarm into a metric-math alarm.
         return cw.Metric(namespace=NAMESPACE, metric_name=name, dimensions_map={TOOL_DIMENSION: tool.name},
-                         statistic="Sum", period=Duration.minutes(5), label=label or tool.name)
+                         statistic="Sum", period=Duration.minutes(5), label=label)
 
     def _alarm(self, construct_id: str, metric: cw.IMetric, description: str, threshold: float = 1) -> cw.Alarm:
         alarm = cw.Alarm(
@@ -581,7 +582,7 @@ class CadenciaStack(Stack):
         tools = list(TOOLS.values())
 
         def per_tool(name: str) -> list[cw.IMetric]:
-            return [self._tool_metric(name, t) for t in tools]
+            return [self._tool_metric(name, t, t.name) for t in tools]
 
         dashboard.add_widgets(
             cw.GraphWidget(title="Interrupções por teto (InterrupcoesPorTeto)", left=per_tool(Metric.CEILING_INTERRUPTIONS),
