@@ -1,0 +1,99 @@
+"""Docker-free Lambda assets: the right contents, built for the Lambda platform,
+no boto3, reproducible and cached."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+from infra import packaging
+from infra.app import asset_specs
+
+pytestmark = pytest.mark.infra
+
+EM_AARCH64 = 0xB7
+
+
+def _elf_machine(path: Path) -> int:
+    header = path.read_bytes()[:20]
+    assert header[:4] == b"\x7fELF", path
+    return struct.unpack("<H", header[18:20])[0]
+
+
+@pytest.fixture(scope="module")
+def built():
+    return packaging.build_all(asset_specs(), progress=print)
+
+
+def test_each_asset_holds_its_package_the_shared_one_and_its_dependencies(built):
+    for spec in asset_specs():
+        asset = built[spec.name]
+        top = {p.name for p in asset.path.iterdir()}
+        own = {s.name for s in spec.sources}
+        assert own <= top
+        other_tools = {"consultar_status_pedido", "emitir_reembolso", "atualizar_cadastro", "orchestrator"} - own
+        assert not (other_tools & top), f"{spec.name} bundles another function's package"
+        for forbidden in packaging.FORBIDDEN_DISTRIBUTIONS:
+            assert forbidden not in top, f"{spec.name} bundles {forbidden}"
+        assert not list(asset.path.rglob("*.pyc")) and not list(asset.path.rglob("__pycache__"))
+        assert "bin" not in top
+        print(asset.describe())
+        assert asset.size_bytes < 250_000_000  # Lambda's unzipped limit
+
+
+def test_compiled_wheels_are_for_the_lambda_platform(built):
+    tools = built["cadencia-emitir-reembolso"].path
+    orchestrator = built["cadencia-orquestrador"].path
+    for root, package in ((tools, "pydantic_core"), (tools, "psycopg_binary"), (orchestrator, "jiter"),
+                          (orchestrator, "pydantic_core")):
+        objects = list((root / package).rglob("*.so"))
+        assert objects, f"{package} has no compiled module"
+        for so in objects:
+            assert "cpython-312-aarch64" in so.name or ".abi3." in so.name or package == "psycopg_binary", so.name
+            assert _elf_machine(so) == EM_AARCH64, so
+        (wheel,) = root.glob(f"{package}-*.dist-info/WHEEL")
+        tags = [line.split(": ", 1)[1] for line in wheel.read_text().splitlines() if line.startswith("Tag: ")]
+        assert any(t.startswith("cp312-") and t.endswith("aarch64") for t in tags) or \
+            any(t.endswith("aarch64") and "abi3" in t for t in tags), tags
+    # psycopg's bundled libpq is for aarch64 too.
+    for lib in (tools / "psycopg_binary.libs").glob("*.so*"):
+        assert _elf_machine(lib) == EM_AARCH64, lib
+
+
+def test_the_build_is_reproducible_and_cached(built):
+    again = packaging.build_all(asset_specs(), progress=lambda _: None)
+    for name, asset in built.items():
+        assert again[name].asset_hash == asset.asset_hash
+        assert again[name].reused
+
+
+def test_the_hash_follows_the_sources(tmp_path):
+    source = tmp_path / "cadencia_shared"
+    shutil.copytree(packaging.ROOT / "functions" / "cadencia_shared", source,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    spec = packaging.AssetSpec("hash-probe", (source,), packaging.ROOT / "requirements" / "lambda-tools.txt")
+    deps = packaging.build_dependencies(spec.requirements, progress=lambda _: None)
+    first = packaging.asset_hash(spec, deps.name, None)
+    (source / "__pycache__").mkdir()
+    (source / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"noise")
+    assert packaging.asset_hash(spec, deps.name, None) == first  # caches do not count
+    (source / "catalog.py").write_text((source / "catalog.py").read_text() + "\n# changed\n")
+    assert packaging.asset_hash(spec, deps.name, None) != first
+
+
+def test_the_rds_ca_bundle_is_shipped_only_when_present(tmp_path, monkeypatch):
+    spec = next(s for s in asset_specs() if s.name == "cadencia-consultar-status-pedido")
+    monkeypatch.setenv("CADENCIA_RDS_CA_BUNDLE", str(tmp_path / "absent.pem"))
+    without = packaging.build_asset(spec, progress=lambda _: None)
+    assert not without.ca_bundle and not (without.path / packaging.RDS_CA_BUNDLE_NAME).exists()
+    pem = tmp_path / "global-bundle.pem"
+    pem.write_text("-----BEGIN CERTIFICATE-----\nTEST\n-----END CERTIFICATE-----\n")
+    monkeypatch.setenv("CADENCIA_RDS_CA_BUNDLE", str(pem))
+    with_ca = packaging.build_asset(spec, progress=lambda _: None)
+    assert with_ca.ca_bundle and (with_ca.path / packaging.RDS_CA_BUNDLE_NAME).read_text() == pem.read_text()
+    assert with_ca.asset_hash != without.asset_hash
+    orchestrator = next(s for s in asset_specs() if s.name == "cadencia-orquestrador")
+    assert not orchestrator.include_ca_bundle  # it never talks to PostgreSQL
