@@ -64,14 +64,22 @@ def provision(endpoint: str, *, table_name: str, secret_name: str, gateway_token
     """Create the ledger table (with its TTL) and the gateway secret; idempotent."""
     ddb = session_client("dynamodb", endpoint)
     if table_name not in ddb.list_tables()["TableNames"]:
-        ddb.create_table(**table_definition(table_name))
-        ddb.get_waiter("table_exists").wait(TableName=table_name)
-        ddb.update_time_to_live(
-            TableName=table_name, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
-        )
+        reset_ledger(ddb, table_name)
     sm = session_client("secretsmanager", endpoint)
     value = json.dumps({"token": gateway_token})
     try:
         sm.create_secret(Name=secret_name, SecretString=value)
     except sm.exceptions.ResourceExistsException:
         sm.put_secret_value(SecretId=secret_name, SecretString=value)
+
+
+def reset_ledger(ddb: Any, table_name: str) -> None:
+    """Local stack only: drop and recreate the ledger so a harness run starts empty."""
+    if table_name in ddb.list_tables()["TableNames"]:
+        ddb.delete_table(TableName=table_name)
+        ddb.get_waiter("table_not_exists").wait(TableName=table_name)
+    ddb.create_table(**table_definition(table_name))
+    ddb.get_waiter("table_exists").wait(TableName=table_name)
+    ddb.update_time_to_live(
+        TableName=table_name, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
+    )

@@ -1,0 +1,180 @@
+"""The scripted insistent model, served as the Messages API on loopback.
+
+It reproduces Lab 87's malformed reasoning on purpose: after each rephrasing of
+"já caiu?" it calls ``emitir_reembolso`` again, sometimes several times in a row,
+and in some conversations it never stops on its own. It is deterministic for a
+given ``--seed`` (and conversation), and it answers real Messages-API JSON over
+HTTP, so the code under test talks to it through the real ``anthropic`` SDK and
+cannot tell it from Claude.
+
+Its decisions depend only on the request it receives (which customer message
+this is, how many tools it already called since that message, what the last
+tool_result said) plus a plan drawn once per conversation from the seed — the
+same plan for both architectures, so they face the same insistence.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from .scenario import Scenario
+
+# Probability that a conversation has one message where the model never stops
+# calling the refund on its own (the "19 calls before the platform cut" case).
+P_NEVER_STOPS = 0.1
+# Refund calls after one customer message, when it does stop.
+CALLS_PER_MESSAGE = (1, 1, 2, 2, 3)
+
+REPLIES = (
+    "Pronto! Seu reembolso foi solicitado e deve aparecer em até 5 dias úteis.",
+    "Já verifiquei: o reembolso está registrado. Pode levar alguns dias para cair.",
+    "Emiti o reembolso do seu pedido. Qualquer coisa, estou por aqui!",
+)
+MODEL_ID = "cadencia-roteirizado"  # what the responses say in "model"
+
+
+@dataclass(frozen=True)
+class MessagePlan:
+    calls: tuple[tuple[str, dict[str, Any]], ...] | None  # from the scenario's roteiro
+    refund_calls: int
+    never_stops: bool
+
+
+def plan_for(scenario: Scenario, seed: int) -> list[MessagePlan]:
+    rng = random.Random(f"{seed}:{scenario.conversaId}")
+    stubborn_at = rng.randrange(len(scenario.mensagens)) if rng.random() < P_NEVER_STOPS else -1
+    plans = []
+    for i in range(len(scenario.mensagens)):
+        calls = None
+        if scenario.roteiro is not None:
+            calls = tuple((c.ferramenta, dict(c.entrada)) for c in scenario.roteiro[i])
+        plans.append(MessagePlan(calls=calls, refund_calls=rng.choice(CALLS_PER_MESSAGE), never_stops=i == stubborn_at))
+    return plans
+
+
+class InsistentPolicy:
+    """Decides the next response for one conversation from the request."""
+
+    def __init__(self, scenario: Scenario, seed: int) -> None:
+        self.scenario = scenario
+        self.plans = plan_for(scenario, seed)
+        self._ids = itertools.count(1)
+
+    def respond(self, request: dict[str, Any]) -> dict[str, Any]:
+        texts_seen, calls_since, last_result = _read(request.get("messages", []))
+        index = min(max(texts_seen - 1, 0), len(self.plans) - 1)
+        plan = self.plans[index]
+        refund = ("emitir_reembolso", {"pedidoId": self.scenario.pedidoId, "valor": float(self.scenario.valorPedido)})
+        if plan.calls is not None:
+            if calls_since < len(plan.calls):
+                return self._tool_use(*plan.calls[calls_since])
+            return self._text(index)
+        if plan.never_stops:
+            return self._tool_use(*refund)
+        if last_result is not None and last_result.get("is_error"):
+            return self._text(index)  # a refused call: this reasoning gives up
+        if calls_since < plan.refund_calls:
+            return self._tool_use(*refund)
+        return self._text(index)
+
+    # -- Messages-API bodies -----------------------------------------------------
+    def _envelope(self, content: list[dict[str, Any]], stop_reason: str) -> dict[str, Any]:
+        n = next(self._ids)
+        return {
+            "id": f"msg_roteirizado_{self.scenario.conversaId}_{n:04d}",
+            "type": "message",
+            "role": "assistant",
+            "model": MODEL_ID,
+            "content": content,
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 900 + 40 * n, "output_tokens": 60, "cache_creation_input_tokens": 0,
+                      "cache_read_input_tokens": 0},
+        }
+
+    def _tool_use(self, name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
+        block = {"type": "tool_use", "id": f"toolu_{self.scenario.conversaId}_{next(self._ids):06d}",
+                 "name": name, "input": tool_input}
+        return self._envelope([{"type": "text", "text": "Vou verificar isso para você."}, block], "tool_use")
+
+    def _text(self, index: int) -> dict[str, Any]:
+        return self._envelope([{"type": "text", "text": REPLIES[index % len(REPLIES)]}], "end_turn")
+
+
+def _read(messages: list[dict[str, Any]]) -> tuple[int, int, dict[str, Any] | None]:
+    """(customer texts so far, tool calls since the last one, last tool_result)."""
+    texts_seen, calls_since, last_result = 0, 0, None
+    for message in messages:
+        content = message["content"] if isinstance(message["content"], list) else [
+            {"type": "text", "text": message["content"]}]
+        for block in content:
+            kind = block.get("type")
+            if message["role"] == "user" and kind == "text":
+                texts_seen, calls_since, last_result = texts_seen + 1, 0, None
+            elif message["role"] == "assistant" and kind == "tool_use":
+                calls_since += 1
+            elif message["role"] == "user" and kind == "tool_result":
+                last_result = block
+    return texts_seen, calls_since, last_result
+
+
+class ScriptedModelServer:
+    """``POST /v1/messages`` on 127.0.0.1, answering for the active conversation."""
+
+    def __init__(self) -> None:
+        self._policy: InsistentPolicy | None = None
+        self._lock = threading.Lock()
+        self.requests = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                if self.path.split("?")[0] != "/v1/messages":
+                    return self._send(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                with server._lock:
+                    server.requests += 1
+                    policy = server._policy
+                    if policy is None:
+                        return self._send(400, {"type": "error", "error": {
+                            "type": "invalid_request_error", "message": "no active conversation"}})
+                    answer = policy.respond(body)
+                self._send(200, answer)
+
+            def _send(self, status: int, body: dict[str, Any]) -> None:
+                raw = json.dumps(body, ensure_ascii=False).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.send_header("request-id", "req_roteirizado")
+                self.end_headers()
+                self.wfile.write(raw)
+
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._http.daemon_threads = True
+        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._http.server_address[1]}"
+
+    def activate(self, policy: InsistentPolicy) -> None:
+        with self._lock:
+            self._policy = policy
+
+    def __enter__(self) -> ScriptedModelServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._http.shutdown()
+        self._http.server_close()

@@ -1,0 +1,188 @@
+"""The loop-provocation harness end to end on the local stack, with a short scenario."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from scripts import provocar_laco
+from scripts.harness import comparar
+from scripts.harness.scenario import ScenarioError, load
+from scripts.harness.scripted_model import InsistentPolicy, plan_for
+
+ROOT = Path(__file__).resolve().parents[1]
+
+REFUND = {"ferramenta": "emitir_reembolso", "entrada": {"pedidoId": "7101", "valor": 80.0}}
+SHORT = [
+    # Scripted: 2 + 3 + 2 refund calls over three messages (7 in all).
+    {"conversaId": "conv-h1", "clienteId": 5101, "pedidoId": "7101", "valorPedido": 80.0,
+     "mensagens": ["Quero o reembolso do pedido 7101.", "Já caiu?", "Já caiu mesmo?"],
+     "roteiro": [[REFUND, REFUND], [REFUND, REFUND, REFUND], [REFUND, REFUND]]},
+    # Scripted: one status query and one refund, then a plain answer.
+    {"conversaId": "conv-h2", "clienteId": 5102, "pedidoId": "7102", "valorPedido": 45.5,
+     "mensagens": ["Cadê meu pedido 7102? Quero reembolso.", "Obrigado!"],
+     "roteiro": [[{"ferramenta": "consultar_status_pedido", "entrada": {"pedidoId": "7102"}},
+                  {"ferramenta": "emitir_reembolso", "entrada": {"pedidoId": "7102", "valor": 45.5}}], []]},
+    # The seeded insistent policy decides.
+    {"conversaId": "conv-h3", "clienteId": 5103, "pedidoId": "7103", "valorPedido": 120.0,
+     "mensagens": ["Reembolso do pedido 7103, por favor.", "Já caiu?", "E aí?"]},
+]
+
+
+@pytest.fixture
+def scenario_file(tmp_path) -> Path:
+    path = tmp_path / "curto.jsonl"
+    path.write_text("\n".join(json.dumps(s, ensure_ascii=False) for s in SHORT) + "\n")
+    return path
+
+
+def _run(monkeypatch, arquitetura: str, scenario: Path, out: Path) -> int:
+    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "WARNING")
+    return provocar_laco.main(["--arquitetura", arquitetura, "--cenario", str(scenario), "--saida", str(out)])
+
+
+def test_production_design_debits_each_order_at_most_once(local_stack, scenario_file, tmp_path, monkeypatch):
+    out = tmp_path / "resultado-producao.json"
+    assert _run(monkeypatch, "producao", scenario_file, out) == 0
+    records = json.loads(out.read_text())
+    summary = json.loads(out.with_suffix(".resumo.json").read_text())
+
+    by_conv = {c["conversaId"]: c for c in summary["conversas"]}
+    assert all(c["debitosReais"] <= 1 for c in by_conv.values())
+    assert summary["figuras"]["debitos_duplicados"] == 0
+    # conv-h1: 7 calls scripted, but the turn ends at the 5th (refused by the ceiling).
+    h1 = [r for r in records if r["conversaId"] == "conv-h1" and r["ferramenta"] == "emitir_reembolso"]
+    assert [(r["tentativaNumero"], r["resultado"]) for r in h1] == [
+        (1, "executado"), (2, "bloqueado_por_idempotencia"), (3, "bloqueado_por_idempotencia"),
+        (4, "bloqueado_por_idempotencia"), (5, "bloqueado_por_teto")]
+    assert all(r["resultado"] == "bloqueado_por_teto" for r in records if r["tentativaNumero"] > 4)
+    assert h1[0]["chaveIdempotencia"] == "conv-h1#7101#reembolso"
+    assert by_conv["conv-h1"]["interrompidaNoTeto"] and by_conv["conv-h1"]["debitosReais"] == 1
+    assert by_conv["conv-h2"]["debitosReais"] == 1 and not by_conv["conv-h2"]["interrompidaNoTeto"]
+
+    # Lab 87's jq line, in Python: what the later attempts of each key became.
+    later = Counter(r["resultado"] for r in records if r["tentativaNumero"] > 1)
+    h3_calls = by_conv["conv-h3"]["chamadasReembolso"]
+    expected_h3 = Counter({"bloqueado_por_idempotencia": min(h3_calls, 4) - 1} if h3_calls > 1 else {})
+    if h3_calls > 4:
+        expected_h3["bloqueado_por_teto"] += 1
+    assert later == Counter({"bloqueado_por_idempotencia": 3, "bloqueado_por_teto": 1}) + expected_h3
+    for field in ("evento", "timestamp", "conversaId", "pedidoId", "ferramenta", "tentativaNumero", "resultado",
+                  "chaveIdempotencia"):
+        assert all(field in r for r in records)
+
+
+def test_minimal_design_debits_every_refund_call(local_stack, gateway, scenario_file, tmp_path, monkeypatch):
+    out = tmp_path / "resultado-minima.json"
+    assert _run(monkeypatch, "minima", scenario_file, out) == 0
+    records = json.loads(out.read_text())
+    summary = json.loads(out.with_suffix(".resumo.json").read_text())
+    calls = [r for r in records if r["ferramenta"] == "emitir_reembolso"]
+    assert len(calls) == summary["figuras"]["debitos_reais"] == len(gateway.debits())  # counted at the gateway
+    h1 = next(c for c in summary["conversas"] if c["conversaId"] == "conv-h1")
+    assert h1["chamadasReembolso"] == h1["debitosReais"] == 7
+    assert all(r["chaveIdempotencia"] is None for r in calls)
+
+
+def test_minimal_insistence_is_stopped_only_by_the_platform(local_stack, tmp_path, monkeypatch):
+    stubborn = {"conversaId": "conv-teimosa", "clienteId": 5201, "pedidoId": "7201", "valorPedido": 10.0,
+                "mensagens": ["Reembolso do 7201!"], "roteiro": [[{**REFUND, "entrada": {"pedidoId": "7201",
+                                                                                        "valor": 10.0}}] * 30]}
+    path = tmp_path / "teimosa.jsonl"
+    path.write_text(json.dumps(stubborn) + "\n")
+    out = tmp_path / "r.json"
+    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "WARNING")
+    assert provocar_laco.main(["--arquitetura", "minima", "--cenario", str(path), "--saida", str(out),
+                               "--limite-plataforma", "8"]) == 0
+    summary = json.loads(out.with_suffix(".resumo.json").read_text())
+    (conv,) = summary["conversas"]
+    assert conv["cortadaPelaPlataforma"] is True and conv["encerramento"] == "cortada_pela_plataforma"
+    assert conv["chamadasReembolso"] == conv["debitosReais"] == 7
+
+
+def test_comparison_passes_and_draws_the_chart(local_stack, scenario_file, tmp_path, monkeypatch):
+    mini, prod = tmp_path / "resultado-minima.json", tmp_path / "resultado-producao.json"
+    assert _run(monkeypatch, "minima", scenario_file, mini) == 0
+    assert _run(monkeypatch, "producao", scenario_file, prod) == 0
+    png = tmp_path / "grafico.png"
+    assert comparar.main([str(mini), str(prod), "--grafico", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+def test_comparison_fails_on_a_duplicate_production_debit(tmp_path):
+    summary = {"arquitetura": "producao", "modelo": "roteirizado", "conversas": [],
+               "figuras": {"conversas": 1, "media_chamadas_reembolso": 2, "pior_caso_chamadas_reembolso": 2,
+                           "debitos_reais": 2, "debitos_reais_por_conversa": 2, "debitos_duplicados": 1,
+                           "interrompidas_no_teto": 0, "cortadas_pela_plataforma": 0, "bloqueios": {}}}
+    path = tmp_path / "resultado-producao.json"
+    path.write_text("[]")
+    path.with_suffix(".resumo.json").write_text(json.dumps(summary))
+    assert comparar.main([str(path)]) == 1
+
+
+@pytest.mark.parametrize(
+    "line, fragment",
+    [
+        ("{not json", "not valid JSON"),
+        ('["a"]', "expected a JSON object"),
+        ('{"conversaId": "c", "clienteId": 1, "pedidoId": "p", "valorPedido": 1, "mensagens": []}', "mensagens"),
+        ('{"conversaId": "c#1", "clienteId": 1, "pedidoId": "p", "valorPedido": 1, "mensagens": ["x"]}',
+         "conversaId"),
+        ('{"conversaId": "c", "clienteId": -1, "pedidoId": "p", "valorPedido": 1, "mensagens": ["x"]}', "clienteId"),
+        ('{"conversaId": "c", "clienteId": 1, "pedidoId": "p", "valorPedido": 1.001, "mensagens": ["x"]}',
+         "valorPedido"),
+        ('{"conversaId": "c", "clienteId": 1, "pedidoId": "p", "valorPedido": 1, "mensagens": ["x"], '
+         '"roteiro": []}', "roteiro"),
+        ('{"conversaId": "c", "clienteId": 1, "pedidoId": "p", "valorPedido": 1, "mensagens": ["x"], '
+         '"roteiro": [[{"ferramenta": "apagar_tudo", "entrada": {}}]]}', "apagar_tudo"),
+        ('{"conversaId": "c", "clienteId": 1, "pedidoId": "p", "valorPedido": 1, "mensagens": ["x"], "extra": 1}',
+         "extra"),
+    ],
+)
+def test_a_malformed_scenario_is_rejected_with_its_line_and_nothing_runs(tmp_path, line, fragment, capsys):
+    good = json.dumps(SHORT[1])
+    path = tmp_path / "ruim.jsonl"
+    path.write_text(good + "\n\n" + line + "\n")
+    with pytest.raises(ScenarioError) as err:
+        load(path)
+    assert any(p.startswith("line 3:") and fragment in p for p in err.value.problems), err.value.problems
+    out = tmp_path / "nada.json"
+    assert provocar_laco.main(["--arquitetura", "producao", "--cenario", str(path), "--saida", str(out)]) == 2
+    assert not out.exists()
+    assert "nothing ran" in capsys.readouterr().out
+
+
+def test_cross_line_consistency_is_checked(tmp_path):
+    a = {"conversaId": "c1", "clienteId": 1, "pedidoId": "p", "valorPedido": 1, "mensagens": ["x"]}
+    path = tmp_path / "dup.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in (a, a, {**a, "conversaId": "c2", "clienteId": 2})))
+    with pytest.raises(ScenarioError) as err:
+        load(path)
+    assert err.value.problems == ["line 2: conversaId 'c1' repeats line 1",
+                                  "line 3: pedidoId 'p' belongs to clienteId 1 on line 1"]
+
+
+def test_the_scripted_model_is_deterministic_for_a_seed():
+    scenarios = load(ROOT / "scripts/cenarios/cenario-reformulacao-ambigua.jsonl")
+    assert len(scenarios) == 20
+    assert all(3 <= len(s.mensagens) <= 4 for s in scenarios)  # one request + 2-3 rephrasings
+    first = [plan_for(s, 87) for s in scenarios]
+    assert first == [plan_for(s, 87) for s in scenarios]
+    assert first != [plan_for(s, 88) for s in scenarios]
+
+
+def test_the_scripted_model_answers_messages_api_json():
+    import anthropic
+    import httpx2
+
+    sc = load(ROOT / "scripts/cenarios/exemplo-roteiro.jsonl")[0]
+    policy = InsistentPolicy(sc, seed=1)
+    client = anthropic.Anthropic(api_key="k", max_retries=0, http_client=httpx2.Client(
+        transport=httpx2.MockTransport(lambda req: httpx2.Response(200, json=policy.respond(json.loads(req.content))))))
+    msg = client.messages.create(model="x", max_tokens=10,
+                                 messages=[{"role": "user", "content": sc.mensagens[0]}])
+    assert msg.stop_reason == "tool_use"
+    assert msg.content[-1].name == "consultar_status_pedido" and msg.content[-1].input == {"pedidoId": "9001"}
