@@ -1,0 +1,457 @@
+"""Ordered teardown (scripts/limpeza.sh), in Lab 87's order, each step verified.
+
+1. the functions and their roles (nothing may invoke a tool while its DB user goes);
+2. the database users (sql/revoke.sql);
+3. the rest of the stack (secrets, queues, alarms, network, demo cluster);
+4. the ledger, retained by the stack on purpose, deleted explicitly; then
+   ``DescribeTable`` must fail with ResourceNotFoundException (not "0 items").
+
+Against AWS, steps 1 and 2 are CloudFormation updates to intermediate stacks
+(``-c teardown=functions``, then ``-c teardown=database-users``: the DB-users custom
+resource's delete runs revoke.sql through the Data API), so CloudFormation
+itself removes each layer and nothing is deleted behind its back; for an
+imported cluster step 2 is ``scripts/grants.sh --revoke``. ``--local`` runs the
+same four steps against the local stack (moto + PostgreSQL, from
+``.local-stack/state.json``) and then stops it.
+
+Refuses to act without ``--yes``; ``--dry-run`` prints the plan and touches nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cadencia_shared.catalog import GATEWAY_SECRET_NAME, LEDGER_TABLE, TOOLS
+
+from . import contract
+from .config import ANTHROPIC_KEY_SECRET_NAME
+
+ROOT = Path(__file__).resolve().parents[1]
+FUNCTION_NAMES = [t.function_name for t in TOOLS.values()] + [contract.ORCHESTRATOR_FUNCTION_NAME]
+ROLE_NAMES = [contract.role_name_for(t) for t in TOOLS.values()] + ["cadencia-orquestrador-role"]
+DB_USERS = [t.db_user for t in TOOLS.values()]
+SECRET_NAMES = [GATEWAY_SECRET_NAME, ANTHROPIC_KEY_SECRET_NAME]
+
+
+class TeardownError(RuntimeError):
+    pass
+
+
+@dataclass
+class Check:
+    ok: bool
+    detail: str
+
+
+@dataclass
+class Step:
+    title: str
+    plan: list[str]
+    run: Callable[[], None]
+    verify: Callable[[], Check]
+    result: Check | None = field(default=None)
+
+
+def _code(err: Exception) -> str:
+    return str(getattr(err, "response", {}).get("Error", {}).get("Code", type(err).__name__))
+
+
+# --- verifications (shared by the AWS and the local path) ----------------------------
+
+
+def verify_table_gone(ddb: Any, table: str) -> Check:
+    """Gone means DescribeTable fails with ResourceNotFoundException. An empty
+    table (a Scan count of 0) still exists, still costs, and is *not* gone."""
+    try:
+        status = ddb.describe_table(TableName=table)["Table"].get("TableStatus")
+    except Exception as err:  # noqa: BLE001 - classified by code
+        if _code(err) == "ResourceNotFoundException":
+            return Check(True, f"{table}: ResourceNotFoundException")
+        return Check(False, f"{table}: DescribeTable failed with {_code(err)}")
+    return Check(False, f"{table} still exists ({status})")
+
+
+def delete_table(ddb: Any, table: str, progress: Callable[[str], None]) -> None:
+    try:
+        described = ddb.describe_table(TableName=table)["Table"]
+    except Exception as err:  # noqa: BLE001
+        if _code(err) == "ResourceNotFoundException":
+            progress(f"{table}: already gone")
+            return
+        raise
+    if described.get("DeletionProtectionEnabled"):
+        progress(f"{table}: turning deletion protection off")
+        ddb.update_table(TableName=table, DeletionProtectionEnabled=False)
+    progress(f"{table}: DeleteTable")
+    ddb.delete_table(TableName=table)
+    ddb.get_waiter("table_not_exists").wait(TableName=table, WaiterConfig={"Delay": 2, "MaxAttempts": 150})
+
+
+def verify_functions_and_roles_gone(lambda_client: Any, iam: Any) -> Check:
+    remaining = []
+    for name in FUNCTION_NAMES:
+        try:
+            lambda_client.get_function(FunctionName=name)
+            remaining.append(f"function {name}")
+        except Exception as err:  # noqa: BLE001
+            if _code(err) != "ResourceNotFoundException":
+                remaining.append(f"function {name}: {_code(err)}")
+    for name in ROLE_NAMES:
+        try:
+            iam.get_role(RoleName=name)
+            remaining.append(f"role {name}")
+        except Exception as err:  # noqa: BLE001
+            if _code(err) != "NoSuchEntity":
+                remaining.append(f"role {name}: {_code(err)}")
+    if remaining:
+        return Check(False, "still present: " + ", ".join(remaining))
+    return Check(True, f"{len(FUNCTION_NAMES)} functions: ResourceNotFoundException; "
+                       f"{len(ROLE_NAMES)} roles: NoSuchEntity")
+
+
+def delete_functions_and_roles(lambda_client: Any, iam: Any, progress: Callable[[str], None]) -> None:
+    """Direct deletion (the local stack; in AWS CloudFormation does it)."""
+    for name in FUNCTION_NAMES:
+        try:
+            lambda_client.delete_function(FunctionName=name)
+            progress(f"deleted function {name}")
+        except Exception as err:  # noqa: BLE001
+            if _code(err) != "ResourceNotFoundException":
+                raise
+    for name in ROLE_NAMES:
+        try:
+            for policy in iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"]:
+                iam.detach_role_policy(RoleName=name, PolicyArn=policy["PolicyArn"])
+            for policy in iam.list_role_policies(RoleName=name)["PolicyNames"]:
+                iam.delete_role_policy(RoleName=name, PolicyName=policy)
+            iam.delete_role(RoleName=name)
+            progress(f"deleted role {name}")
+        except Exception as err:  # noqa: BLE001
+            if _code(err) != "NoSuchEntity":
+                raise
+
+
+def verify_secrets_gone(sm: Any, names: list[str]) -> Check:
+    remaining = []
+    for name in names:
+        try:
+            described = sm.describe_secret(SecretId=name)
+        except Exception as err:  # noqa: BLE001
+            if _code(err) == "ResourceNotFoundException":
+                continue
+            remaining.append(f"{name}: {_code(err)}")
+            continue
+        remaining.append(f"{name} ({'scheduled for deletion' if described.get('DeletedDate') else 'active'})")
+    return Check(not remaining, "still present: " + ", ".join(remaining) if remaining
+                 else f"{len(names)} secrets: ResourceNotFoundException")
+
+
+def force_delete_secrets(sm: Any, names: list[str], progress: Callable[[str], None]) -> None:
+    """Without a recovery window, so a redeploy can reuse the fixed names at once."""
+    for name in names:
+        try:
+            sm.delete_secret(SecretId=name, ForceDeleteWithoutRecovery=True)
+            progress(f"deleted secret {name} (no recovery window)")
+        except Exception as err:  # noqa: BLE001
+            if _code(err) != "ResourceNotFoundException":
+                raise
+    # Deletion is asynchronous; wait until DescribeSecret stops finding them.
+    deadline = time.monotonic() + 60
+    while not verify_secrets_gone(sm, names).ok and time.monotonic() < deadline:
+        time.sleep(1)
+
+
+def verify_db_users_gone(list_users: Callable[[], list[str]]) -> Check:
+    remaining = list_users()
+    return Check(not remaining, f"still present: {', '.join(remaining)}" if remaining
+                 else f"none of {', '.join(DB_USERS)} exists (pg_roles)")
+
+
+# --- the local stack ------------------------------------------------------------------
+
+
+def local_steps(progress: Callable[[str], None]) -> tuple[list[Step], Any]:
+    from scripts.local_stack import stack as local_stack
+    from scripts.local_stack.aws import session_client
+
+    state = local_stack.load()
+    directory = local_stack.state_dir()
+    if state is None:
+        raise TeardownError(f"no local stack state in {directory / 'state.json'} (nothing is running)")
+    aws = {name: session_client(name, state.aws_endpoint) for name in ("lambda", "iam", "dynamodb",
+                                                                      "secretsmanager")}
+    pg = state.postgres
+    pg_env = {**os.environ, "PGHOST": pg.host, "PGPORT": str(pg.port), "PGUSER": pg.admin_user,
+              "PGPASSWORD": pg.admin_password, "PGDATABASE": pg.dbname, "PGSSLMODE": "disable"}
+
+    def revoke() -> None:
+        _run(["bash", str(ROOT / "scripts" / "grants.sh"), "--revoke"], env=pg_env, progress=progress)
+
+    def list_users() -> list[str]:
+        import psycopg
+
+        with psycopg.connect(pg.admin_conninfo()) as conn:
+            rows = conn.execute("SELECT rolname FROM pg_roles WHERE rolname = ANY(%s) ORDER BY 1", (DB_USERS,))
+            return [r[0] for r in rows.fetchall()]
+
+    leftovers: list[str] = []
+
+    def stop() -> None:
+        leftovers.extend(local_stack.down(progress))
+
+    def stopped() -> Check:
+        if leftovers:
+            return Check(False, f"left behind: {leftovers}")
+        return Check(local_stack.load() is None, "processes stopped, ports closed, state.json removed")
+
+    steps = [
+        Step("functions and their roles",
+             ["local tool handlers run in-process; delete any tool/orchestrator function and role in the local AWS",
+              "verify: GetFunction -> ResourceNotFoundException, GetRole -> NoSuchEntity"],
+             lambda: delete_functions_and_roles(aws["lambda"], aws["iam"], progress),
+             lambda: verify_functions_and_roles_gone(aws["lambda"], aws["iam"])),
+        Step("database users",
+             [f"scripts/grants.sh --revoke   (sql/revoke.sql on {pg.host}:{pg.port}/{pg.dbname})",
+              "verify: pg_roles has none of " + ", ".join(DB_USERS)],
+             revoke, lambda: verify_db_users_gone(list_users)),
+        Step("the rest (secrets)",
+             [f"DeleteSecret {', '.join(SECRET_NAMES)} (no recovery window)",
+              "verify: DescribeSecret -> ResourceNotFoundException"],
+             lambda: force_delete_secrets(aws["secretsmanager"], SECRET_NAMES, progress),
+             lambda: verify_secrets_gone(aws["secretsmanager"], SECRET_NAMES)),
+        Step("the ledger",
+             [f"DeleteTable {state.ledger_table}", "verify: DescribeTable -> ResourceNotFoundException (not a count of 0)"],
+             lambda: delete_table(aws["dynamodb"], state.ledger_table, progress),
+             lambda: verify_table_gone(aws["dynamodb"], state.ledger_table)),
+        Step("stop the local stack",
+             [f"stop moto, the gateway and PostgreSQL ({directory})", "verify: no process, no open port"],
+             stop, stopped),
+    ]
+    return steps, state
+
+
+def local_plan() -> list[Step]:
+    noop = lambda: None  # noqa: E731
+    ok = lambda: Check(True, "")  # noqa: E731
+    return [
+        Step("functions and their roles", ["delete tool/orchestrator functions and roles in the local AWS (moto)",
+                                           "verify: GetFunction -> ResourceNotFoundException, GetRole -> NoSuchEntity"],
+             noop, ok),
+        Step("database users", ["scripts/grants.sh --revoke against the local PostgreSQL (state.json)",
+                                "verify: pg_roles has none of " + ", ".join(DB_USERS)], noop, ok),
+        Step("the rest (secrets)", [f"DeleteSecret {', '.join(SECRET_NAMES)}",
+                                    "verify: DescribeSecret -> ResourceNotFoundException"], noop, ok),
+        Step("the ledger", [f"DeleteTable {LEDGER_TABLE}",
+                            "verify: DescribeTable -> ResourceNotFoundException (not a count of 0)"], noop, ok),
+        Step("stop the local stack", ["python -m scripts.local_stack down", "verify: no process, no open port"],
+             noop, ok),
+    ]
+
+
+# --- AWS ------------------------------------------------------------------------------
+
+
+def _cdk(args: list[str], context: list[str]) -> list[str]:
+    cmd = ["npx", "cdk", *args, contract.STACK_NAME]
+    for item in context:
+        cmd += ["-c", item]
+    return cmd
+
+
+def aws_steps(context: list[str], progress: Callable[[str], None], *, dry_run: bool) -> list[Step]:
+    database = dict(c.split("=", 1) for c in context).get("database", "demo")
+    deploy = ["deploy", "--require-approval", "never"]
+    phase1 = _cdk(deploy, [*context, "teardown=functions"])
+    phase2 = _cdk(deploy, [*context, "teardown=database-users"])
+    destroy = _cdk(["destroy", "--force"], context)
+    users_query = "SELECT rolname FROM pg_roles WHERE rolname IN (" + ", ".join(f"'{u}'" for u in DB_USERS) + ")"
+
+    if dry_run:
+        clients: dict[str, Any] = {}
+    else:
+        import boto3
+
+        session = boto3.session.Session()
+        clients = {n: session.client(n) for n in ("cloudformation", "lambda", "iam", "dynamodb", "secretsmanager",
+                                                  "rds-data")}
+    outputs: dict[str, str] = {}
+
+    def load_outputs() -> None:
+        try:
+            stack = clients["cloudformation"].describe_stacks(StackName=contract.STACK_NAME)["Stacks"][0]
+        except Exception as err:  # noqa: BLE001
+            if "does not exist" in str(err):
+                progress(f"stack {contract.STACK_NAME} does not exist: skipping to the verifications")
+                return
+            raise
+        outputs.update({o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])})
+        if outputs.get("DatabaseMode", database) != database:
+            raise TeardownError(f"the stack was deployed with database={outputs['DatabaseMode']}; pass the same "
+                                f"-c values to limpeza.sh that the deploy used")
+
+    def run_cdk(cmd: list[str]) -> Callable[[], None]:
+        def run() -> None:
+            if not outputs:
+                load_outputs()
+            if outputs:
+                _run(cmd, progress=progress)
+        return run
+
+    def list_users_data_api() -> list[str]:
+        if not outputs.get("DbClusterArn"):
+            return []  # the stack (and its cluster) is gone already
+        resp = clients["rds-data"].execute_statement(resourceArn=outputs["DbClusterArn"],
+                                                     secretArn=outputs["DbSecretArn"], database="cadencia",
+                                                     sql=users_query)
+        return [rec[0]["stringValue"] for rec in resp.get("records", [])]
+
+    def list_users_psql() -> list[str]:
+        proc = subprocess.run(["bash", str(ROOT / "scripts" / "grants.sh"), "--check-absent"], capture_output=True,
+                              text=True)
+        return [] if proc.returncode == 0 else [proc.stdout.strip() or proc.stderr.strip()]
+
+    def stack_gone() -> Check:
+        try:
+            clients["cloudformation"].describe_stacks(StackName=contract.STACK_NAME)
+        except Exception as err:  # noqa: BLE001
+            if "does not exist" in str(err):
+                secrets = verify_secrets_gone(clients["secretsmanager"], SECRET_NAMES)
+                return Check(secrets.ok, f"stack: does not exist; {secrets.detail}")
+            return Check(False, f"DescribeStacks: {_code(err)}")
+        return Check(False, f"stack {contract.STACK_NAME} still exists")
+
+    def destroy_rest() -> None:
+        run_cdk(destroy)()
+        # CloudFormation may leave a secret scheduled for deletion (a recovery window);
+        # the names are fixed, so remove them now or the next deploy would fail.
+        force_delete_secrets(clients["secretsmanager"], SECRET_NAMES, progress)
+
+    if database == "demo":
+        users_step = Step("database users",
+                          [" ".join(phase2) + "   (the DB-users custom resource's delete runs sql/revoke.sql "
+                           "through the RDS Data API)",
+                           f"verify: RDS Data API `{users_query}` returns no row"],
+                          run_cdk(phase2), lambda: verify_db_users_gone(list_users_data_api))
+    else:
+        users_step = Step("database users",
+                          ["scripts/grants.sh --revoke   (psql on the imported cluster; PGHOST/PGUSER/... set)",
+                           "verify: scripts/grants.sh --check-absent"],
+                          lambda: _run(["bash", str(ROOT / "scripts" / "grants.sh"), "--revoke"], progress=progress),
+                          lambda: verify_db_users_gone(list_users_psql))
+    return [
+        Step("functions and their roles",
+             [" ".join(phase1) + "   (CloudFormation removes the 4 functions and their roles)",
+              "verify: GetFunction -> ResourceNotFoundException, GetRole -> NoSuchEntity, for "
+              + ", ".join(FUNCTION_NAMES)],
+             run_cdk(phase1), lambda: verify_functions_and_roles_gone(clients["lambda"], clients["iam"])),
+        users_step,
+        Step("the rest of the stack",
+             [" ".join(destroy) + "   (secrets, queue, alarms, dashboard, network"
+              + (", demo cluster" if database == "demo" else "") + ")",
+              "verify: DescribeStacks -> does not exist; DescribeSecret -> ResourceNotFoundException"],
+             destroy_rest, stack_gone),
+        Step("the ledger (retained by the stack)",
+             [f"UpdateTable {LEDGER_TABLE} --no-deletion-protection; DeleteTable; wait",
+              "verify: DescribeTable -> ResourceNotFoundException (not a count of 0)"],
+             lambda: delete_table(clients["dynamodb"], LEDGER_TABLE, progress),
+             lambda: verify_table_gone(clients["dynamodb"], LEDGER_TABLE)),
+    ]
+
+
+def _run(cmd: list[str], *, env: dict[str, str] | None = None, progress: Callable[[str], None]) -> None:
+    progress("$ " + " ".join(cmd))
+    proc = subprocess.run(cmd, cwd=ROOT, env=env)
+    if proc.returncode != 0:
+        raise TeardownError(f"{' '.join(cmd[:3])} exited {proc.returncode}")
+
+
+# --- driver ---------------------------------------------------------------------------
+
+
+def _table(rows: list[tuple[str, str, str]]) -> str:
+    try:
+        from io import StringIO
+
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title="limpeza: verification")
+        for col in ("step", "result", "evidence"):
+            table.add_column(col)
+        for row in rows:
+            table.add_row(*row)
+        buffer = StringIO()
+        Console(file=buffer, width=140, force_terminal=False).print(table)
+        return buffer.getvalue()
+    except ImportError:  # plain fallback
+        return "\n".join(" | ".join(r) for r in rows) + "\n"
+
+
+def execute(steps: list[Step], progress: Callable[[str], None]) -> bool:
+    rows = []
+    ok = True
+    for number, step in enumerate(steps, 1):
+        progress(f"[{number}/{len(steps)}] {step.title}")
+        try:
+            step.run()
+            step.result = step.verify()
+        except Exception as err:  # noqa: BLE001 - reported, and the later steps do not run
+            step.result = Check(False, f"{type(err).__name__}: {err}")
+        rows.append((f"{number}. {step.title}", "ok" if step.result.ok else "FAILED", step.result.detail))
+        progress(f"    -> {'ok' if step.result.ok else 'FAILED'}: {step.result.detail}")
+        if not step.result.ok:
+            ok = False
+            rows += [(f"{n}. {s.title}", "not run", "an earlier step failed")
+                     for n, s in enumerate(steps[number:], number + 1)]
+            break
+    print(_table(rows), end="")
+    return ok
+
+
+def print_plan(steps: list[Step], target: str) -> None:
+    print(f"limpeza plan ({target}); nothing is changed without --yes:")
+    for number, step in enumerate(steps, 1):
+        print(f"  {number}. {step.title}")
+        for line in step.plan:
+            print(f"       {line}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/limpeza.sh", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--yes", action="store_true", help="really tear down (required to act)")
+    parser.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    parser.add_argument("--local", action="store_true", help="the local stack (.local-stack/state.json)")
+    parser.add_argument("-c", "--context", action="append", default=[], metavar="KEY=VALUE",
+                        help="the CDK context the stack was deployed with (same -c values as the deploy)")
+    args = parser.parse_args(argv)
+    progress = lambda message: print(message, flush=True)  # noqa: E731
+    target = "local stack" if args.local else f"AWS stack {contract.STACK_NAME}"
+
+    if args.dry_run or not args.yes:
+        steps = local_plan() if args.local else aws_steps(args.context, progress, dry_run=True)
+        print_plan(steps, target)
+        if not args.dry_run:
+            print("refusing to act without --yes", file=sys.stderr)
+            return 2
+        return 0
+    try:
+        if args.local:
+            steps, _ = local_steps(progress)
+        else:
+            steps = aws_steps(args.context, progress, dry_run=False)
+    except TeardownError as err:
+        print(f"limpeza: {err}", file=sys.stderr)
+        return 1
+    return 0 if execute(steps, progress) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
