@@ -10,8 +10,17 @@ metrics), so ``InterrupcoesPorTeto{Ferramenta}`` is exactly what alarms match.
 
 from __future__ import annotations
 
+import logging
+
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+# botocore logs whole response bodies (GetSecretValue's SecretString included) and
+# the signed canonical request (with the session token) at DEBUG. Raising an
+# application's log level to DEBUG must never print a secret, so the AWS SDK's
+# loggers are capped at INFO here, in the module every Lambda imports.
+for _sdk_logger in ("botocore", "boto3", "s3transfer"):
+    logging.getLogger(_sdk_logger).setLevel(logging.INFO)
 
 NAMESPACE = "Cadencia/AgenteAtendimento"
 TOOL_DIMENSION = "Ferramenta"
