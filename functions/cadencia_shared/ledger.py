@@ -214,6 +214,18 @@ class ConversationState:
     mensagens: list[dict[str, Any]] = field(default_factory=list)
     turnos: int = 0
 
+    @classmethod
+    def from_item(cls, conversa_id: str, item: dict[str, Any], *, dono: str) -> ConversationState:
+        return cls(
+            conversa_id=conversa_id,
+            cliente_id=int(item["clienteId"]),
+            status=ConversationStatus(item["status"]),
+            versao=int(item["versao"]),
+            dono=dono,
+            mensagens=_decode_messages(item.get("mensagensZ")),
+            turnos=int(item.get("turnos", 0)),
+        )
+
 
 # --- the ledger ---------------------------------------------------------------
 
@@ -553,31 +565,14 @@ class Ledger:
                     raise ConversationOfAnotherCustomer(conversa_id) from None
                 raise ConversationBusy(conversa_id) from None
             raise
-        item = self._de(resp["Attributes"])
-        return ConversationState(
-            conversa_id=conversa_id,
-            cliente_id=int(item["clienteId"]),
-            status=ConversationStatus(item["status"]),
-            versao=int(item["versao"]),
-            dono=owner,
-            mensagens=_decode_messages(item.get("mensagensZ")),
-            turnos=int(item.get("turnos", 0)),
-        )
+        return ConversationState.from_item(conversa_id, self._de(resp["Attributes"]), dono=owner)
 
     def read_conversation(self, conversa_id: str) -> ConversationState | None:
         """The stored state, without taking the lease (operators, the harness, tests)."""
         item = self._get(f"conversa#{_id(conversa_id)}")
         if item is None:
             return None
-        return ConversationState(
-            conversa_id=conversa_id,
-            cliente_id=int(item["clienteId"]),
-            status=ConversationStatus(item["status"]),
-            versao=int(item["versao"]),
-            dono=item.get("dono", ""),
-            mensagens=_decode_messages(item.get("mensagensZ")),
-            turnos=int(item.get("turnos", 0)),
-        )
+        return ConversationState.from_item(conversa_id, item, dono=item.get("dono", ""))
 
     def commit_conversation(
         self,
