@@ -334,3 +334,38 @@ def test_unhandled_database_error_is_a_crash_not_a_typed_answer(tools, gateway):
     assert "password authentication failed" in str(err.value)
     assert gateway.stats()["reembolso"] == 0
     assert not isinstance(err.value, ClientError)
+
+
+def test_secret_failure_while_reconciling_keeps_the_claim_unknown(tools, gateway, mocked_aws):
+    """An earlier attempt may have debited: a secret outage during reconciliation
+    must not turn the claim into 'failed before the gateway'."""
+    event = _event()
+    key = refund_idempotency_key(event["conversaId"], "4821")
+    ledger = ledger_mod.Ledger("cadencia-agente-execucoes", mocked_aws["dynamodb"])
+    claim = ledger.claim_refund(chave=key, conversa_id=event["conversaId"], pedido_id="4821", cliente_id=1001,
+                                valor=Decimal("50.00"), lease_s=30)
+    ledger.settle_claim(claim, ClaimStatus.UNKNOWN, detalhe="timeout")
+    tools.overrides[EMITIR_REEMBOLSO.name] = {"GATEWAY_SECRET_NAME": "nao/existe"}
+    out = tools(EMITIR_REEMBOLSO, event)
+    assert out["erro"]["codigo"] == "gateway_indisponivel"
+    assert ledger.get_claim(key).status is ClaimStatus.UNKNOWN
+
+
+def test_reconciliation_records_the_amount_the_gateway_debited(tools, gateway, mocked_aws, local_stack, erp):
+    """The gateway holds the key with 30.00 (a lost earlier attempt); the claim was
+    retaken for 50.00: the 422 is reconciled and the ledger and ERP say 30.00."""
+    from emitir_reembolso.gateway import PaymentGatewayClient
+
+    event = _event(valor=50)
+    key = refund_idempotency_key(event["conversaId"], "4821")
+    ledger = ledger_mod.Ledger("cadencia-agente-execucoes", mocked_aws["dynamodb"])
+    claim = ledger.claim_refund(chave=key, conversa_id=event["conversaId"], pedido_id="4821", cliente_id=1001,
+                                valor=Decimal("30.00"), lease_s=30)
+    ledger.settle_claim(claim, ClaimStatus.FAILED_BEFORE_GATEWAY)  # what a wrong "nothing sent" would leave
+    PaymentGatewayClient(local_stack.gateway_url, 2).refund(
+        idempotency_key=key, pedido_id="4821", valor=Decimal("30.00"), token=local_stack.gateway_token)
+    out = tools(EMITIR_REEMBOLSO, event)
+    assert out["resultado"] == "executado" and out["dados"]["valor"] == "30.00"
+    assert ledger.get_claim(key).valor == Decimal("30.00")
+    assert _refund_row(erp)[0] == Decimal("30.00")
+    assert len(gateway.debits()) == 1

@@ -393,6 +393,7 @@ class Ledger:
         *,
         transacao_gateway: str | None = None,
         detalhe: str | None = None,
+        valor: Decimal | None = None,
     ) -> RefundClaim:
         """Record the gateway outcome, fenced on the claim's owner (raises ClaimLost)."""
         now = self.now_ms()
@@ -405,6 +406,9 @@ class Ledger:
         if detalhe is not None:
             sets.append("detalhe = :det")
             values[":det"] = detalhe
+        if valor is not None:
+            sets.append("valor = :valor")
+            values[":valor"] = valor
         try:
             self.client.update_item(
                 TableName=self.table_name,
@@ -424,6 +428,7 @@ class Ledger:
             atualizado_em=values[":agora"],
             transacao_gateway=transacao_gateway or claim.transacao_gateway,
             detalhe=detalhe or claim.detalhe,
+            valor=claim.valor if valor is None else valor,
         )
 
     def mark_erp_updated(self, claim: RefundClaim) -> RefundClaim:

@@ -119,11 +119,14 @@ class RefundService:
                 detalhes={"saldo": str(order.saldo)},
             )
 
-    def _token(self, claim: RefundClaim) -> str:
+    def _token(self, claim: RefundClaim, *, on_failure: ClaimStatus = ClaimStatus.FAILED_BEFORE_GATEWAY) -> str:
+        """Read the gateway secret. If the secret store fails, nothing is sent now;
+        the claim goes back to ``on_failure`` (still UNKNOWN when it was being
+        reconciled: an earlier attempt may have debited)."""
         try:
             return self.read_gateway_token()
-        except Exception as err:  # the secret store failed: nothing was sent
-            self.ledger.settle_claim(claim, ClaimStatus.FAILED_BEFORE_GATEWAY, detalhe=f"segredo: {type(err).__name__}")
+        except Exception as err:
+            self.ledger.settle_claim(claim, on_failure, detalhe=f"segredo: {type(err).__name__}")
             raise ToolError(
                 ErrorCode.GATEWAY_UNAVAILABLE, "O gateway de pagamento está indisponível; nada foi debitado."
             ) from None
@@ -183,7 +186,10 @@ class RefundService:
                 Outcome.DECLINED,
                 self._data(claim, mensagem=f"O gateway recusou o reembolso do pedido {claim.pedido_id}."),
             )
-        claim = self.ledger.settle_claim(claim, ClaimStatus.EXECUTED, transacao_gateway=refund.transacao)
+        # The gateway's record is the truth about the amount (a reconciled claim may
+        # have been retaken with another amount than the one that was debited).
+        claim = self.ledger.settle_claim(claim, ClaimStatus.EXECUTED, transacao_gateway=refund.transacao,
+                                         valor=refund.valor)
         if not refund.replayed:
             count_for_tool(Metric.REAL_REFUNDS, TOOL)
         self._update_erp(claim)
@@ -206,7 +212,7 @@ class RefundService:
             claim = self.ledger.retake_claim(existing, valor=existing.valor, lease_s=self.claim_lease_s)
         except ClaimTaken as taken:
             return existing, None, self._in_progress(taken.existing)
-        token = self._token(claim)
+        token = self._token(claim, on_failure=ClaimStatus.UNKNOWN)
         try:
             found = self.gateway.lookup(idempotency_key=claim.chave, token=token)
         except (GatewayNotReached, GatewayOutcomeUnknown, GatewayRejected) as err:
