@@ -240,8 +240,26 @@ def build_asset(spec: AssetSpec, progress=print) -> BuiltAsset:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+    _prune(final)
     size, files = _tree_size(final)
     return BuiltAsset(spec.name, final, digest, size, files, ca_bundle is not None, reused)
+
+
+KEEP_VERSIONS = 3
+
+
+def _prune(current: Path) -> None:
+    """Keep the few most recent builds of one function (a synth in another shell may
+    still point at the previous one); the cache otherwise grows with every edit."""
+    prefix = current.name.rsplit("-", 1)[0] + "-"
+    versions = sorted(
+        (d for d in current.parent.iterdir()
+         if d.is_dir() and d.name.startswith(prefix) and d.name[len(prefix):].isalnum()
+         and len(d.name) - len(prefix) == 16 and d != current),
+        key=lambda d: d.stat().st_mtime, reverse=True)
+    for stale in versions[KEEP_VERSIONS - 1:]:
+        _marker(stale).unlink(missing_ok=True)
+        shutil.rmtree(stale, ignore_errors=True)
 
 
 def build_all(specs: Sequence[AssetSpec], progress=print) -> dict[str, BuiltAsset]:

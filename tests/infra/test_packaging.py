@@ -97,3 +97,21 @@ def test_the_rds_ca_bundle_is_shipped_only_when_present(tmp_path, monkeypatch):
     assert with_ca.asset_hash != without.asset_hash
     orchestrator = next(s for s in asset_specs() if s.name == "cadencia-orquestrador")
     assert not orchestrator.include_ca_bundle  # it never talks to PostgreSQL
+
+
+def _tree_digest(root: Path) -> dict[str, str]:
+    import hashlib
+
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_an_independent_build_is_byte_identical(tmp_path, monkeypatch):
+    """A second machine (an empty build cache) gets the very same files, not just the same hash."""
+    spec = next(s for s in asset_specs() if s.name == "cadencia-atualizar-cadastro")
+    reference = packaging.build_asset(spec, progress=lambda _: None)
+    monkeypatch.setenv("CADENCIA_BUILD_DIR", str(tmp_path / "build"))
+    fresh = packaging.build_asset(spec, progress=lambda _: None)
+    assert not fresh.reused
+    assert fresh.asset_hash == reference.asset_hash
+    assert _tree_digest(fresh.path) == _tree_digest(reference.path)
