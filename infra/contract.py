@@ -271,6 +271,9 @@ def render_markdown() -> str:
 
     default = _Config()
     lines = [
+        "How to deploy, the network and what it costs (idle and per 1,000 conversations), and the ordered "
+        "teardown: [docs/infrastructure.md](docs/infrastructure.md).",
+        "",
         "Generated from `infra/contract.py` (`python -m infra.contract`); `tests/infra/test_readme_matrix.py` "
         "fails when this block and the contract differ, and `tests/infra/test_contract.py` fails when the "
         "synthesized template grants anything else. Resources use the template's logical ids: `${X}` is the "
