@@ -196,12 +196,11 @@ class CadenciaStack(Stack):
                 description=f"{tool.function_name}: egress to PostgreSQL" + (
                     " and HTTPS (gateway, Secrets Manager, DynamoDB)" if tool is EMITIR_REEMBOLSO else
                     " and HTTPS to DynamoDB (gateway endpoint)" if tool is ATUALIZAR_CADASTRO else " only"))
-            if tool is not ATUALIZAR_CADASTRO and tool is not EMITIR_REEMBOLSO:
-                pass  # consulta: PostgreSQL only
-            else:
+            if tool in (EMITIR_REEMBOLSO, ATUALIZAR_CADASTRO):
                 # Refund: via the NAT to the gateway and Secrets Manager, and the DynamoDB
                 # endpoint. Profile: its subnets are isolated, so the only HTTPS route is the
                 # DynamoDB gateway endpoint (a prefix list id cannot be resolved offline).
+                # The status tool gets no HTTPS at all: PostgreSQL only.
                 sg.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS (see the subnet's routes)")
             self.tool_security_groups[tool.name] = sg
 
