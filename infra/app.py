@@ -15,7 +15,7 @@ from typing import Any
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from cadencia_shared.catalog import TOOLS
+from cadencia_shared.catalog import ORCHESTRATOR_FUNCTION_NAME, TOOLS
 
 from . import contract, packaging
 from .config import StackConfig, from_context
@@ -36,7 +36,7 @@ def asset_specs() -> list[packaging.AssetSpec]:
         for tool in TOOLS.values()
     ]
     specs.append(packaging.AssetSpec(
-        name=contract.ORCHESTRATOR_FUNCTION_NAME,
+        name=ORCHESTRATOR_FUNCTION_NAME,
         sources=(ROOT / "orchestrator", shared),
         requirements=ROOT / "requirements" / "lambda-orchestrator.txt",
     ))

@@ -12,16 +12,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from orchestrator.settings import OrchestratorSettings
+
 PROVIDERS = ("anthropic", "bedrock")
 DATABASE_MODES = ("demo", "imported")
 TEARDOWN_PHASES = ("", "functions", "database-users")
 
-DEFAULT_MODEL_IDS = {
-    "anthropic": "claude-sonnet-4-5",
-    # A cross-region inference profile: Bedrock routes it to one of the
-    # profile's regions, so the role must allow the model in each of them.
-    "bedrock": "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
-}
+# The Anthropic API default is the orchestrator's own default (one source). Bedrock
+# has no default: its ids differ per account and region (often a cross-region
+# inference profile such as "us.anthropic.<model>-v1:0", which Bedrock routes to
+# one of the profile's regions, so the role must allow the model in each of
+# them) — the deployer passes the id the Bedrock console shows: -c modelId=...
+DEFAULT_MODEL_IDS = {"anthropic": OrchestratorSettings.model_fields["model_id"].default}
 DEFAULT_BEDROCK_REGIONS = ("us-east-1", "us-east-2", "us-west-2")
 INFERENCE_PROFILE_PREFIXES = ("us.", "eu.", "apac.", "us-gov.", "ca.", "jp.", "au.", "global.")
 
@@ -169,9 +171,15 @@ def from_context(get: Callable[[str], Any]) -> StackConfig:
     if not (0 <= min_acu <= max_acu <= 256) or max_acu < 1:
         raise ConfigError("dbMinCapacity/dbMaxCapacity: 0 <= min <= max, max >= 1 ACU")
 
+    model_id = opt("modelId", DEFAULT_MODEL_IDS.get(provider))
+    if model_id is None:
+        raise ConfigError(
+            "context modelProvider=bedrock needs -c modelId=<the Bedrock model or inference-profile id "
+            "your account offers, e.g. us.anthropic.<model>-v1:0>"
+        )
     return StackConfig(
         model_provider=provider,
-        model_id=str(opt("modelId", DEFAULT_MODEL_IDS[provider])),
+        model_id=str(model_id),
         bedrock_regions=_list(opt("bedrockRegions", ",".join(DEFAULT_BEDROCK_REGIONS))),
         database=database,
         imported=imported,

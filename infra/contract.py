@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cadencia_shared.catalog import DATABASE_NAME, TOOLS, ToolSpec
+from cadencia_shared.catalog import DATABASE_NAME, ORCHESTRATOR_FUNCTION_NAME, TOOLS, ToolSpec
 
 from .config import StackConfig
 
@@ -28,7 +28,6 @@ WILDCARD = "*"
 XRAY_ACTIONS = ("xray:PutTraceSegments", "xray:PutTelemetryRecords")
 LOG_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
 
-ORCHESTRATOR_FUNCTION_NAME = "cadencia-orquestrador"
 DB_USERS_FUNCTION_NAME = "cadencia-db-users"
 STACK_NAME = "CadenciaAgente"
 
@@ -294,11 +293,13 @@ def render_markdown() -> str:
             granted = "<br>".join(_code(a) for a in policy.grants)
             lines.append(f"| | managed policy {_code(policy.name)}:<br>{granted} | `*` | {_cell(policy.why)} |")
     lines += ["", "Variants (context values, see docs/infrastructure.md):", ""]
-    bedrock = _Config(model_provider="bedrock", model_id="us.anthropic.claude-sonnet-4-5-20250929-v1:0")
+    example_model = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+    bedrock = _Config(model_provider="bedrock", model_id=example_model)
     orch = orchestrator_role(bedrock)
     model = next(g for g in orch.grants if g.actions == ("bedrock:InvokeModel",))
     lines.append(
-        "- `modelProvider=bedrock`: the orchestrator has no `secretsmanager:GetSecretValue` and no API-key secret "
+        "- `modelProvider=bedrock` (with `-c modelId=...`, here the example " + _code(example_model) + "): the "
+        "orchestrator has no `secretsmanager:GetSecretValue` and no API-key secret "
         "exists; instead `bedrock:InvokeModel` on exactly " + ", ".join(_code(r) for r in model.resources)
         + " (the inference profile and its foundation model in each region it routes to, `bedrockRegions`)."
     )

@@ -39,6 +39,7 @@ from constructs import Construct
 
 from cadencia_shared import ledger as ledger_schema
 from cadencia_shared.catalog import (
+    ORCHESTRATOR_FUNCTION_NAME,
     ATUALIZAR_CADASTRO,
     DATABASE_NAME,
     EMITIR_REEMBOLSO,
@@ -445,7 +446,7 @@ class CadenciaStack(Stack):
         cfg = self.config
         role = self._role(Ids.ORCHESTRATOR_ROLE, "cadencia-orquestrador-role",
                           "Orchestrator: ledger items, the three tools, the model", in_vpc=False)
-        log_group = self._log_group(Ids.ORCHESTRATOR_LOG_GROUP, contract.ORCHESTRATOR_FUNCTION_NAME)
+        log_group = self._log_group(Ids.ORCHESTRATOR_LOG_GROUP, ORCHESTRATOR_FUNCTION_NAME)
         role.add_to_policy(iam.PolicyStatement(actions=list(contract.LOG_ACTIONS), resources=[log_group.log_group_arn]))
         role.add_to_policy(iam.PolicyStatement(actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
                                                resources=[self.ledger.table_arn]))
@@ -494,11 +495,11 @@ class CadenciaStack(Stack):
 
         fn = lambda_.Function(
             self, Ids.ORCHESTRATOR_FUNCTION + "Resource",
-            function_name=contract.ORCHESTRATOR_FUNCTION_NAME,
+            function_name=ORCHESTRATOR_FUNCTION_NAME,
             description="Orchestrator: the model proposes, the code decides (Lab 87)",
             runtime=RUNTIME, architecture=ARCHITECTURE,
             handler="orchestrator.handler.lambda_handler",
-            code=self._code(contract.ORCHESTRATOR_FUNCTION_NAME),
+            code=self._code(ORCHESTRATOR_FUNCTION_NAME),
             role=role,
             log_group=log_group,
             timeout=Duration.seconds(ORCHESTRATOR_TIMEOUT_S),
@@ -564,7 +565,7 @@ class CadenciaStack(Stack):
             "A refund reached the gateway without a definite answer; it is reconciled by idempotency key, "
             "but someone should look."))
 
-        function_names = [t.function_name for t in TOOLS.values()] + [contract.ORCHESTRATOR_FUNCTION_NAME]
+        function_names = [t.function_name for t in TOOLS.values()] + [ORCHESTRATOR_FUNCTION_NAME]
         for name in function_names:
             p = contract.pascal(name.removeprefix("cadencia-").replace("-", "_"))
             for metric_name in ("Errors", "Throttles"):
@@ -607,6 +608,7 @@ class CadenciaStack(Stack):
 
     def _outputs(self) -> None:
         CfnOutput(self, "LedgerTableName", value=self.ledger.table_name)
+        CfnOutput(self, "OrchestratorFunctionName", value=ORCHESTRATOR_FUNCTION_NAME)
         CfnOutput(self, "GatewaySecretArn", value=self.gateway_secret.secret_arn)
         CfnOutput(self, "DatabaseMode", value=self.config.database)
         CfnOutput(self, "DbEndpoint", value=self.db_endpoint)

@@ -29,13 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cadencia_shared.catalog import GATEWAY_SECRET_NAME, LEDGER_TABLE, TOOLS
+from cadencia_shared.catalog import GATEWAY_SECRET_NAME, LEDGER_TABLE, ORCHESTRATOR_FUNCTION_NAME, TOOLS
 
 from . import contract
 from .config import ANTHROPIC_KEY_SECRET_NAME
 
 ROOT = Path(__file__).resolve().parents[1]
-FUNCTION_NAMES = [t.function_name for t in TOOLS.values()] + [contract.ORCHESTRATOR_FUNCTION_NAME]
+FUNCTION_NAMES = [t.function_name for t in TOOLS.values()] + [ORCHESTRATOR_FUNCTION_NAME]
 ROLE_NAMES = [contract.role_name_for(t) for t in TOOLS.values()] + ["cadencia-orquestrador-role"]
 DB_USERS = [t.db_user for t in TOOLS.values()]
 SECRET_NAMES = [GATEWAY_SECRET_NAME, ANTHROPIC_KEY_SECRET_NAME]

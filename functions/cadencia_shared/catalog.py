@@ -44,6 +44,7 @@ ATUALIZAR_CADASTRO = ToolSpec(
 
 TOOLS: dict[str, ToolSpec] = {t.name: t for t in (CONSULTAR_STATUS_PEDIDO, EMITIR_REEMBOLSO, ATUALIZAR_CADASTRO)}
 
+ORCHESTRATOR_FUNCTION_NAME = "cadencia-orquestrador"
 LEDGER_TABLE = "cadencia-agente-execucoes"
 GATEWAY_SECRET_NAME = "cadencia/gateway-pagamento"
 DATABASE_NAME = "cadencia"

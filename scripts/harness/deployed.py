@@ -19,13 +19,13 @@ from typing import Any
 
 from rich.console import Console
 
+from cadencia_shared.catalog import ORCHESTRATOR_FUNCTION_NAME
 from cadencia_shared.ledger import Ledger
 
 from . import report
 from .records import record, summarize
 from .scenario import Scenario
 
-ORCHESTRATOR_FUNCTION = "cadencia-orquestrador"  # infra/contract.py ORCHESTRATOR_FUNCTION_NAME
 
 
 def stack_outputs(cloudformation: Any, stack_name: str) -> dict[str, str]:
@@ -44,7 +44,7 @@ def run_deployed(args: argparse.Namespace, scenarios: list[Scenario], console: C
         console.print("[red]--alvo aws uses the model the stack was deployed with; do not pass --modelo[/]")
         return 2
     outputs = stack_outputs(boto3.client("cloudformation"), args.stack)
-    function = outputs.get("OrchestratorFunctionName", ORCHESTRATOR_FUNCTION)
+    function = outputs.get("OrchestratorFunctionName", ORCHESTRATOR_FUNCTION_NAME)
     ledger = Ledger(outputs["LedgerTableName"], boto3.client("dynamodb"))
     lam = boto3.client("lambda", config=Config(read_timeout=120, retries={"max_attempts": 1}))
     endings: dict[str, str] = {}

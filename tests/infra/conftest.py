@@ -28,7 +28,8 @@ IMPORTED_CONTEXT = {
     "availabilityZones": "us-east-1a,us-east-1b",
     "privateSubnetIds": "subnet-0aaaaaaaaaaaaaaa1,subnet-0bbbbbbbbbbbbbbb2",
 }
-BEDROCK_IMPORTED_CONTEXT = {"modelProvider": "bedrock", **IMPORTED_CONTEXT}
+BEDROCK_IMPORTED_CONTEXT = {"modelProvider": "bedrock", "modelId": "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+                            **IMPORTED_CONTEXT}
 
 
 @dataclass

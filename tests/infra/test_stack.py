@@ -8,7 +8,14 @@ import json
 import pytest
 
 from cadencia_shared import ledger
-from cadencia_shared.catalog import DATABASE_NAME, EMITIR_REEMBOLSO, GATEWAY_SECRET_NAME, LEDGER_TABLE, TOOLS
+from cadencia_shared.catalog import (
+    DATABASE_NAME,
+    EMITIR_REEMBOLSO,
+    GATEWAY_SECRET_NAME,
+    LEDGER_TABLE,
+    ORCHESTRATOR_FUNCTION_NAME,
+    TOOLS,
+)
 from cadencia_shared.observability import NAMESPACE, TOOL_DIMENSION, Metric
 from infra import contract, stack as stack_module
 from infra.contract import Ids
@@ -167,7 +174,7 @@ def test_teardown_phases_remove_functions_then_users(teardown_synths):
 def test_log_groups_have_retention_and_are_removed_with_the_stack(default_synth):
     groups = default_synth.of_type("AWS::Logs::LogGroup")
     names = {g["Properties"].get("LogGroupName") for g in groups.values()}
-    for name in [t.function_name for t in TOOLS.values()] + [contract.ORCHESTRATOR_FUNCTION_NAME]:
+    for name in [t.function_name for t in TOOLS.values()] + [ORCHESTRATOR_FUNCTION_NAME]:
         assert f"/aws/lambda/{name}" in names
     for group in groups.values():
         assert group["Properties"]["RetentionInDays"] in (14, 30)
@@ -187,7 +194,7 @@ def test_alarms(default_synth):
                    if ns == NAMESPACE and m == Metric.CEILING_INTERRUPTIONS and d == {TOOL_DIMENSION: tool.name}]
         assert len(ceiling) == 1, tool.name
         assert ceiling[0]["Threshold"] == 1 and ceiling[0]["AlarmActions"]
-    for name in [t.function_name for t in TOOLS.values()] + [contract.ORCHESTRATOR_FUNCTION_NAME]:
+    for name in [t.function_name for t in TOOLS.values()] + [ORCHESTRATOR_FUNCTION_NAME]:
         for metric in ("Errors", "Throttles"):
             assert [1 for ns, m, d, _ in alarms if ns == "AWS/Lambda" and m == metric and d == {"FunctionName": name}]
     assert [1 for ns, m, _, _ in alarms if ns == "AWS/SQS" and m == "ApproximateNumberOfMessagesVisible"]
