@@ -12,6 +12,8 @@ from pathlib import Path
 import boto3
 import psycopg
 
+from scripts.local_stack import stack
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -61,12 +63,7 @@ def test_up_status_down_leaves_nothing_behind(tmp_path):
              state["postgres"]["port"]]
     assert [p for p in ports if _port_open(p)] == []
     assert not Path(state["postgres"]["data_dir"]).exists()
-    try:
-        os.kill(state["server_pid"], 0)
-        alive = True
-    except OSError:
-        alive = False
-    assert not alive
+    assert not stack._alive(state["server_pid"])  # gone (or an exited zombie awaiting its reaper)
     assert _cli(["status"], env).returncode == 3  # down
 
 
