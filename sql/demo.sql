@@ -8,6 +8,9 @@ ON CONFLICT (id) DO UPDATE
     SET nome = EXCLUDED.nome, cpf = EXCLUDED.cpf, endereco = EXCLUDED.endereco,
         telefone = EXCLUDED.telefone, email = EXCLUDED.email;
 
+-- Reservations of earlier runs go first (they reference the orders).
+DELETE FROM reembolsos WHERE pedido_id IN ('4821', '4822', '5100', '6200');
+
 INSERT INTO pedidos (id, cliente_id, status, valor_pedido, previsao_entrega, codigo_rastreio) VALUES
     ('4821', 1001, 'entregue', 189.90, DATE '2026-08-05', 'BR123456789'),
     ('4822', 1001, 'enviado',   59.00, DATE '2026-08-12', 'BR987654321'),
@@ -16,4 +19,4 @@ INSERT INTO pedidos (id, cliente_id, status, valor_pedido, previsao_entrega, cod
 ON CONFLICT (id) DO UPDATE
     SET cliente_id = EXCLUDED.cliente_id, status = EXCLUDED.status, valor_pedido = EXCLUDED.valor_pedido,
         previsao_entrega = EXCLUDED.previsao_entrega, codigo_rastreio = EXCLUDED.codigo_rastreio,
-        status_reembolso = 'nenhum', valor_reembolsado = 0, chave_ultimo_reembolso = NULL;
+        status_reembolso = 'nenhum', valor_reembolsado = 0;

@@ -27,12 +27,12 @@ BEGIN
         END IF;
         EXECUTE format('GRANT rds_iam TO %I', u);
         -- Start from nothing: table-level privileges ...
-        EXECUTE format('REVOKE ALL ON TABLE clientes, pedidos FROM %I', u);
+        EXECUTE format('REVOKE ALL ON TABLE clientes, pedidos, reembolsos FROM %I', u);
         -- ... and column-level ones, which REVOKE ALL ON TABLE leaves in place.
         FOR t, cols IN
             SELECT table_name, string_agg(quote_ident(column_name), ', ')
               FROM information_schema.columns
-             WHERE table_schema = current_schema() AND table_name IN ('clientes', 'pedidos')
+             WHERE table_schema = current_schema() AND table_name IN ('clientes', 'pedidos', 'reembolsos')
              GROUP BY table_name
         LOOP
             EXECUTE format('REVOKE ALL (%s) ON TABLE %I FROM %I', cols, t, u);
@@ -44,20 +44,21 @@ $$;
 -- Status tool: SELECT, nothing more (Lab 87).
 GRANT SELECT ON pedidos, clientes TO cadencia_agente_consulta;
 
--- Refund tool: Lab 87 granted SELECT (id, valor_pedido) and
--- UPDATE (status_reembolso, valor_reembolsado). Three narrow additions, each needed:
---   SELECT (cliente_id)             the tool must check the order is the customer's own;
---   SELECT (valor_reembolsado)      the balance check (amount <= value - refunded) and
---                                   the "valor_reembolsado + x" in its UPDATE read it;
---   SELECT, UPDATE (chave_ultimo_reembolso)
---                                   the ERP write is applied once per idempotency key,
---                                   so repeating it after a crash cannot add twice.
+-- Refund tool: Lab 87's SELECT (id, valor_pedido) and UPDATE (status_reembolso,
+-- valor_reembolsado) on pedidos, plus what exactly-once needs:
+--   SELECT (cliente_id)          the tool must check the order is the customer's own;
+--   SELECT (valor_reembolsado)   the balance check and the "valor_reembolsado + x" of
+--                                its UPDATE read it;
+--   reembolsos                   its own ledger of reservations (see schema.sql): it
+--                                reserves an amount before calling the gateway and
+--                                settles it once. No DELETE: rows are never removed.
 -- Its SELECT ... FOR UPDATE (the row lock that serializes refunds of one order)
 -- needs UPDATE on some column of the row, which it has.
-GRANT SELECT (id, cliente_id, valor_pedido, valor_reembolsado, chave_ultimo_reembolso)
-    ON pedidos TO cadencia_agente_reembolso;
-GRANT UPDATE (status_reembolso, valor_reembolsado, chave_ultimo_reembolso)
-    ON pedidos TO cadencia_agente_reembolso;
+GRANT SELECT (id, cliente_id, valor_pedido, valor_reembolsado) ON pedidos TO cadencia_agente_reembolso;
+GRANT UPDATE (status_reembolso, valor_reembolsado) ON pedidos TO cadencia_agente_reembolso;
+GRANT SELECT (chave_idempotencia, pedido_id, valor, status) ON reembolsos TO cadencia_agente_reembolso;
+GRANT INSERT (chave_idempotencia, pedido_id, valor, status) ON reembolsos TO cadencia_agente_reembolso;
+GRANT UPDATE (valor, status, atualizado_em) ON reembolsos TO cadencia_agente_reembolso;
 
 -- Profile tool: only address and contact columns (Lab 87), plus SELECT (id):
 -- PostgreSQL requires SELECT on every column an UPDATE's WHERE clause reads.

@@ -21,12 +21,28 @@ CREATE TABLE IF NOT EXISTS pedidos (
                             CHECK (status_reembolso IN ('nenhum', 'reembolsado_parcial', 'reembolsado')),
     valor_reembolsado       numeric(12, 2) NOT NULL DEFAULT 0
                             CHECK (valor_reembolsado >= 0 AND valor_reembolsado <= valor_pedido),
-    -- Idempotency key of the last refund applied to this row: makes the refund
-    -- tool's ERP write safe to repeat after a crash (see grants.sql).
-    chave_ultimo_reembolso  text,
     previsao_entrega        date,
     codigo_rastreio         text,
     criado_em               timestamptz NOT NULL DEFAULT now()
 );
 
 CREATE INDEX IF NOT EXISTS pedidos_cliente_id_idx ON pedidos (cliente_id);
+
+-- One row per refund the agent attempted, keyed by its idempotency key
+-- ({conversaId}#{pedidoId}#reembolso). A refund is *reserved* here, in the same
+-- transaction that checks the order's balance and under the order's row lock,
+-- before the gateway is called; so an outcome that is still unknown (a timeout,
+-- a crash) keeps holding its amount, and no other conversation can refund the
+-- same money again. It becomes *executado* exactly once (that transition is what
+-- adds the amount to pedidos.valor_reembolsado), or *liberado* when nothing was
+-- debited.
+CREATE TABLE IF NOT EXISTS reembolsos (
+    chave_idempotencia  text PRIMARY KEY,
+    pedido_id           text NOT NULL REFERENCES pedidos (id),
+    valor               numeric(12, 2) NOT NULL CHECK (valor > 0),
+    status              text NOT NULL CHECK (status IN ('reservado', 'executado', 'liberado')),
+    criado_em           timestamptz NOT NULL DEFAULT now(),
+    atualizado_em       timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE INDEX IF NOT EXISTS reembolsos_pedido_id_idx ON reembolsos (pedido_id);

@@ -16,7 +16,7 @@ import pytest
 from cadencia_shared import db
 from scripts.local_stack import postgres
 
-TABLES = ("clientes", "pedidos")
+TABLES = ("clientes", "pedidos", "reembolsos")
 
 CONTRACT: dict[str, dict[str, set]] = {
     # Lab 87: SELECT on both tables, nothing else.
@@ -25,13 +25,16 @@ CONTRACT: dict[str, dict[str, set]] = {
         "columns": set(),
     },
     # Lab 87's SELECT (id, valor_pedido) + UPDATE (status_reembolso, valor_reembolsado),
-    # plus the three narrow additions justified in sql/grants.sql.
+    # SELECT of cliente_id and valor_reembolsado, and its own reservations table
+    # (justified in sql/grants.sql). No DELETE anywhere.
     "cadencia_agente_reembolso": {
         "table": set(),
         "columns": {
-            *{("pedidos", c, "SELECT") for c in ("id", "cliente_id", "valor_pedido", "valor_reembolsado",
-                                                 "chave_ultimo_reembolso")},
-            *{("pedidos", c, "UPDATE") for c in ("status_reembolso", "valor_reembolsado", "chave_ultimo_reembolso")},
+            *{("pedidos", c, "SELECT") for c in ("id", "cliente_id", "valor_pedido", "valor_reembolsado")},
+            *{("pedidos", c, "UPDATE") for c in ("status_reembolso", "valor_reembolsado")},
+            *{("reembolsos", c, "SELECT") for c in ("chave_idempotencia", "pedido_id", "valor", "status")},
+            *{("reembolsos", c, "INSERT") for c in ("chave_idempotencia", "pedido_id", "valor", "status")},
+            *{("reembolsos", c, "UPDATE") for c in ("valor", "status", "atualizado_em")},
         },
     },
     # Lab 87's UPDATE (endereco, telefone, email) + SELECT (id) for the WHERE clause.

@@ -49,7 +49,7 @@ def call_log(tools) -> CallLog:
 
 def _refund_row(erp, pedido="4821"):
     return erp.execute(
-        "SELECT valor_reembolsado, status_reembolso, chave_ultimo_reembolso FROM pedidos WHERE id = %s", (pedido,)
+        "SELECT valor_reembolsado, status_reembolso FROM pedidos WHERE id = %s", (pedido,)
     ).fetchone()
 
 
@@ -61,7 +61,9 @@ def test_first_call_debits_once_and_updates_the_erp(tools, gateway, erp, call_lo
     assert out["dados"]["chaveIdempotencia"] == key
     debits = gateway.debits()
     assert [(d["idempotencyKey"], d["valor"]) for d in debits] == [(key, "50.00")]
-    assert _refund_row(erp) == (Decimal("50.00"), "reembolsado_parcial", key)
+    assert _refund_row(erp) == (Decimal("50.00"), "reembolsado_parcial")
+    assert erp.execute("SELECT status, valor FROM reembolsos WHERE chave_idempotencia = %s", (key,)).fetchone() == (
+        "executado", Decimal("50.00"))
 
 
 def test_claim_is_written_before_the_secret_is_read(tools, gateway, call_log):
@@ -260,7 +262,7 @@ def test_abandoned_claim_that_never_reached_the_gateway_is_executed_once(tools, 
 def test_concurrent_repeats_debit_once(tools, gateway, mocked_aws, local_stack):
     """Five invocations at once, each with its own DB connection (as five Lambda
     environments would have): the order's row lock and the conditional claim let
-    exactly one reach the gateway."""
+    exactly one reach the gateway; the others see it in progress or done."""
     import psycopg
 
     from emitir_reembolso.gateway import PaymentGatewayClient
@@ -289,7 +291,8 @@ def test_concurrent_repeats_debit_once(tools, gateway, mocked_aws, local_stack):
         t.start()
     for t in threads:
         t.join()
-    assert sorted(results) == ["bloqueado_por_idempotencia"] * 4 + ["executado"]
+    assert results.count("executado") == 1
+    assert set(results) <= {"executado", "em_processamento", "bloqueado_por_idempotencia"}
     assert len(gateway.debits()) == 1
 
 
@@ -338,7 +341,8 @@ def test_unhandled_database_error_is_a_crash_not_a_typed_answer(tools, gateway):
 
 def test_secret_failure_while_reconciling_keeps_the_claim_unknown(tools, gateway, mocked_aws):
     """An earlier attempt may have debited: a secret outage during reconciliation
-    must not turn the claim into 'failed before the gateway'."""
+    must neither turn the claim into 'failed before the gateway' nor tell the
+    customer that nothing was debited."""
     event = _event()
     key = refund_idempotency_key(event["conversaId"], "4821")
     ledger = ledger_mod.Ledger("cadencia-agente-execucoes", mocked_aws["dynamodb"])
@@ -347,7 +351,8 @@ def test_secret_failure_while_reconciling_keeps_the_claim_unknown(tools, gateway
     ledger.settle_claim(claim, ClaimStatus.UNKNOWN, detalhe="timeout")
     tools.overrides[EMITIR_REEMBOLSO.name] = {"GATEWAY_SECRET_NAME": "nao/existe"}
     out = tools(EMITIR_REEMBOLSO, event)
-    assert out["erro"]["codigo"] == "gateway_indisponivel"
+    assert out["ok"] is True and out["resultado"] == "resultado_desconhecido"
+    assert "nada foi debitado" not in out["dados"]["mensagem"]
     assert ledger.get_claim(key).status is ClaimStatus.UNKNOWN
 
 
@@ -369,3 +374,58 @@ def test_reconciliation_records_the_amount_the_gateway_debited(tools, gateway, m
     assert ledger.get_claim(key).valor == Decimal("30.00")
     assert _refund_row(erp)[0] == Decimal("30.00")
     assert len(gateway.debits()) == 1
+
+
+def test_an_unknown_outcome_in_one_conversation_holds_the_balance_for_others(tools, gateway, mocked_aws, erp):
+    """Conversation A's refund was debited but its answer was lost (timeout, then the
+    lookup failed too): its reservation keeps holding the amount, so conversation B
+    cannot refund the same money again; A's retry reconciles and the ERP adds once."""
+    tools.overrides[EMITIR_REEMBOLSO.name] = {"GATEWAY_TIMEOUT_S": "1"}
+    gateway.inject("timeout_apos_debito", atraso_s=2.5)
+    a, b = _event(valor=189.90), _event(valor=189.90)
+    first = tools(EMITIR_REEMBOLSO, a)  # POST times out; the lookup right after finds the debit
+    assert first["resultado"] == "executado"  # (the timeout path reconciles immediately)
+
+    # Now make A's outcome truly unknown: debit lost in a timeout AND the lookup failing.
+    c = _event(pedidoId="4822", valor=59.00)
+    gateway.inject("timeout_apos_debito", atraso_s=2.5)
+    gateway.inject("consulta_erro_500")  # the lookup right after fails too
+    unknown = tools(EMITIR_REEMBOLSO, c)
+    assert unknown["resultado"] == "resultado_desconhecido"
+    other = tools(EMITIR_REEMBOLSO, {**c, "conversaId": c["conversaId"] + "-b"})
+    assert other["ok"] is False and other["erro"]["codigo"] == "valor_excede_saldo"  # the balance is held
+    assert other["erro"]["detalhes"]["saldo"] == "0.00"
+    retry = tools(EMITIR_REEMBOLSO, c)  # A asks again: reconciled, not re-debited
+    assert retry["resultado"] == "bloqueado_por_idempotencia" and retry["dados"]["conciliado"] is True
+    debits = {d["idempotencyKey"]: d["valor"] for d in gateway.debits()}
+    assert sorted(debits.values()) == ["189.90", "59.00"]
+    assert _refund_row(erp, "4822") == (Decimal("59.00"), "reembolsado")
+    assert _refund_row(erp, "4821") == (Decimal("189.90"), "reembolsado")
+    assert b  # (a second full refund of 4821 is refused as well)
+    assert tools(EMITIR_REEMBOLSO, b)["erro"]["codigo"] == "valor_excede_saldo"
+
+
+def test_erp_repair_after_a_lost_flag_adds_once_even_after_other_refunds(tools, gateway, mocked_aws, erp):
+    """C's ERP write committed but its ledger flag was lost; D refunds later; C's
+    repeat repairs nothing twice (the guard is per key, not 'the last key')."""
+    c, d = _event(valor=30), _event(valor=30)
+    assert tools(EMITIR_REEMBOLSO, c)["resultado"] == "executado"
+    key_c = refund_idempotency_key(c["conversaId"], "4821")
+    mocked_aws["dynamodb"].update_item(  # as if mark_erp_updated had been throttled
+        TableName="cadencia-agente-execucoes", Key={"pk": {"S": f"reivindicacao#{key_c}"}},
+        UpdateExpression="SET erpAtualizado = :f", ExpressionAttributeValues={":f": {"BOOL": False}})
+    assert tools(EMITIR_REEMBOLSO, d)["resultado"] == "executado"
+    assert tools(EMITIR_REEMBOLSO, c)["resultado"] == "bloqueado_por_idempotencia"
+    assert _refund_row(erp) == (Decimal("60.00"), "reembolsado_parcial")
+    assert mocked_aws["ledger"].get_claim(key_c).erp_atualizado is True
+    assert len(gateway.debits()) == 2
+
+
+def test_a_released_reservation_frees_the_balance(tools, gateway, erp):
+    event = _event(valor=189.90)
+    gateway.inject("recusar")
+    assert tools(EMITIR_REEMBOLSO, event)["resultado"] == "recusado_pelo_gateway"
+    # The declined refund holds nothing: another conversation may refund the whole order.
+    assert tools(EMITIR_REEMBOLSO, _event(valor=189.90))["resultado"] == "executado"
+    assert erp.execute("SELECT status FROM reembolsos WHERE pedido_id = '4821' ORDER BY status").fetchall() == [
+        ("executado",), ("liberado",)]

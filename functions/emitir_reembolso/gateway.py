@@ -57,7 +57,9 @@ class GatewayRefund:
 class PaymentGatewayClient:
     def __init__(self, base_url: str, timeout_s: float, http: urllib3.PoolManager | None = None) -> None:
         self.base_url = base_url.rstrip("/")
-        self.timeout = urllib3.Timeout(connect=min(timeout_s, 2.0), read=timeout_s)
+        # ``total`` bounds each request end to end, so a debit plus a lookup fit the
+        # function's timeout (8 s) with the default 3 s.
+        self.timeout = urllib3.Timeout(connect=min(timeout_s, 1.0), read=timeout_s, total=timeout_s)
         self.http = http or urllib3.PoolManager(retries=False)
 
     def refund(self, *, idempotency_key: str, pedido_id: str, valor: Decimal, token: str) -> GatewayRefund:

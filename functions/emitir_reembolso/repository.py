@@ -1,8 +1,14 @@
 """SQL of the refund tool, run as ``cadencia_agente_reembolso``.
 
-That user may SELECT (id, cliente_id, valor_pedido, valor_reembolsado,
-chave_ultimo_reembolso) and UPDATE (status_reembolso, valor_reembolsado,
-chave_ultimo_reembolso) on ``pedidos`` and nothing else (sql/grants.sql).
+That user may read (id, cliente_id, valor_pedido, valor_reembolsado) and update
+(status_reembolso, valor_reembolsado) of ``pedidos``, and keep its own rows in
+``reembolsos``; nothing else (sql/grants.sql).
+
+Every method runs in the caller's transaction (``transaction()``), so the balance
+check and the reservation happen under the order's row lock, and the transition
+to *executado* and the ERP update commit together. Every writing method takes the
+order's row lock *first*, so all of them lock in the same order (pedidos, then
+reembolsos) and can never deadlock each other.
 """
 
 from __future__ import annotations
@@ -20,11 +26,12 @@ class OrderForRefund:
     id: str
     cliente_id: int
     valor_pedido: Decimal
-    valor_reembolsado: Decimal
+    valor_reembolsado: Decimal  # what the ERP says was refunded (agent and humans)
+    reservado: Decimal  # held by this tool's refunds still in flight (other keys)
 
     @property
     def saldo(self) -> Decimal:
-        return self.valor_pedido - self.valor_reembolsado
+        return self.valor_pedido - self.valor_reembolsado - self.reservado
 
 
 class RefundOrders:
@@ -32,35 +39,77 @@ class RefundOrders:
         self.conn = conn
 
     @contextmanager
-    def locked(self, pedido_id: str) -> Iterator[OrderForRefund | None]:
-        """One transaction holding the order's row lock.
-
-        Every refund of an order, from any conversation, serializes on this lock,
-        so the balance check and the debit cannot interleave. The lock is held
-        across the gateway call, which is bounded by GATEWAY_TIMEOUT_S.
-        """
+    def transaction(self) -> Iterator[None]:
         with self.conn.transaction():
-            row = self.conn.execute(
-                "SELECT id, cliente_id, valor_pedido, valor_reembolsado FROM pedidos WHERE id = %s FOR UPDATE",
-                (pedido_id,),
-            ).fetchone()
-            yield OrderForRefund(*row) if row else None
+            yield
 
-    def apply_refund(self, *, pedido_id: str, valor: Decimal, chave: str) -> bool:
-        """Add the refund to the order, once per idempotency key.
+    def lock(self, pedido_id: str, *, chave: str) -> OrderForRefund | None:
+        """Lock the order row and read its balance. Every refund of an order, from
+        any conversation, serializes here, so two balance checks cannot interleave."""
+        row = self.conn.execute(
+            "SELECT id, cliente_id, valor_pedido, valor_reembolsado FROM pedidos WHERE id = %s FOR UPDATE",
+            (pedido_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        (reservado,) = self.conn.execute(
+            "SELECT coalesce(sum(valor), 0) FROM reembolsos "
+            "WHERE pedido_id = %s AND status = 'reservado' AND chave_idempotencia <> %s",
+            (pedido_id, chave),
+        ).fetchone()
+        return OrderForRefund(*row, reservado=reservado)
 
-        The key guard makes the write safe to repeat when the ledger could not
-        record that it had been done (a crash between COMMIT and the ledger write).
-        """
+    def reserve(self, *, chave: str, pedido_id: str, valor: Decimal) -> None:
+        """Hold ``valor`` of the order for this key: a new row, a released one again,
+        or this key's own stale reservation (its claim failed before the gateway but
+        the release did not commit). Never an executed one."""
         cur = self.conn.execute(
             """
-            UPDATE pedidos
-               SET valor_reembolsado = valor_reembolsado + %(valor)s,
-                   status_reembolso = CASE WHEN valor_reembolsado + %(valor)s >= valor_pedido
-                                           THEN 'reembolsado' ELSE 'reembolsado_parcial' END,
-                   chave_ultimo_reembolso = %(chave)s
-             WHERE id = %(id)s AND chave_ultimo_reembolso IS DISTINCT FROM %(chave)s
+            INSERT INTO reembolsos (chave_idempotencia, pedido_id, valor, status)
+            VALUES (%(chave)s, %(pedido)s, %(valor)s, 'reservado')
+            ON CONFLICT (chave_idempotencia) DO UPDATE
+               SET valor = EXCLUDED.valor, status = 'reservado', atualizado_em = now()
+             WHERE reembolsos.status IN ('liberado', 'reservado')
             """,
-            {"valor": valor, "chave": chave, "id": pedido_id},
+            {"chave": chave, "pedido": pedido_id, "valor": valor},
+        )
+        if cur.rowcount != 1:
+            raise RuntimeError(f"refund {chave} is already executed in the ERP")
+
+    def _lock_row(self, pedido_id: str) -> None:
+        self.conn.execute("SELECT 1 FROM pedidos WHERE id = %s FOR UPDATE", (pedido_id,))
+
+    def release(self, *, chave: str, pedido_id: str) -> None:
+        """Nothing was debited for this key: its amount is free again."""
+        self._lock_row(pedido_id)
+        self.conn.execute(
+            "UPDATE reembolsos SET status = 'liberado', atualizado_em = now() "
+            "WHERE chave_idempotencia = %s AND status = 'reservado'",
+            (chave,),
+        )
+
+    def apply_executed(self, *, chave: str, pedido_id: str, valor: Decimal) -> bool:
+        """Mark the key executed and add it to the order — once per key, whatever
+        happened before (a crash between COMMIT and the ledger flag, a reservation
+        that never committed): only the transition to *executado* adds."""
+        self._lock_row(pedido_id)
+        cur = self.conn.execute(
+            """
+            WITH transition AS (
+                INSERT INTO reembolsos (chave_idempotencia, pedido_id, valor, status)
+                VALUES (%(chave)s, %(pedido)s, %(valor)s, 'executado')
+                ON CONFLICT (chave_idempotencia) DO UPDATE
+                   SET valor = EXCLUDED.valor, status = 'executado', atualizado_em = now()
+                 WHERE reembolsos.status <> 'executado'
+                RETURNING pedido_id, valor
+            )
+            UPDATE pedidos p
+               SET valor_reembolsado = p.valor_reembolsado + t.valor,
+                   status_reembolso = CASE WHEN p.valor_reembolsado + t.valor >= p.valor_pedido
+                                           THEN 'reembolsado' ELSE 'reembolsado_parcial' END
+              FROM transition t
+             WHERE p.id = t.pedido_id
+            """,
+            {"chave": chave, "pedido": pedido_id, "valor": valor},
         )
         return cur.rowcount == 1

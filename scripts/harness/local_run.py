@@ -30,6 +30,7 @@ from .scripted_model import InsistentPolicy, ScriptedModelServer
 def seed_erp(state: stack.StackState, scenarios: list[Scenario]) -> None:
     """The customers and orders the scenario talks about, fresh (refund columns zeroed)."""
     with psycopg.connect(state.postgres.admin_conninfo(), autocommit=True) as conn, conn.transaction():
+        conn.execute("DELETE FROM reembolsos WHERE pedido_id = ANY(%s)", ([sc.pedidoId for sc in scenarios],))
         for sc in scenarios:
             conn.execute("INSERT INTO clientes (id, nome) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
                          (sc.clienteId, f"Cliente {sc.clienteId}"))
@@ -37,7 +38,7 @@ def seed_erp(state: stack.StackState, scenarios: list[Scenario]) -> None:
                 """INSERT INTO pedidos (id, cliente_id, status, valor_pedido) VALUES (%s, %s, 'entregue', %s)
                    ON CONFLICT (id) DO UPDATE SET cliente_id = EXCLUDED.cliente_id,
                        valor_pedido = EXCLUDED.valor_pedido, status = 'entregue', status_reembolso = 'nenhum',
-                       valor_reembolsado = 0, chave_ultimo_reembolso = NULL""",
+                       valor_reembolsado = 0""",
                 (sc.pedidoId, sc.clienteId, sc.valorPedido),
             )
 

@@ -10,7 +10,7 @@
   harness counts, never what the orchestrator believes happened;
 - faults are injectable through ``POST /_admin/falhas`` so tests can produce
   the ambiguous cases (latency, 500 before or after the debit, a read timeout
-  after the debit, a decline).
+  after the debit, a decline, a failing lookup).
 
 The ``/_admin`` endpoints are test controls and exist only on this local server.
 """
@@ -35,7 +35,9 @@ FAULT_MODES = {
     "erro_500_apos_debito",  # debit, then answer 500 (the client cannot know)
     "timeout_apos_debito",  # debit, then stall past the client's read timeout
     "recusar",  # decline (402), a definitive outcome
+    "consulta_erro_500",  # the lookup by key answers 500 (consumed by lookups only)
 }
+LOOKUP_FAULTS = {"consulta_erro_500"}
 
 
 @dataclass
@@ -56,15 +58,16 @@ class GatewayState:
     calls: dict[str, int] = field(default_factory=lambda: {"reembolso": 0, "consulta": 0, "nao_autorizado": 0})
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def next_fault(self) -> Fault | None:
+    def next_fault(self, *, lookup: bool = False) -> Fault | None:
+        """The next injected fault for this kind of call (refunds and lookups queue apart)."""
         with self.lock:
-            if not self.faults:
-                return None
-            fault = self.faults[0]
-            fault.vezes -= 1
-            if fault.vezes <= 0:
-                self.faults.pop(0)
-            return Fault(fault.modo, 1, fault.atraso_s)
+            for index, fault in enumerate(self.faults):
+                if (fault.modo in LOOKUP_FAULTS) == lookup:
+                    fault.vezes -= 1
+                    if fault.vezes <= 0:
+                        self.faults.pop(index)
+                    return Fault(fault.modo, 1, fault.atraso_s)
+            return None
 
     def record_debit(self, refund: dict[str, Any]) -> None:
         debit = {**refund, "debitadoEm": _now()}
@@ -137,6 +140,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return None
             with self.state.lock:
                 self.state.calls["consulta"] += 1
+            if self.state.next_fault(lookup=True):
+                return self._send(500, {"erro": "falha_interna"})
             key = (parse_qs(url.query).get("idempotencyKey") or [""])[0]
             with self.state.lock:
                 refund = self.state.refunds.get(key)
