@@ -33,12 +33,29 @@ def _starts_cleanly(message: Message) -> bool:
     return message["role"] == "user" and all(b.get("type") != "tool_result" for b in _blocks(message["content"]))
 
 
+def _has_customer_text(message: Message) -> bool:
+    return message["role"] == "user" and any(b.get("type") == "text" for b in _blocks(message["content"]))
+
+
 def trim(messages: list[Message], max_messages: int) -> list[Message]:
-    """Drop the oldest messages until at most ``max_messages`` remain and the
-    first one is a plain user message (never an orphaned tool_result)."""
+    """Drop the oldest turns so that at most ``max_messages`` remain, cutting only
+    where a customer message begins (never between a tool_use and its result).
+
+    Never returns an empty list and never drops the current turn: when even the
+    last customer message and what follows it exceed the limit, that turn is kept
+    whole. A customer message merged after tool_results (a failed reply) loses
+    those results, since their tool_use is cut away with the older turn.
+    """
     out = list(messages)
-    while out and (len(out) > max_messages or not _starts_cleanly(out[0])):
-        out.pop(0)
+    if len(out) <= max_messages and (not out or _starts_cleanly(out[0])):
+        return out
+    starts = [i for i, m in enumerate(out) if _has_customer_text(m)]
+    if not starts:
+        return out
+    fitting = [i for i in starts if len(out) - i <= max_messages]
+    first = fitting[0] if fitting else starts[-1]
+    out = out[first:]
+    out[0] = {"role": "user", "content": [b for b in _blocks(out[0]["content"]) if b.get("type") != "tool_result"]}
     return out
 
 

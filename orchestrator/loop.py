@@ -81,6 +81,7 @@ class _Outcome:
 class _ToolRound:
     results: list[dict[str, Any]] = field(default_factory=list)
     refused_by_ceiling: list[ToolCall] = field(default_factory=list)
+    out_of_time: bool = False
 
 
 class Orchestrator:
@@ -103,43 +104,44 @@ class Orchestrator:
 
     # -- the turn ---------------------------------------------------------------
     def handle(self, req: TurnRequest, deadline: Deadline) -> TurnReply:
-        status, stored = self.ledger.begin_inbound(
-            conversa_id=req.conversaId, mensagem_id=req.mensagemId, lease_s=self.settings.conversation_lease_s
-        )
-        if status is InboundStatus.DONE:
-            return TurnReply.model_validate({**(stored or {}), "duplicada": True})
-        if status is InboundStatus.IN_PROGRESS:
+        # Leases outlive this invocation whatever the configuration says, so a live
+        # turn never loses its message or its conversation to a redelivery.
+        lease_s = max(self.settings.conversation_lease_s, int(deadline.remaining_s()) + 30)
+        inbound = self.ledger.begin_inbound(conversa_id=req.conversaId, mensagem_id=req.mensagemId, lease_s=lease_s)
+        if inbound.status is InboundStatus.DONE:
+            return TurnReply.model_validate({**(inbound.resposta or {}), "duplicada": True})
+        if inbound.status is InboundStatus.IN_PROGRESS:
             return self._reply(req, None, "em_processamento", "mensagem_em_processamento", duplicada=True)
 
         try:
             state = self.ledger.acquire_conversation(
-                conversa_id=req.conversaId, cliente_id=req.clienteId, lease_s=self.settings.conversation_lease_s
+                conversa_id=req.conversaId, cliente_id=req.clienteId, lease_s=lease_s
             )
         except ConversationOfAnotherCustomer:
             self.ledger.append_audit(conversa_id=req.conversaId, evento="CONVERSA_DE_OUTRO_CLIENTE",
                                      detalhes={"clienteId": req.clienteId})
             reply = self._reply(req, None, "erro", "conversa_de_outro_cliente")
-            self._finish(req, reply)
+            self.ledger.finish_inbound(inbound, resposta=reply.model_dump(mode="json"), ok=True)
             return reply
         except ConversationBusy:
-            self.ledger.finish_inbound(conversa_id=req.conversaId, mensagem_id=req.mensagemId, resposta=None, ok=False)
+            self.ledger.finish_inbound(inbound, resposta=None, ok=False)
             raise ConversationBusyError(req.conversaId) from None
 
         try:
             outcome = self._turn(req, state, deadline)
-        except BaseException:
-            self.ledger.release_conversation(state)
-            self.ledger.finish_inbound(conversa_id=req.conversaId, mensagem_id=req.mensagemId, resposta=None, ok=False)
-            raise
-        try:
-            self.ledger.commit_conversation(state, mensagens=outcome.messages, status=outcome.status)
+            reply = self._reply(req, outcome.reply, outcome.status.value, outcome.motivo)
+            # The new state and "this message was answered" commit in one transaction.
+            self.ledger.commit_conversation(state, mensagens=outcome.messages, status=outcome.status,
+                                            inbound=inbound, resposta=reply.model_dump(mode="json"))
         except StaleConversation:
             self.ledger.append_audit(conversa_id=req.conversaId, evento="COMMIT_CONCORRENTE_REJEITADO",
                                      detalhes={"mensagemId": req.mensagemId, "versao": state.versao})
-            self.ledger.finish_inbound(conversa_id=req.conversaId, mensagem_id=req.mensagemId, resposta=None, ok=False)
+            self.ledger.finish_inbound(inbound, resposta=None, ok=False)
             raise ConcurrentCommitError(req.conversaId) from None
-        reply = self._reply(req, outcome.reply, outcome.status.value, outcome.motivo)
-        self._finish(req, reply)
+        except BaseException:
+            self.ledger.release_conversation(state)
+            self.ledger.finish_inbound(inbound, resposta=None, ok=False)
+            raise
         return reply
 
     def _turn(self, req: TurnRequest, state: ConversationState, deadline: Deadline) -> _Outcome:
@@ -157,9 +159,10 @@ class Orchestrator:
                     reserve_s=self.settings.reserve_s,
                 )
             except ContextWindowExceeded:
-                if trimmed_for_context:
+                shrunk = None if trimmed_for_context else self._shrink(messages)
+                if shrunk is None:
                     return self._handoff(req, messages, texts.CONTEXT_EXCEEDED, "janela_de_contexto")
-                messages, trimmed_for_context = history.trim(messages, max(2, len(messages) // 2)), True
+                messages, trimmed_for_context = shrunk, True
                 continue
             except ModelUnavailable as err:
                 count(Metric.MODEL_ERRORS, {"Classe": err.classe.value})
@@ -186,6 +189,9 @@ class Orchestrator:
                     text = (texts.HANDOFF_CEILING_ORDER.format(pedidoId=first.pedido_id) if first.pedido_id
                             else texts.HANDOFF_CEILING_PROFILE)
                     return self._handoff(req, messages, text, "teto")
+                if done.out_of_time:
+                    # Not the customer's fault nor a reason for a human: answer, stay active.
+                    return _Outcome(messages, ConversationStatus.ACTIVE, texts.OUT_OF_TIME, "sem_tempo")
                 continue
             if stop == "max_tokens":
                 # A tool call cut off mid-input is never executed; a cut-off text
@@ -200,9 +206,10 @@ class Orchestrator:
                 count(Metric.MODEL_ERRORS, {"Classe": "recusa"})
                 return self._handoff(req, messages, texts.REFUSAL, "recusa_do_modelo")
             if stop == "model_context_window_exceeded":
-                if trimmed_for_context:
+                shrunk = None if trimmed_for_context else self._shrink(messages)
+                if shrunk is None:
                     return self._handoff(req, messages, texts.CONTEXT_EXCEEDED, "janela_de_contexto")
-                messages, trimmed_for_context = history.trim(messages, max(2, len(messages) // 2)), True
+                messages, trimmed_for_context = shrunk, True
                 continue
             # A stop reason this code does not know: fail cleanly, never guess.
             count(Metric.MODEL_ERRORS, {"Classe": "stop_reason_desconhecido"})
@@ -210,6 +217,12 @@ class Orchestrator:
             return _Outcome(messages, ConversationStatus.ACTIVE, texts.MODEL_UNAVAILABLE, "stop_reason_desconhecido")
 
         return self._handoff(req, messages, texts.ROUND_LIMIT, "limite_de_rodadas")
+
+    @staticmethod
+    def _shrink(messages: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        """Half the history, whole turns only; None when nothing older can go."""
+        shrunk = history.trim(messages, max(2, len(messages) // 2))
+        return shrunk if len(shrunk) < len(messages) else None
 
     # -- tools ----------------------------------------------------------------------
     def _run_tools(self, req: TurnRequest, blocks: list[Any], deadline: Deadline) -> _ToolRound:
@@ -232,6 +245,7 @@ class Orchestrator:
         call = ToolCall(spec=spec, tool_use_id=block.id, arguments=dict(block.input),
                         conversa_id=req.conversaId, cliente_id=req.clienteId)
         if deadline.remaining_s() - self.settings.reserve_s < TOOL_TIME_S:
+            done.out_of_time = True
             return history.tool_result(block.id, _json({"erro": "sem_tempo", "mensagem": "Ferramenta não executada."}),
                                        is_error=True)
 
@@ -279,10 +293,6 @@ class Orchestrator:
     def _reply(req: TurnRequest, text: str | None, status: str, motivo: str, *, duplicada: bool = False) -> TurnReply:
         return TurnReply(conversaId=req.conversaId, mensagemId=req.mensagemId, resposta=text, status=status,
                          motivo=motivo, duplicada=duplicada)
-
-    def _finish(self, req: TurnRequest, reply: TurnReply) -> None:
-        self.ledger.finish_inbound(conversa_id=req.conversaId, mensagem_id=req.mensagemId,
-                                   resposta=reply.model_dump(mode="json"), ok=True)
 
 
 def _json(value: Any) -> str:

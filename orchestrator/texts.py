@@ -23,6 +23,7 @@ CONTEXT_EXCEEDED = (
     "vou encaminhar para um atendente humano."
 )
 TRUNCATED = "Desculpe, minha resposta ficou incompleta. Pode repetir a pergunta de outro jeito?"
+OUT_OF_TIME = "Desculpe, não consegui concluir isso agora. Pode me mandar a mensagem de novo em instantes?"
 EMPTY_REPLY = "Certo! Posso ajudar com mais alguma coisa?"
 IN_PROGRESS = "Recebi sua mensagem e já estou cuidando dela."
 

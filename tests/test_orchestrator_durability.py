@@ -274,3 +274,60 @@ def test_aws_mode_does_not_import_tool_code():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={"PYTHONPATH": ".:functions", "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_state_and_answered_message_commit_together_or_not_at_all(mocked_aws):
+    """A failure of the final write leaves neither the new state nor a 'done'
+    message behind: the redelivery runs the turn once, as if it were the first."""
+    from botocore.exceptions import ClientError as _ClientError
+
+    ledger = mocked_aws["ledger"]
+    model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}), text_reply("Entregue."),
+                          tool_use("consultar_status_pedido", {"pedidoId": "4821"}), text_reply("Entregue."))
+    invoker = CountingInvoker()
+    orch, _ = build(model, ledger, invoker)
+    message = _turn("conv-atomica", "cadê meu pedido?")
+    real = ledger.client.transact_write_items
+    ledger.client.transact_write_items = lambda **kw: (_ for _ in ()).throw(_ClientError(
+        {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "TransactWriteItems"))
+    try:
+        with pytest.raises(_ClientError):
+            orch.handle(message, Deadline.after(60))
+    finally:
+        ledger.client.transact_write_items = real
+    assert ledger.read_conversation("conv-atomica").mensagens == []  # nothing half-written
+    again = orch.handle(message, Deadline.after(60))
+    assert again.resposta == "Entregue." and again.duplicada is False
+    texts = [b["text"] for m in ledger.read_conversation("conv-atomica").mensagens for b in m["content"]
+             if b.get("type") == "text" and m["role"] == "user"]
+    assert texts == ["cadê meu pedido?"]
+    assert orch.handle(message, Deadline.after(60)).duplicada is True
+
+
+def test_a_late_invocation_cannot_answer_a_message_taken_over_by_another(mocked_aws):
+    """The message's owner changed (our lease expired and a redelivery took it):
+    our commit is cancelled as a whole."""
+    ledger = mocked_aws["ledger"]
+
+    def steal(_payload):
+        mocked_aws["dynamodb"].update_item(
+            TableName="cadencia-agente-execucoes", Key={"pk": {"S": "mensagem#conv-roubada#m-1"}},
+            UpdateExpression="SET dono = :o", ExpressionAttributeValues={":o": {"S": "outra-invocacao"}})
+        return text_reply("tarde demais")
+
+    orch, _ = build(ScriptedModel(steal), ledger, CountingInvoker())
+    with pytest.raises(ConcurrentCommitError):
+        orch.handle(_turn("conv-roubada", mensagem_id="m-1"), Deadline.after(60))
+    assert ledger.read_conversation("conv-roubada").mensagens == []
+
+
+def test_no_time_left_for_a_tool_ends_the_turn_without_a_handoff(mocked_aws):
+    from orchestrator import texts as customer_texts
+
+    model = ScriptedModel(default=lambda _: tool_use("consultar_status_pedido", {"pedidoId": "4821"}))
+    invoker = CountingInvoker()
+    orch, _ = build(model, mocked_aws["ledger"], invoker)
+    reply = orch.handle(_turn("conv-pressa"), Deadline.after(10))  # a model call fits, a tool does not
+    assert (reply.resposta, reply.status, reply.motivo) == (customer_texts.OUT_OF_TIME, "ativa", "sem_tempo")
+    assert len(model.requests) == 1 and sum(invoker.calls.values()) == 0
+    assert [a for a in mocked_aws["ledger"].history("conv-pressa") if a.get("tipo") == "tentativa"] == []

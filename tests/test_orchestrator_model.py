@@ -149,21 +149,57 @@ def test_refusal_hands_off_to_a_human(mocked_aws):
 
 
 def test_context_window_exceeded_trims_once_then_hands_off(mocked_aws):
-    model = ScriptedModel(fixture("context_window_exceeded"), text_reply("Resumindo: tudo certo."))
+    model = ScriptedModel(text_reply("um"), text_reply("dois"))
     orch, _ = build(model, mocked_aws["ledger"], CountingInvoker())
-    assert orch.handle(_turn("conv-ctx"), Deadline.after(60)).resposta == "Resumindo: tudo certo."
+    orch.handle(_turn("conv-ctx", "primeira"), Deadline.after(60))
+    orch.handle(_turn("conv-ctx", "segunda"), Deadline.after(60))
+
+    model.then(fixture("context_window_exceeded"), text_reply("Resumindo: tudo certo."))
+    assert orch.handle(_turn("conv-ctx", "terceira"), Deadline.after(60)).resposta == "Resumindo: tudo certo."
+    before, after = model.requests[-2]["messages"], model.requests[-1]["messages"]
+    assert len(after) < len(before)  # trimmed before retrying, whole turns only
+    assert after[0]["role"] == "user" and after[-1]["content"][-1]["text"] == "terceira"
 
     model.then(fixture("context_window_exceeded"), fixture("context_window_exceeded"))
-    reply = orch.handle(_turn("conv-ctx", "e agora?"), Deadline.after(60))
+    reply = orch.handle(_turn("conv-ctx", "quarta"), Deadline.after(60))
     assert (reply.resposta, reply.motivo) == (texts.CONTEXT_EXCEEDED, "janela_de_contexto")
-    assert len(model.requests[-1]["messages"]) < len(model.requests[-2]["messages"])  # trimmed before retrying
+
+
+def test_a_turn_that_alone_exceeds_the_window_is_kept_and_handed_off(mocked_aws):
+    """Nothing older to drop: the current turn (and the tool it ran) is never erased."""
+    model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}),
+                          api_error("error_prompt_too_long", 400))
+    orch, _ = build(model, mocked_aws["ledger"], CountingInvoker())
+    reply = orch.handle(_turn("conv-sozinha", "cadê meu pedido?"), Deadline.after(60))
+    assert (reply.resposta, reply.motivo) == (texts.CONTEXT_EXCEEDED, "janela_de_contexto")
+    assert [len(r["messages"]) for r in model.requests] == [1, 3]  # never an empty request
+    stored = _state(mocked_aws, "conv-sozinha").mensagens
+    assert len(stored) == 3 and stored[0]["content"][0]["text"] == "cadê meu pedido?"
+    _assert_history_valid(stored)
+
+
+def test_trim_never_empties_and_never_orphans_a_tool_result():
+    from orchestrator import history
+
+    user = {"role": "user", "content": [{"type": "text", "text": "oi"}]}
+    use = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "x", "input": {}}]}
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "{}"}]}
+    merged = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "{}"},
+                                          {"type": "text", "text": "e agora?"}]}
+    assert history.trim([user, use, result], 1) == [user, use, result]  # one turn: kept whole
+    assert history.trim([user, use, merged], 1) == [{"role": "user", "content": [{"type": "text",
+                                                                                  "text": "e agora?"}]}]
+    answer = {"role": "assistant", "content": [{"type": "text", "text": "ok"}]}
+    assert history.trim([user, answer, user, answer], 2) == [user, answer]
 
 
 def test_prompt_too_long_error_takes_the_context_path(mocked_aws):
-    model = ScriptedModel(api_error("error_prompt_too_long", 400), text_reply("Ok."))
+    model = ScriptedModel(text_reply("antes"), api_error("error_prompt_too_long", 400), text_reply("Ok."))
     orch, sleeps = build(model, mocked_aws["ledger"], CountingInvoker())
-    assert orch.handle(_turn("conv-long"), Deadline.after(60)).resposta == "Ok."
-    assert sleeps == []
+    orch.handle(_turn("conv-long", "primeira"), Deadline.after(60))
+    assert orch.handle(_turn("conv-long", "segunda"), Deadline.after(60)).resposta == "Ok."
+    assert sleeps == []  # not retried as if it were transient
+    assert len(model.requests[2]["messages"]) < len(model.requests[1]["messages"])
 
 
 def test_unknown_stop_reason_fails_cleanly(mocked_aws):

@@ -227,6 +227,15 @@ class ConversationState:
         )
 
 
+@dataclass(frozen=True)
+class InboundClaim:
+    conversa_id: str
+    mensagem_id: str
+    status: InboundStatus
+    resposta: dict[str, Any] | None = None
+    dono: str = ""
+
+
 # --- the ledger ---------------------------------------------------------------
 
 
@@ -585,32 +594,44 @@ class Ledger:
         *,
         mensagens: list[dict[str, Any]],
         status: ConversationStatus,
+        inbound: InboundClaim | None = None,
+        resposta: dict[str, Any] | None = None,
     ) -> ConversationState:
-        """Write the new state and release the lease, fenced on (version, owner)."""
+        """Write the new state and release the lease, fenced on (version, owner) —
+        and, given ``inbound``, mark that message answered with ``resposta`` in the
+        same transaction: the state and "this message was answered" commit together
+        or not at all (so a redelivery can neither be lost nor run twice)."""
+        update = {
+            "TableName": self.table_name,
+            "Key": self._key(f"conversa#{state.conversa_id}"),
+            "UpdateExpression": (
+                "SET mensagensZ = :m, #st = :st, versao = versao + :um, atualizadoEm = :agora, "
+                "turnos = if_not_exists(turnos, :zero) + :um REMOVE dono, leaseAteMs"
+            ),
+            "ConditionExpression": "versao = :v AND dono = :dono",
+            "ExpressionAttributeNames": {"#st": "status"},
+            "ExpressionAttributeValues": self._ser(
+                {
+                    ":m": _encode_messages(mensagens),
+                    ":st": status.value,
+                    ":um": 1,
+                    ":zero": 0,
+                    ":agora": self._iso(),
+                    ":v": state.versao,
+                    ":dono": state.dono,
+                }
+            ),
+        }
         try:
-            self.client.update_item(
-                TableName=self.table_name,
-                Key=self._key(f"conversa#{state.conversa_id}"),
-                UpdateExpression=(
-                    "SET mensagensZ = :m, #st = :st, versao = versao + :um, atualizadoEm = :agora, "
-                    "turnos = if_not_exists(turnos, :zero) + :um REMOVE dono, leaseAteMs"
-                ),
-                ConditionExpression="versao = :v AND dono = :dono",
-                ExpressionAttributeNames={"#st": "status"},
-                ExpressionAttributeValues=self._ser(
-                    {
-                        ":m": _encode_messages(mensagens),
-                        ":st": status.value,
-                        ":um": 1,
-                        ":zero": 0,
-                        ":agora": self._iso(),
-                        ":v": state.versao,
-                        ":dono": state.dono,
-                    }
-                ),
-            )
+            if inbound is None:
+                self.client.update_item(**update)
+            else:
+                self.client.transact_write_items(
+                    TransactItems=[{"Update": update}, {"Update": self._inbound_update(inbound, resposta, True)}]
+                )
         except ClientError as err:
-            if self._condition_failed(err):
+            reasons = [r.get("Code") for r in err.response.get("CancellationReasons", [])]
+            if self._condition_failed(err) or "ConditionalCheckFailed" in reasons:
                 raise StaleConversation(state.conversa_id) from None
             raise
         return replace(state, mensagens=mensagens, status=status, versao=state.versao + 1, turnos=state.turnos + 1)
@@ -630,16 +651,16 @@ class Ledger:
                 raise
 
     # inbound messages --------------------------------------------------------------
-    def begin_inbound(
-        self, *, conversa_id: str, mensagem_id: str, lease_s: int
-    ) -> tuple[InboundStatus, dict[str, Any] | None]:
+    def begin_inbound(self, *, conversa_id: str, mensagem_id: str, lease_s: int) -> InboundClaim:
         """Mark an inbound message as being processed, once.
 
-        Returns (NEW, None) to the one caller that should process it; a redelivery
-        gets (DONE, stored reply) or (IN_PROGRESS, None). A message whose earlier
-        processing failed, or whose processor died (expired lease), is NEW again.
+        The one caller that should process it gets status NEW and an owner token;
+        a redelivery gets DONE (with the stored reply) or IN_PROGRESS. A message
+        whose earlier processing failed, or whose processor died (expired lease),
+        is NEW again — for a new owner, so a late writer cannot finish it.
         """
         now = self.now_ms()
+        owner = uuid.uuid4().hex
         pk = f"mensagem#{_id(conversa_id)}#{_id(mensagem_id)}"
         try:
             self.client.put_item(
@@ -649,6 +670,7 @@ class Ledger:
                         TABLE_KEY: pk,
                         "tipo": ItemType.INBOUND.value,
                         "status": InboundStatus.IN_PROGRESS.value,
+                        "dono": owner,
                         "leaseAteMs": now + lease_s * 1000,
                         "recebidaEm": self._iso(now),
                         TTL_ATTRIBUTE: now // 1000 + INBOUND_TTL_S,
@@ -671,30 +693,38 @@ class Ledger:
             if self._condition_failed(err):
                 old = self._old_item(err) or self._get(pk) or {}
                 if old.get("status") == InboundStatus.DONE.value:
-                    return InboundStatus.DONE, json.loads(old["resposta"])
-                return InboundStatus.IN_PROGRESS, None
+                    return InboundClaim(conversa_id, mensagem_id, InboundStatus.DONE, json.loads(old["resposta"]))
+                return InboundClaim(conversa_id, mensagem_id, InboundStatus.IN_PROGRESS)
             raise
-        return InboundStatus.NEW, None
+        return InboundClaim(conversa_id, mensagem_id, InboundStatus.NEW, dono=owner)
 
-    def finish_inbound(
-        self, *, conversa_id: str, mensagem_id: str, resposta: dict[str, Any] | None, ok: bool
-    ) -> None:
-        """Store the reply (DONE) or release the message for redelivery (FAILED)."""
+    def _inbound_update(self, inbound: InboundClaim, resposta: dict[str, Any] | None, ok: bool) -> dict[str, Any]:
         values: dict[str, Any] = {
             ":st": (InboundStatus.DONE if ok else InboundStatus.FAILED).value,
             ":agora": self._iso(),
+            ":dono": inbound.dono,
         }
-        expr = "SET #st = :st, concluidaEm = :agora REMOVE leaseAteMs"
+        sets = "SET #st = :st, concluidaEm = :agora"
         if resposta is not None:
-            expr = "SET #st = :st, concluidaEm = :agora, resposta = :r REMOVE leaseAteMs"
+            sets += ", resposta = :r"
             values[":r"] = json.dumps(resposta, ensure_ascii=False)
-        self.client.update_item(
-            TableName=self.table_name,
-            Key=self._key(f"mensagem#{conversa_id}#{mensagem_id}"),
-            UpdateExpression=expr,
-            ExpressionAttributeNames={"#st": "status"},
-            ExpressionAttributeValues=self._ser(values),
-        )
+        return {
+            "TableName": self.table_name,
+            "Key": self._key(f"mensagem#{inbound.conversa_id}#{inbound.mensagem_id}"),
+            "UpdateExpression": sets + " REMOVE leaseAteMs",
+            "ConditionExpression": "dono = :dono",
+            "ExpressionAttributeNames": {"#st": "status"},
+            "ExpressionAttributeValues": self._ser(values),
+        }
+
+    def finish_inbound(self, inbound: InboundClaim, *, resposta: dict[str, Any] | None, ok: bool) -> None:
+        """Store the reply (DONE) or release the message for redelivery (FAILED),
+        only while this caller still owns it."""
+        try:
+            self.client.update_item(**self._inbound_update(inbound, resposta, ok))
+        except ClientError as err:
+            if not self._condition_failed(err):
+                raise
 
     # audit -------------------------------------------------------------------------
     def append_audit(self, *, conversa_id: str | None, evento: str, detalhes: dict[str, Any]) -> str:
