@@ -83,7 +83,7 @@ case "$mode" in
     ;;
   check)
     psql_ -c "SELECT rolname AS usuario, rolcanlogin AS login FROM pg_roles WHERE rolname IN ($in_list) ORDER BY 1"
-    psql_ -c '\dp pedidos' -c '\dp clientes'
+    psql_ -c '\dp pedidos' -c '\dp clientes' -c '\dp reembolsos'
     ;;
   check-absent)
     remaining=$(psql_ -At -c "SELECT string_agg(rolname, ' ' ORDER BY rolname) FROM pg_roles WHERE rolname IN ($in_list)")
