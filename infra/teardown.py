@@ -95,22 +95,22 @@ def delete_table(ddb: Any, table: str, progress: Callable[[str], None]) -> None:
     ddb.get_waiter("table_not_exists").wait(TableName=table, WaiterConfig={"Delay": 2, "MaxAttempts": 150})
 
 
+def _still_there(label: str, describe: Any, gone_code: str) -> str | None:
+    """None when ``describe`` fails with exactly ``gone_code``; otherwise what is left."""
+    try:
+        describe()
+    except Exception as err:  # noqa: BLE001
+        return None if _code(err) == gone_code else f"{label}: {_code(err)}"
+    return label
+
+
 def verify_functions_and_roles_gone(lambda_client: Any, iam: Any) -> Check:
-    remaining = []
-    for name in FUNCTION_NAMES:
-        try:
-            lambda_client.get_function(FunctionName=name)
-            remaining.append(f"function {name}")
-        except Exception as err:  # noqa: BLE001
-            if _code(err) != "ResourceNotFoundException":
-                remaining.append(f"function {name}: {_code(err)}")
-    for name in ROLE_NAMES:
-        try:
-            iam.get_role(RoleName=name)
-            remaining.append(f"role {name}")
-        except Exception as err:  # noqa: BLE001
-            if _code(err) != "NoSuchEntity":
-                remaining.append(f"role {name}: {_code(err)}")
+    remaining = [
+        *(_still_there(f"function {n}", lambda n=n: lambda_client.get_function(FunctionName=n),
+                       "ResourceNotFoundException") for n in FUNCTION_NAMES),
+        *(_still_there(f"role {n}", lambda n=n: iam.get_role(RoleName=n), "NoSuchEntity") for n in ROLE_NAMES),
+    ]
+    remaining = [r for r in remaining if r]
     if remaining:
         return Check(False, "still present: " + ", ".join(remaining))
     return Check(True, f"{len(FUNCTION_NAMES)} functions: ResourceNotFoundException; "
