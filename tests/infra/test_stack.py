@@ -17,7 +17,7 @@ from cadencia_shared.catalog import (
     TOOLS,
 )
 from cadencia_shared.observability import NAMESPACE, TOOL_DIMENSION, Metric
-from infra import contract, stack as stack_module
+from infra import stack as stack_module
 from infra.contract import Ids
 from infra.sqlsplit import split_statements
 from infra.stack import SQL_DIR
