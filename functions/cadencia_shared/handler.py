@@ -54,7 +54,6 @@ def tool_handler(
             logger.info("tool answered", extra={"resultado": response.resultado})
             return response.to_json()
 
-        lambda_handler.__wrapped_logic__ = run  # type: ignore[attr-defined]
         return lambda_handler
 
     return decorate

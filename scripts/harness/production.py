@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,11 +65,3 @@ class ProductionRunner:
     def close(self) -> None:
         handler.reset()
         self._tmp.cleanup()
-
-
-def ledger_is_empty(ledger: Ledger, conversation_ids: list[str]) -> list[str]:
-    """Conversations of the scenario that already have history in this ledger."""
-    return [c for c in conversation_ids if next(iter(ledger.history(c)), None) is not None]
-
-
-ProgressHook = Callable[[str], None]

@@ -21,7 +21,7 @@ import json
 import secrets
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -231,8 +231,3 @@ def make_server(host: str, port: int, state: GatewayState) -> ThreadingHTTPServe
     server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     return server
-
-
-def stats_snapshot(state: GatewayState) -> dict[str, Any]:
-    with state.lock:
-        return {**state.calls, "debitos": len(state.debits), "faults": [asdict(f) for f in state.faults]}
