@@ -34,7 +34,10 @@ class InvalidEvent(Exception):
 
 
 def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    # Field names come from the caller (an unknown key is reported by name): only
+    # printable characters of it reach the answer and the log.
+    text = "".join(c if c.isprintable() else "?" for c in text[:limit])
+    return text if len(text) < limit else text[: limit - 1] + "…"
 
 
 def describe(err: ValidationError) -> list[str]:
