@@ -4,6 +4,11 @@
 -- when absent, every existing privilege of the three users on the ERP tables is
 -- revoked, and exactly the list below is granted again, so the catalog always
 -- equals this file (tests/test_db_privileges.py reads it back).
+--
+-- Runs as the cluster's master, not a superuser (see revoke.sql for the
+-- PostgreSQL 16+ CREATEROLE rules): the master creates the users, so it holds
+-- ADMIN OPTION on them; it owns the tables (schema.sql), so it may grant on them;
+-- RDS lets it grant rds_iam.
 
 -- rds_iam exists on RDS/Aurora; a local PostgreSQL lacks it, so create an inert
 -- NOLOGIN role of that name to keep this script identical in both places.
@@ -41,8 +46,13 @@ BEGIN
 END
 $$;
 
--- Status tool: SELECT, nothing more (Lab 87).
-GRANT SELECT ON pedidos, clientes TO cadencia_agente_consulta;
+-- Status tool: SELECT on exactly the columns of pedidos its query reads
+-- (functions/consultar_status_pedido/repository.py: the answer's columns, and
+-- cliente_id for the ownership check). Lab 87 granted SELECT on pedidos and
+-- clientes whole; the tool never reads clientes, and no agent user may read
+-- clientes.cpf, so it gets nothing there.
+GRANT SELECT (id, cliente_id, status, valor_pedido, status_reembolso, valor_reembolsado,
+              previsao_entrega, codigo_rastreio) ON pedidos TO cadencia_agente_consulta;
 
 -- Refund tool: Lab 87's SELECT (id, valor_pedido) and UPDATE (status_reembolso,
 -- valor_reembolsado) on pedidos, plus what exactly-once needs:

@@ -93,16 +93,12 @@ def all_synths(default_synth: Synth, variant_synth: Synth, teardown_synths: dict
 
 @pytest.fixture(scope="module")
 def pg_cluster() -> Iterator[Any]:
-    """A throwaway PostgreSQL (the local stack's helper), without moto or the gateway."""
+    """A throwaway PostgreSQL (the local stack's helper), without moto or the gateway:
+    an empty database owned by an RDS-style master (not a superuser), as RDS hands it over."""
     from scripts.local_stack import postgres
 
     info = postgres.start_cluster()
     try:
-        import psycopg
-        from psycopg import sql
-
-        with psycopg.connect(info.admin_conninfo("postgres"), autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(info.dbname)))
         yield info
     finally:
         postgres.stop_cluster(info)
