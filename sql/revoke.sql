@@ -21,6 +21,8 @@ DO $$
 DECLARE
     u text;
 BEGIN
+    -- Shared with grants.sql: concurrent runs wait for each other.
+    PERFORM pg_advisory_xact_lock(hashtext('cadencia: sql/grants.sql, sql/revoke.sql'));
     FOREACH u IN ARRAY ARRAY['cadencia_agente_consulta', 'cadencia_agente_reembolso', 'cadencia_agente_cadastro'] LOOP
         IF EXISTS (SELECT FROM pg_roles WHERE rolname = u) THEN
             IF NOT pg_has_role(current_user, u, 'USAGE') THEN
