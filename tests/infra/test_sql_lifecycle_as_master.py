@@ -47,14 +47,6 @@ def test_the_master_is_an_rds_style_master_not_a_superuser(master):
         master.execute("SELECT rolpassword FROM pg_authid LIMIT 1")  # superuser-only catalog
 
 
-def test_the_bootstrap_superuser_cannot_log_in(pg_cluster):
-    from scripts.local_stack.postgres import BOOTSTRAP_SUPERUSER
-
-    with pytest.raises(psycopg.OperationalError):
-        psycopg.connect(host=pg_cluster.host, port=pg_cluster.port, dbname="postgres", user=BOOTSTRAP_SUPERUSER,
-                        password="", connect_timeout=5).close()
-
-
 def test_create_grant_twice_revoke_twice_and_again(master):
     _run(master, "schema.sql", "grants.sql")
     _run(master, "grants.sql")
