@@ -10,7 +10,6 @@ tests compare the two on the synthesized template.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from aws_cdk import (
     Acknowledgment,
@@ -53,11 +52,7 @@ from cadencia_shared.observability import NAMESPACE, TOOL_DIMENSION, Metric
 from . import contract, db_users
 from .config import ANTHROPIC_KEY_SECRET_NAME, StackConfig
 from .contract import Ids
-from .db_users import SQL_DIR, sql_statements  # noqa: F401 - re-exported for the tests
 from .packaging import RDS_CA_BUNDLE_NAME, BuiltAsset
-
-ROOT = Path(__file__).resolve().parents[1]
-DB_USERS_CODE = db_users.HANDLER_DIR
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12  # must match packaging.LAMBDA_PYTHON_VERSION
 ARCHITECTURE = lambda_.Architecture.ARM_64

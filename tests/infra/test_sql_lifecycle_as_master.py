@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from cadencia_shared.catalog import TOOLS
-from infra.stack import sql_statements
+from infra.db_users import sql_statements
 from tests.test_db_privileges import CONTRACT, catalog_privileges, differences
 
 USERS = sorted(t.db_user for t in TOOLS.values())
@@ -84,7 +84,7 @@ def test_revoke_survives_a_privilege_granted_outside_grants_sql(master):
 _APPLY_SLOWLY = """
 import sys, time, psycopg
 sys.path[:0] = [{root!r}, {functions!r}]
-from infra.stack import sql_statements
+from infra.db_users import sql_statements
 from tests.test_db_privileges import CONTRACT, catalog_privileges, differences
 with psycopg.connect({dsn!r}, autocommit=True) as conn:
     for i, statement in enumerate(sql_statements(*{files!r})):
@@ -130,7 +130,7 @@ def test_a_run_killed_midway_converges_when_run_again(pg_cluster, master, files,
 _APPLY_ONCE = """
 import sys, psycopg
 sys.path[:0] = [{root!r}, {functions!r}]
-from infra.stack import sql_statements
+from infra.db_users import sql_statements
 with psycopg.connect({dsn!r}, autocommit=True) as conn:
     for statement in sql_statements({file!r}):
         conn.execute(statement)

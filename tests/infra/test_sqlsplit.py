@@ -10,7 +10,7 @@ import pytest
 
 from cadencia_shared.catalog import TOOLS
 from infra.sqlsplit import SqlSplitError, split_statements
-from infra.stack import SQL_DIR, sql_statements
+from infra.db_users import SQL_DIR, sql_statements
 
 
 @pytest.mark.parametrize(("script", "expected"), [
