@@ -358,7 +358,14 @@ class CadenciaStack(Stack):
         )
         _pin(resource, Ids.DB_USERS)
         # After the writer instance exists (the Data API needs it), not just the cluster.
-        resource.node.add_dependency(self.cluster)
+        # Secrets Manager rotates once as soon as the schedule exists, and a Data API call
+        # made while it swaps the master password fails: the schedule comes after the users
+        # (and, on destroy, goes before they are revoked).
+        for child in self.cluster.node.find_all():
+            if isinstance(child, (rds.CfnDBCluster, rds.CfnDBInstance, secretsmanager.CfnSecretTargetAttachment)):
+                resource.node.add_dependency(child)
+            elif isinstance(child, secretsmanager.CfnRotationSchedule):
+                child.node.add_dependency(resource)
         return resource
 
     # --- functions ---------------------------------------------------------------

@@ -70,6 +70,9 @@ def test_the_master_secret_rotates(default_synth):
     (schedule,) = default_synth.of_type("AWS::SecretsManager::RotationSchedule").values()
     assert schedule["Properties"]["SecretId"] == {"Ref": Ids.CLUSTER_SECRET_ATTACHMENT}
     assert schedule["Properties"]["RotationRules"]["ScheduleExpression"] == "rate(30 days)"
+    # Its first rotation (right at creation) must not swap the password under the DB-users
+    # resource's Data API calls: it waits for them, and on destroy goes first.
+    assert Ids.DB_USERS in schedule["DependsOn"]
 
 
 def test_the_db_users_function_takes_nothing_but_a_digest_from_its_event(default_synth):
