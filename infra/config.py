@@ -65,6 +65,9 @@ class StackConfig:
     reserved_concurrency: bool = True
     ledger_deletion_protection: bool = True
     teardown: str = ""
+    # The tools verify the database server with the RDS CA bundle (verify-full);
+    # without the bundle the build fails unless this explicit opt-out is given.
+    allow_unverified_db_tls: bool = False
     tool_concurrency: Mapping[str, int] = field(default_factory=lambda: {
         # Refunds are irreversible: 5 concurrent at most caps what a runaway
         # loop could do per second, and keeps DB connections bounded.
@@ -191,6 +194,7 @@ def from_context(get: Callable[[str], Any]) -> StackConfig:
         reserved_concurrency=_bool(opt("reservedConcurrency", True), "reservedConcurrency"),
         ledger_deletion_protection=_bool(opt("ledgerDeletionProtection", True), "ledgerDeletionProtection"),
         teardown=teardown,
+        allow_unverified_db_tls=_bool(opt("allowUnverifiedDbTls", False), "allowUnverifiedDbTls"),
         tool_concurrency=concurrency,
         orchestrator_concurrency=int(opt("orchestratorConcurrency", 20)),
     )

@@ -217,11 +217,14 @@ def db_users_role() -> RoleContract:
         role_name=None,
         service="lambda.amazonaws.com",
         purpose=f"custom resource {DB_USERS_FUNCTION_NAME}: applies sql/schema.sql + sql/grants.sql on "
-                "create/update and sql/revoke.sql on delete, through the RDS Data API (demo cluster only)",
+                "create/update and sql/revoke.sql on delete (statements shipped in its code, never taken from "
+                "the event), through the RDS Data API (demo cluster only)",
         grants=(
             Grant(("rds-data:ExecuteStatement",), (cluster_arn(),), "run one SQL statement per call on the demo cluster"),
             Grant(("secretsmanager:GetSecretValue",), (ref(Ids.CLUSTER_SECRET_ATTACHMENT),),
                   f"the Data API authenticates to database {DATABASE_NAME} with the cluster's master secret"),
+            Grant(("cloudformation:DescribeStackResource",), (ref("AWS::StackId"),),
+                  "act only while CloudFormation is working on its resource in this stack"),
             Grant(LOG_ACTIONS, (att(Ids.DB_USERS_LOG_GROUP, "Arn"),), "write its own log group"),
         ),
     )

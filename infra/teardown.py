@@ -271,7 +271,9 @@ def aws_steps(context: list[str], progress: Callable[[str], None], *, dry_run: b
     deploy = ["deploy", "--require-approval", "never"]
     phase1 = _cdk(deploy, [*context, "teardown=functions"])
     phase2 = _cdk(deploy, [*context, "teardown=database-users"])
-    destroy = _cdk(["destroy", "--force"], context)
+    # cdk destroy synthesizes the app first; in a teardown phase the app builds no tool or
+    # orchestrator asset, so destroying needs neither pip nor the RDS CA bundle here.
+    destroy = _cdk(["destroy", "--force"], [*context, "teardown=functions"])
     users_query = "SELECT rolname FROM pg_roles WHERE rolname IN (" + ", ".join(f"'{u}'" for u in DB_USERS) + ")"
 
     if dry_run:
