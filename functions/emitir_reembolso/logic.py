@@ -187,23 +187,41 @@ class RefundService:
     # -- 2'. reconcile ----------------------------------------------------------------
     def reconcile(self, existing: RefundClaim, *, token: str | None = None, as_repeat: bool) -> ToolResponse:
         """A request may have left for this claim: the gateway decides, by the same
-        request re-sent. Also the scheduled reconciler's step."""
+        request re-sent; the answer says what the ledger now shows."""
+        claim, took_over = self.reconcile_claim(existing, token=token)
+        if not took_over:
+            return self._answer_taken(claim)
+        if as_repeat and claim.status in FINAL_CLAIM_STATUSES:
+            return answers.repeat(claim, reconciled=True)
+        return answers.settled(claim)
+
+    def reconcile_claim(self, existing: RefundClaim, *, token: str | None = None) -> tuple[RefundClaim, bool]:
+        """Take the claim over (fenced) and re-send its own request (same key, its own
+        order and amount). Returns the claim after the transition and True, or the
+        claim another invocation holds and False. Also the scheduled reconciler's step."""
         try:
             claim = self.ledger.retake_claim(existing, valor=existing.valor, lease_s=self.claim_lease_s,
                                              status=step(existing.status, Event.RECONCILE_TAKEN).to)
         except ClaimTaken as taken:
-            return self._answer_taken(taken.existing)
+            return taken.existing, False
         if token is None:
             try:
                 token = self.read_gateway_token()
             except Exception as err:  # an earlier request may have debited: hold
-                claim = self.transition(claim, _Heard(Event.SECRET_FAILED,
-                                                      detalhe=f"conciliação: segredo {type(err).__name__}"))
-                return answers.settled(claim)
-        claim = self.transition(claim, self._send(claim, token))
-        if as_repeat and claim.status in FINAL_CLAIM_STATUSES:
-            return answers.repeat(claim, reconciled=True)
-        return answers.settled(claim)
+                heard = _Heard(Event.SECRET_FAILED, detalhe=f"conciliação: segredo {type(err).__name__}")
+                return self.transition(claim, heard), True
+        return self.transition(claim, self._send(claim, token)), True
+
+    def release_abandoned(self, existing: RefundClaim) -> tuple[RefundClaim, bool]:
+        """An in-progress claim whose lease is over never recorded a send (that record
+        precedes every POST), so nothing left for it: take it over (fenced, so a slow
+        owner can no longer record a send) and release its amount."""
+        try:
+            claim = self.ledger.retake_claim(existing, valor=existing.valor, lease_s=self.claim_lease_s)
+        except ClaimTaken as taken:
+            return taken.existing, False
+        heard = _Heard(Event.ABANDONED_BEFORE_SEND, detalhe="abandonada antes de qualquer envio")
+        return self.transition(claim, heard), True
 
     def _send(self, claim: RefundClaim, token: str) -> _Heard:
         """POST the claim's own request and classify the answer as an event."""
