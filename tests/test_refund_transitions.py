@@ -94,3 +94,57 @@ def test_every_state_is_reachable_from_absent():
                 seen.add(nxt.to)
                 frontier.append(nxt.to)
     assert seen == set(ALL_STATES)
+
+
+# --- properties over whole histories ------------------------------------------------
+
+def _histories(depth: int):
+    """Every legal history of at most ``depth`` transitions from ABSENT (exhaustive:
+    the legal graph is small, so no sampling is needed)."""
+    stack = [(ABSENT, ())]
+    while stack:
+        state, path = stack.pop()
+        yield path
+        if len(path) < depth:
+            stack.extend((nxt.to, (*path, (src, event, nxt))) for (src, event), nxt in TABLE.items() if src == state)
+
+
+def test_no_history_releases_money_a_request_may_still_move():
+    """Along every history: once a request may have left for the key under an
+    earlier owner (re-sent by a reconciler), only the gateway's decline releases;
+    money is applied at most once; after a release nothing stays reserved twice."""
+    count = 0
+    for path in _histories(9):
+        count += 1
+        earlier_send_possible = current_send = False
+        applied = 0
+        for src, event, nxt in path:
+            if nxt.money is Money.RELEASE and event is not Event.DECLINED:
+                assert not earlier_send_possible, path
+            applied += nxt.money is Money.APPLY
+            if event is Event.RECONCILE_TAKEN:
+                earlier_send_possible = True
+            current_send = (current_send or event is Event.SEND_RECORDED) and nxt.to is not S.FAILED_BEFORE_GATEWAY
+            if nxt.to is S.UNKNOWN:
+                earlier_send_possible = earlier_send_possible or current_send
+        assert applied <= 1, path
+    assert count > 1000  # the walk really explored the graph
+
+
+def test_the_refund_logic_moves_money_only_through_the_table():
+    """In the refund logic, ERP releases and applications happen inside
+    ``transition`` (plus the repair of an executed claim's ERP row), nowhere else."""
+    import ast
+    import inspect
+
+    from emitir_reembolso import logic
+
+    tree = ast.parse(inspect.getsource(logic))
+    callers: dict[str, set[str]] = {"release": set(), "apply_executed": set(), "reserve": set()}
+    for fn in ast.walk(tree):
+        if isinstance(fn, ast.FunctionDef):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Attribute) and node.attr in callers:
+                    callers[node.attr].add(fn.name)
+    assert callers == {"release": {"transition"}, "apply_executed": {"transition", "_decide"},
+                       "reserve": {"_claim"}}
