@@ -267,6 +267,10 @@ class CadenciaStack(Stack):
             principals=[iam.AnyPrincipal()],
             actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
             resources=[self.ledger.table_arn]))
+        # ... and the refund reconciler's Query on the sparse index of unsettled claims.
+        endpoint.add_to_policy(iam.PolicyStatement(
+            principals=[iam.AnyPrincipal()], actions=["dynamodb:Query"],
+            resources=[f"{self.ledger.table_arn}/index/{ledger_schema.GSI_UNSETTLED}"]))
         _pin(endpoint, Ids.DYNAMODB_ENDPOINT)
         return vpc
 
