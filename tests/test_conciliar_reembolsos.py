@@ -17,6 +17,7 @@ import pytest
 
 from cadencia_shared.ledger import ClaimStatus, refund_idempotency_key
 from conciliar_reembolsos import handler as reconciler_handler
+from emitir_reembolso import handler as refund_handler
 from conciliar_reembolsos.logic import Verdict
 from emitir_reembolso.gateway import PaymentGatewayClient
 from orchestrator.invokers.local import LocalContext, function_environment
@@ -97,9 +98,9 @@ def test_in_flight_stays_unknown_and_held_and_a_refused_connection_frees_nothing
     with function_environment(refund_env):
         from conciliar_reembolsos.settings import ReconcilerSettings
 
-        reconciler_handler.adapters.cache_clear()
+        refund_handler.reset_adapters()
         report = reconciler_handler.build(ReconcilerSettings.from_env()).run_pass()
-        reconciler_handler.adapters.cache_clear()
+        refund_handler.reset_adapters()
     assert _visit(report, key).resultado is Verdict.UNKNOWN
     assert _reservation(erp, key) == "reservado" and ledger(local_stack).get_claim(key).status is ClaimStatus.UNKNOWN
     time.sleep(3)
@@ -134,10 +135,31 @@ def test_local_command_runs_one_pass_with_progress(local_stack, gateway, erp):
 def test_a_scheduled_event_runs_one_pass_through_the_handler(local_stack, gateway, erp):
     key = _claim(local_stack, status=ClaimStatus.UNKNOWN, valor="12.00")
     _reserve(erp, key, "12.00")
-    reconciler_handler.adapters.cache_clear()
+    refund_handler.reset_adapters()
     with function_environment({**local_stack.reconciler_environment(), **FAST}):
         out = reconciler_handler.lambda_handler(reconciler_handler.scheduled_event(),
                                                 LocalContext("cadencia-conciliar-reembolsos"))
-    reconciler_handler.adapters.cache_clear()
+    refund_handler.reset_adapters()
     assert out["ok"] is True and out["resultado"]["executado"] >= 1
     assert _reservation(erp, key) == "executado"
+
+
+def test_an_executed_claim_whose_erp_update_was_lost_is_finished_once(local_stack, gateway, erp):
+    """A crash after the ledger said 'executado' and before the ERP commit: the claim
+    stays in the index until the ERP has it; the pass adds it once, a second pass
+    finds nothing to do."""
+    store = ledger(local_stack)
+    key = _claim(local_stack, status=ClaimStatus.SENDING, valor="20.00")
+    _reserve(erp, key, "20.00")
+    claim = store.get_claim(key)
+    store.settle_claim(claim, ClaimStatus.EXECUTED, transacao_gateway="rb_perdido")  # ... and the process died
+    assert key in {c.chave for c in store.unsettled_claims(limit=1000)}
+    assert _visit(reconcile_pass(local_stack), key).resultado is Verdict.EXECUTED
+    assert erp.execute("SELECT valor_reembolsado FROM pedidos WHERE id = %s", (ORDER,)).fetchone() == (
+        Decimal("20.00"),)
+    assert key not in {c.chave for c in store.unsettled_claims(limit=1000)}
+    assert store.get_claim(key).erp_atualizado is True
+    reconcile_pass(local_stack)
+    assert erp.execute("SELECT valor_reembolsado FROM pedidos WHERE id = %s", (ORDER,)).fetchone() == (
+        Decimal("20.00"),)
+    assert gateway.stats()["reembolso"] == 0  # nothing was asked of the gateway
