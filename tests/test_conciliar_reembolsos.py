@@ -22,7 +22,7 @@ from conciliar_reembolsos.logic import Verdict
 from emitir_reembolso.gateway import PaymentGatewayClient
 from orchestrator.invokers.local import LocalContext, function_environment
 from scripts.local_stack.emf import capture_emf
-from tests.test_refund_inflight import FAST, ORDER, ledger, reconcile_pass
+from tests.test_refund_inflight import FAST, ORDER, ledger, private_ledger, reconcile_pass  # noqa: F401 (fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -123,7 +123,7 @@ def test_anything_but_a_scheduled_event_is_a_typed_error_and_touches_nothing(loc
 def test_local_command_runs_one_pass_with_progress(local_stack, gateway, erp):
     key = _claim(local_stack, status=ClaimStatus.UNKNOWN, valor="10.00")
     _reserve(erp, key, "10.00")
-    env = {**os.environ, "CADENCIA_LOCAL_STACK_DIR": local_stack.directory}
+    env = {**os.environ, "CADENCIA_LOCAL_STACK_DIR": local_stack.directory, "LEDGER_TABLE": FAST["LEDGER_TABLE"]}
     out = subprocess.run(["bash", "scripts/local-stack", "reconcile"], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert out.returncode == 0, out.stderr
@@ -163,3 +163,49 @@ def test_an_executed_claim_whose_erp_update_was_lost_is_finished_once(local_stac
     assert erp.execute("SELECT valor_reembolsado FROM pedidos WHERE id = %s", (ORDER,)).fetchone() == (
         Decimal("20.00"),)
     assert gateway.stats()["reembolso"] == 0  # nothing was asked of the gateway
+
+
+def _reconciler_process(local_stack) -> subprocess.Popen:
+    env = {**os.environ, "CADENCIA_LOCAL_STACK_DIR": local_stack.directory, **FAST}
+    return subprocess.Popen(["bash", "scripts/local-stack", "reconcile"], cwd=ROOT, env=env, text=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def test_reconcilers_racing_in_separate_processes_send_each_claim_once(local_stack, gateway, erp):
+    """Three passes at once (more than the one the schedule runs) over claims whose
+    first POST never arrived: the fenced take-over lets one re-send each; one debit per key."""
+    keys = [_claim(local_stack, status=ClaimStatus.UNKNOWN, valor="5.00") for _ in range(5)]
+    for key in keys:
+        _reserve(erp, key, "5.00")
+    procs = [_reconciler_process(local_stack) for _ in range(3)]
+    for proc in procs:
+        out, _ = proc.communicate(timeout=180)
+        assert proc.returncode == 0, out
+    debits = [d["idempotencyKey"] for d in gateway.debits()]
+    assert sorted(debits) == sorted(keys)
+    assert [_reservation(erp, k) for k in keys] == ["executado"] * 5
+    assert erp.execute("SELECT valor_reembolsado FROM pedidos WHERE id = %s", (ORDER,)).fetchone() == (
+        Decimal("25.00"),)
+
+
+def test_a_reconciler_killed_mid_send_leaves_the_claim_held_and_the_next_pass_settles_it(local_stack, gateway, erp):
+    import signal
+
+    key = _claim(local_stack, status=ClaimStatus.UNKNOWN, valor="7.00")
+    _reserve(erp, key, "7.00")
+    gateway.inject("processamento_lento", atraso_s=3)
+    proc = _reconciler_process(local_stack)
+    deadline = time.monotonic() + 60
+    while gateway.stats()["reembolso"] < 1:  # its re-send is at the gateway
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    # Killed (the bash wrapper execs python, so the pid is the reconciler itself).
+    assert proc.returncode == -signal.SIGKILL
+    assert ledger(local_stack).get_claim(key).status is ClaimStatus.RECONCILING
+    assert _reservation(erp, key) == "reservado"
+    time.sleep(3.5)  # the killed owner's lease (2 s) and the gateway's processing are over
+    assert _visit(reconcile_pass(local_stack), key).resultado is Verdict.EXECUTED
+    assert [d["valor"] for d in gateway.debits()] == ["7.00"]
+    assert _reservation(erp, key) == "executado"
