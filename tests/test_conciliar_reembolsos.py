@@ -209,3 +209,46 @@ def test_a_reconciler_killed_mid_send_leaves_the_claim_held_and_the_next_pass_se
     assert _visit(reconcile_pass(local_stack), key).resultado is Verdict.EXECUTED
     assert [d["valor"] for d in gateway.debits()] == ["7.00"]
     assert _reservation(erp, key) == "executado"
+
+
+def _random_json(rng, depth=0):
+    kinds = ["none", "bool", "int", "float", "str"] + (["list", "dict"] if depth < 3 else [])
+    kind = rng.choice(kinds)
+    if kind == "none":
+        return None
+    if kind == "bool":
+        return rng.random() < 0.5
+    if kind == "int":
+        return rng.randint(-10**12, 10**12)
+    if kind == "float":
+        return rng.uniform(-1e6, 1e6)
+    if kind == "str":
+        return rng.choice(["aws.events", "Scheduled Event", "", " aws.events", "aws.events\n", "AWS.EVENTS",
+                           "Scheduled Event\u202e", "scheduled event", "\u0000", "x" * 300])
+    if kind == "list":
+        return [_random_json(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    keys = ["source", "detail-type", "detail_type", "detail", "time", "version"]
+    return {rng.choice(keys): _random_json(rng, depth + 1) for _ in range(rng.randint(0, 4))}
+
+
+def test_hostile_events_never_start_a_pass(local_stack, gateway):
+    """600 random JSON values (seeded), near misses of the scheduled event among them:
+    every one that is not exactly a scheduled event gets the typed error and starts
+    nothing (no settings read, no ledger, no gateway)."""
+    import random
+
+    rng = random.Random(87)
+    valid = 0
+    for _ in range(600):
+        event = _random_json(rng)
+        if rng.random() < 0.5:  # a scheduled event with one field disturbed
+            event = {**reconciler_handler.scheduled_event(), rng.choice(["source", "detail-type"]): event}
+        exact = (isinstance(event, dict) and event.get("source") == "aws.events"
+                 and event.get("detail-type") == "Scheduled Event")
+        if exact:
+            valid += 1
+            continue
+        out = reconciler_handler.lambda_handler(event, LocalContext("cadencia-conciliar-reembolsos"))
+        assert out == {"ok": False, "erro": {"codigo": "entrada_invalida", "mensagem": out["erro"]["mensagem"]}}
+    assert gateway.stats() == {"reembolso": 0, "consulta": 0, "nao_autorizado": 0, "debitos": 0}
+    assert valid < 600
