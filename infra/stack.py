@@ -53,6 +53,7 @@ from . import contract, db_users
 from .config import ANTHROPIC_KEY_SECRET_NAME, StackConfig
 from .contract import Ids
 from .packaging import RDS_CA_BUNDLE_NAME, BuiltAsset
+from .reconciler import add_refund_reconciler
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12  # must match packaging.LAMBDA_PYTHON_VERSION
 ARCHITECTURE = lambda_.Architecture.ARM_64
@@ -104,11 +105,15 @@ class CadenciaStack(Stack):
         self._network_and_database()
         self.db_users = self._database_users() if config.demo_database and config.deploy_database_users else None
         self.alarm_topic = self._alarm_topic()
+        # Alarms made by other constructs (reconciler, channel): the topic policy lets
+        # CloudWatch publish for exactly these and the stack's own.
+        self.extra_alarms: list[cw.Alarm] = []
         self.tool_functions: dict[str, lambda_.Function] = {}
         if config.deploy_functions:
             for tool in TOOLS.values():
                 self.tool_functions[tool.name] = self._tool_function(tool)
             self.orchestrator = self._orchestrator()
+            self.reconciler = add_refund_reconciler(self)
         self._observability()
         self._outputs()
 
@@ -252,6 +257,10 @@ class CadenciaStack(Stack):
             principals=[iam.AnyPrincipal()],
             actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
             resources=[self.ledger.table_arn]))
+        # ... and the refund reconciler's Query on the sparse index of unsettled claims.
+        endpoint.add_to_policy(iam.PolicyStatement(
+            principals=[iam.AnyPrincipal()], actions=["dynamodb:Query"],
+            resources=[f"{self.ledger.table_arn}/index/{ledger_schema.GSI_UNSETTLED}"]))
         _pin(endpoint, Ids.DYNAMODB_ENDPOINT)
         return vpc
 
@@ -399,6 +408,23 @@ class CadenciaStack(Stack):
         return lambda_.Code.from_asset(str(asset.path), asset_hash=asset.asset_hash,
                                        asset_hash_type=AssetHashType.CUSTOM)
 
+    def db_environment(self, function_name: str, db_user: str) -> dict[str, str]:
+        """How a function reaches PostgreSQL as its own user: IAM auth over TLS that
+        verifies the server (the RDS CA bundle ships in its asset)."""
+        env = {
+            "DB_HOST": self.db_endpoint,
+            "DB_PORT": self.db_port,
+            "DB_NAME": DATABASE_NAME,
+            "DB_USER": db_user,
+            "DB_AUTH": "iam",
+            "POWERTOOLS_LOG_LEVEL": "INFO",
+        }
+        if self.assets[function_name].ca_bundle:
+            env.update(DB_SSL_MODE="verify-full", DB_SSL_ROOT_CERT=f"/var/task/{RDS_CA_BUNDLE_NAME}")
+        else:  # only reachable with -c allowUnverifiedDbTls=true (packaging fails otherwise)
+            env["DB_SSL_MODE"] = "require"
+        return env
+
     def _tool_function(self, tool: ToolSpec) -> lambda_.Function:
         cfg = self.config
         role = self._role(Ids.role(tool), contract.role_name_for(tool),
@@ -408,18 +434,7 @@ class CadenciaStack(Stack):
         # rds-db:connect on dbuser:{cluster resource id}/{this tool's user}, nothing wider.
         self.cluster_for_grants.grant_connect(role, tool.db_user)
 
-        env = {
-            "DB_HOST": self.db_endpoint,
-            "DB_PORT": self.db_port,
-            "DB_NAME": DATABASE_NAME,
-            "DB_USER": tool.db_user,
-            "DB_AUTH": "iam",
-            "POWERTOOLS_LOG_LEVEL": "INFO",
-        }
-        if self.assets[tool.function_name].ca_bundle:
-            env.update(DB_SSL_MODE="verify-full", DB_SSL_ROOT_CERT=f"/var/task/{RDS_CA_BUNDLE_NAME}")
-        else:  # only reachable with -c allowUnverifiedDbTls=true (packaging fails otherwise)
-            env["DB_SSL_MODE"] = "require"
+        env = self.db_environment(tool.function_name, tool.db_user)
         if tool is EMITIR_REEMBOLSO:
             role.add_to_policy(iam.PolicyStatement(
                 actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
@@ -614,7 +629,7 @@ class CadenciaStack(Stack):
                     period=Duration.minutes(5), statistic="Maximum"),
                 "A customer message failed every orchestrator attempt and waits in the dead-letter queue."))
 
-        self._allow_alarms_to_publish(alarms)
+        self._allow_alarms_to_publish(alarms + self.extra_alarms)
 
         dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=DASHBOARD_NAME)
         tools = list(TOOLS.values())
