@@ -35,7 +35,8 @@ from .tools import ToolCall
 
 
 class RefusalReason(StrEnum):
-    """Why a control refused a call: the ``erro`` the model reads (wire names)."""
+    """Why a built-in control refused a call: the ``erro`` the model reads (wire
+    names). A new control may bring its own StrEnum."""
 
     OUT_OF_TIME = "sem_tempo"
     CEILING = "bloqueado_por_teto"
@@ -43,7 +44,7 @@ class RefusalReason(StrEnum):
 
 @dataclass(frozen=True)
 class Refusal:
-    reason: RefusalReason
+    reason: StrEnum
     details: dict[str, Any]  # the rest of the is_error tool_result body, after ``erro``
     ending: Ending | None = None  # how the turn ends for the customer; None: the model goes on
 
@@ -66,7 +67,7 @@ class CallOutcome:
     """What the after-steps see: exactly one of the two is set."""
 
     invocation: Invocation | None = None  # the call was invoked (answered or not)
-    refused_by: RefusalReason | None = None  # a later control refused it: never invoked
+    refused_by: StrEnum | None = None  # a later control refused it: never invoked
 
 
 class Control(Protocol):

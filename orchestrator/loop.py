@@ -31,6 +31,7 @@ Protocol edges (the history must stay valid for the next request):
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +50,7 @@ from cadencia_shared.observability import Metric, count
 
 from . import history, texts
 from .events import TurnReply, TurnRequest
-from .controls import default_controls
+from .controls import Control, default_controls
 from .invokers import ToolInvoker
 from .model import ContextWindowExceeded, Deadline, ModelClient, ModelUnavailable
 from .settings import OrchestratorSettings
@@ -92,12 +93,14 @@ class Orchestrator:
         model: ModelClient,
         invoker: ToolInvoker,
         logger: Logger | None = None,
+        controls: Sequence[Control] | None = None,
     ) -> None:
         self.settings = settings
         self.ledger = ledger
         self.model = model
         self.invoker = invoker
-        controls = default_controls(ledger, ceiling=settings.ceiling, reserve_s=settings.reserve_s)
+        if controls is None:
+            controls = default_controls(ledger, ceiling=settings.ceiling, reserve_s=settings.reserve_s)
         self.tool_round = ToolRound(invoker, controls)
         self.tools = definitions(strict=settings.strict_tools)
         self.log = logger or Logger(service="orchestrator")
