@@ -114,7 +114,7 @@ class Orchestrator:
         if inbound.status is InboundStatus.DONE:
             return TurnReply.model_validate({**(inbound.resposta or {}), "duplicada": True})
         if inbound.status is InboundStatus.IN_PROGRESS:
-            return self._reply(req, None, "em_processamento", "mensagem_em_processamento", duplicada=True)
+            return self._reply(req, None, "em_processamento", "mensagem_em_processamento", duplicate=True)
 
         try:
             state = self.ledger.acquire_conversation(
@@ -231,9 +231,9 @@ class Orchestrator:
             self.log.warning("unknown stop reason", extra=diagnosis.warning)
 
     @staticmethod
-    def _reply(req: TurnRequest, text: str | None, status: str, reason: str, *, duplicada: bool = False) -> TurnReply:
+    def _reply(req: TurnRequest, text: str | None, status: str, reason: str, *, duplicate: bool = False) -> TurnReply:
         return TurnReply(conversaId=req.conversaId, mensagemId=req.mensagemId, resposta=text, status=status,
-                         motivo=reason, duplicada=duplicada)
+                         motivo=reason, duplicada=duplicate)
 
 
 def _json(value: Any) -> str:
