@@ -101,11 +101,11 @@ class ToolCall:
     spec: ToolSpec
     tool_use_id: str
     arguments: dict[str, Any]
-    conversa_id: str
-    cliente_id: int
+    conversation_id: str
+    customer_id: int
 
     @property
-    def pedido_id(self) -> str | None:
+    def order_id(self) -> str | None:
         return self.arguments.get("pedidoId")
 
     @property
@@ -114,14 +114,14 @@ class ToolCall:
         tool, which has no order) the customer's record, ``cliente-{id}``."""
         if self.spec.subject_field:
             return str(self.arguments[self.spec.subject_field])
-        return f"cliente-{self.cliente_id}"
+        return f"cliente-{self.customer_id}"
 
     @property
     def idempotency_key(self) -> str | None:
         if self.spec is EMITIR_REEMBOLSO:
-            return refund_idempotency_key(self.conversa_id, str(self.pedido_id))
+            return refund_idempotency_key(self.conversation_id, str(self.order_id))
         return None
 
     def event(self) -> dict[str, Any]:
         # Identity comes last: whatever the model sent, these two win.
-        return {**self.arguments, "conversaId": self.conversa_id, "clienteId": self.cliente_id}
+        return {**self.arguments, "conversaId": self.conversation_id, "clienteId": self.customer_id}

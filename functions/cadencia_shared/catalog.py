@@ -13,6 +13,11 @@ class ToolSpec:
     function_name: str  # the Lambda (Lab 87's names)
     db_user: str  # the PostgreSQL user the Lambda logs in as
     package: str  # the Python package under functions/
+    # The Lambda's timeout, and so the orchestrator's per-call time budget: a call is
+    # not started with less time left than this, since one cut short by the
+    # orchestrator's own deadline would leave an unknown outcome. infra/stack.py's
+    # TOOL_TIMEOUTS_S must equal it (tests/infra/test_tool_timeouts.py) until infra reads it here.
+    timeout_s: int
     irreversible: bool = False
     subject_field: str | None = "pedidoId"  # which input field scopes the retry ceiling
 
@@ -26,12 +31,14 @@ CONSULTAR_STATUS_PEDIDO = ToolSpec(
     function_name="cadencia-consultar-status-pedido",
     db_user="cadencia_agente_consulta",
     package="consultar_status_pedido",
+    timeout_s=5,
 )
 EMITIR_REEMBOLSO = ToolSpec(
     name="emitir_reembolso",
     function_name="cadencia-emitir-reembolso",
     db_user="cadencia_agente_reembolso",
     package="emitir_reembolso",
+    timeout_s=8,
     irreversible=True,
 )
 ATUALIZAR_CADASTRO = ToolSpec(
@@ -39,6 +46,7 @@ ATUALIZAR_CADASTRO = ToolSpec(
     function_name="cadencia-atualizar-cadastro",
     db_user="cadencia_agente_cadastro",
     package="atualizar_cadastro",
+    timeout_s=5,
     subject_field=None,  # no order: the ceiling is scoped to the customer record
 )
 
