@@ -53,6 +53,10 @@ class GatewayRefund:
     def approved(self) -> bool:
         return self.status == "aprovado"
 
+    @property
+    def declined(self) -> bool:
+        return self.status == "recusado"
+
 
 class PaymentGatewayClient:
     def __init__(self, base_url: str, timeout_s: float, http: urllib3.PoolManager | None = None) -> None:

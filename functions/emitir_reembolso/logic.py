@@ -260,7 +260,13 @@ class RefundService:
 
     @staticmethod
     def _heard_refund(refund: GatewayRefund) -> _Heard:
-        return _Heard(Event.APPROVED if refund.approved else Event.DECLINED, refund=refund)
+        # Only an explicit decline releases money: a status this client does not
+        # know (a gateway's "pending") may still debit, so it holds like no answer.
+        if refund.approved:
+            return _Heard(Event.APPROVED, refund=refund)
+        if refund.declined:
+            return _Heard(Event.DECLINED, refund=refund)
+        return _Heard(Event.NO_ANSWER, detalhe=f"status não final do gateway: {refund.status[:40]!r}")
 
     # -- 3. settle --------------------------------------------------------------------
     def transition(self, claim: RefundClaim, heard: _Heard) -> RefundClaim:
