@@ -75,3 +75,42 @@ def test_a_non_final_gateway_status_is_not_read_as_a_decline(tools, erp, pending
     assert reservation == ("reservado",), "the amount must stay held while the outcome is not final"
     after = erp.execute("SELECT valor_reembolsado FROM pedidos WHERE id = %s", (pedido,)).fetchone()[0]
     assert after == before == Decimal(before)
+
+
+class _AcceptedGateway(_PendingGateway):
+    """Answers with a 2xx other than 200/201: the request was taken (202 Accepted:
+    "will be processed") or done without a body (204)."""
+
+    code = 202
+
+    def do_POST(self):  # noqa: N802
+        self.rfile.read(int(self.headers["Content-Length"]))
+        payload = b"" if self.code == 204 else json.dumps({"id": "re_acc_1", "status": "pendente"}).encode()
+        self.send_response(self.code)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+@pytest.mark.parametrize("code", [202, 204])
+def test_a_2xx_the_client_does_not_know_is_not_read_as_a_rejection(tools, erp, code):
+    """DEFECT: ``PaymentGatewayClient._classify`` turns every status below 500
+    (except 409) into ``GatewayRejected``, i.e. the REJECTED event, which from
+    SENDING *releases* the amount and answers "nada foi debitado". A 202 Accepted
+    says the gateway took the refund and will perform it; a 204 says it did. Only
+    a 4xx proves this request moved nothing; any other unexpected status must
+    keep the outcome unknown and the amount held."""
+    handler_cls = type("Gw", (_AcceptedGateway,), {"code": code})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler_cls)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        tools.overrides[EMITIR_REEMBOLSO.name] = {"GATEWAY_URL": f"http://127.0.0.1:{server.server_address[1]}"}
+        conv = f"conv-{uuid.uuid4().hex[:8]}"
+        out = tools(EMITIR_REEMBOLSO, {"conversaId": conv, "clienteId": 1001, "pedidoId": "4821", "valor": 10.0})
+    finally:
+        server.shutdown()
+        server.server_close()
+    key = refund_idempotency_key(conv, "4821")
+    reservation = erp.execute("SELECT status FROM reembolsos WHERE chave_idempotencia = %s", (key,)).fetchone()
+    assert "nada foi debitado" not in json.dumps(out, ensure_ascii=False), out
+    assert reservation == ("reservado",), "the amount must stay held while the outcome is not known"
