@@ -273,6 +273,17 @@ class RefundService:
         """Apply one row of the table: the ledger first (fenced), then the money."""
         nxt = step(claim.status, heard.event)
         refund = heard.refund
+        if nxt.money is Money.RELEASE:
+            # The ledger write and the release commit under the order's row lock, the
+            # lock a new request holds while it reads and retakes the claim: no request
+            # can take the released key and reserve it again between the two, and so
+            # have its fresh reservation freed by this release landing late.
+            with self.orders.transaction():
+                self.orders.lock_row(claim.pedido_id)
+                claim = self.ledger.settle_claim(claim, nxt.to, detalhe=heard.detalhe,
+                                                 transacao_gateway=refund.transacao if refund else None)
+                self.orders.release(chave=claim.chave, pedido_id=claim.pedido_id)
+            return claim
         claim = self.ledger.settle_claim(
             claim, nxt.to,
             transacao_gateway=refund.transacao if refund else None,
@@ -286,7 +297,4 @@ class RefundService:
             with self.orders.transaction():
                 self.orders.apply_executed(chave=claim.chave, pedido_id=claim.pedido_id, valor=claim.valor)
             claim = self.ledger.mark_erp_updated(claim)
-        elif nxt.money is Money.RELEASE:
-            with self.orders.transaction():
-                self.orders.release(chave=claim.chave, pedido_id=claim.pedido_id)
         return claim
