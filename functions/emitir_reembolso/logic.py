@@ -260,13 +260,30 @@ class RefundService:
 
     @staticmethod
     def _heard_refund(refund: GatewayRefund) -> _Heard:
-        return _Heard(Event.APPROVED if refund.approved else Event.DECLINED, refund=refund)
+        # Only an explicit decline releases money: a status this client does not
+        # know (a gateway's "pending") may still debit, so it holds like no answer.
+        if refund.approved:
+            return _Heard(Event.APPROVED, refund=refund)
+        if refund.declined:
+            return _Heard(Event.DECLINED, refund=refund)
+        return _Heard(Event.NO_ANSWER, detalhe=f"status não final do gateway: {refund.status[:40]!r}")
 
     # -- 3. settle --------------------------------------------------------------------
     def transition(self, claim: RefundClaim, heard: _Heard) -> RefundClaim:
         """Apply one row of the table: the ledger first (fenced), then the money."""
         nxt = step(claim.status, heard.event)
         refund = heard.refund
+        if nxt.money is Money.RELEASE:
+            # The ledger write and the release commit under the order's row lock, the
+            # lock a new request holds while it reads and retakes the claim: no request
+            # can take the released key and reserve it again between the two, and so
+            # have its fresh reservation freed by this release landing late.
+            with self.orders.transaction():
+                self.orders.lock_row(claim.pedido_id)
+                claim = self.ledger.settle_claim(claim, nxt.to, detalhe=heard.detalhe,
+                                                 transacao_gateway=refund.transacao if refund else None)
+                self.orders.release(chave=claim.chave, pedido_id=claim.pedido_id)
+            return claim
         claim = self.ledger.settle_claim(
             claim, nxt.to,
             transacao_gateway=refund.transacao if refund else None,
@@ -280,7 +297,4 @@ class RefundService:
             with self.orders.transaction():
                 self.orders.apply_executed(chave=claim.chave, pedido_id=claim.pedido_id, valor=claim.valor)
             claim = self.ledger.mark_erp_updated(claim)
-        elif nxt.money is Money.RELEASE:
-            with self.orders.transaction():
-                self.orders.release(chave=claim.chave, pedido_id=claim.pedido_id)
         return claim
