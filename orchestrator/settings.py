@@ -31,7 +31,13 @@ class OrchestratorSettings(EnvSettings):
     # The retry ceiling per (conversaId, pedidoId, ferramenta). Lab 87: 4.
     ceiling: int = Field(4, alias="TETO_TENTATIVAS", ge=1, le=50)
     # Model rounds a single customer message may take before a human takes over.
+    # (This is the turn's model-call budget: one model request per round.)
     max_rounds: int = Field(8, alias="MAX_RODADAS_POR_TURNO", ge=1, le=50)
+    # Tool calls one customer message may trigger, all tools together (issue 11).
+    max_tool_calls: int = Field(12, alias="MAX_FERRAMENTAS_POR_TURNO", ge=1, le=200)
+    # Tokens one customer message may spend, from each response's ``usage``
+    # (input, cached input and output); checked before each model call.
+    max_turn_tokens: int = Field(200_000, alias="MAX_TOKENS_POR_TURNO", ge=1_000)
     # Longer than the Lambda timeout, so a live invocation never loses its lease.
     conversation_lease_s: int = Field(120, alias="CONVERSA_LEASE_S", ge=5)
     # Seconds kept in reserve at the end of a turn to commit state and answer.

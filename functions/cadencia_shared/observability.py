@@ -53,6 +53,7 @@ class Metric:
     TOOL_ERRORS = "ErrosDeFerramenta"
     MODEL_ERRORS = "ErrosDoModelo"
     HUMAN_HANDOFFS = "EncaminhamentosHumanos"
+    TURN_LIMITS = "TurnosInterrompidos"  # {Motivo}: a budget, the deadline or a cancellation ended the turn
     RECONCILIATIONS = "ConciliacoesDeReembolso"  # {Resultado}: one per claim the reconciler visited
     OLDEST_UNSETTLED_AGE = "IdadeDoReembolsoPendenteMaisAntigo"  # seconds, after each reconciler pass
 
