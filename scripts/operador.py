@@ -1,0 +1,73 @@
+"""Operator commands on a conversation.
+
+    scripts/operador cancelar --conversa ID [--local]
+
+``cancelar`` flags the conversation: the automatic turn in flight stops before its
+next tool call, or at its commit (whichever comes first), with a hand-off; with no
+turn in flight, the next one does. The flag is consumed by the turn it cancels
+(``Ledger.request_cancellation``). ``--local``: the running local stack's ledger;
+otherwise the table of ``LEDGER_TABLE`` with the caller's own AWS credentials
+(an operator's, not any Lambda role's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from pydantic import BaseModel, ValidationError
+
+from cadencia_shared.aws import AwsSettings, client
+from cadencia_shared.ledger import Ledger
+from cadencia_shared.models import EDGE_CONFIG, ConversationId
+from cadencia_shared.settings import LedgerSettings
+
+from .local_stack import stack
+from .local_stack.aws import session_client
+
+
+class CancelCommand(BaseModel):
+    model_config = EDGE_CONFIG
+
+    conversaId: ConversationId
+
+
+def _ledger(local: bool) -> Ledger | None:
+    if not local:
+        return Ledger(LedgerSettings.from_env().table_name, client("dynamodb", AwsSettings.from_env()))
+    state = stack.load()
+    if state is None:
+        print("local stack: down (run: scripts/local-stack up)", file=sys.stderr)
+        return None
+    # A table given in the environment wins (a test's private ledger on the same server).
+    table = os.environ.get("LEDGER_TABLE", state.ledger_table)
+    return Ledger(table, session_client("dynamodb", state.aws_endpoint))
+
+
+def cancel(ledger: Ledger, conversa_id: str) -> int:
+    if not ledger.request_cancellation(conversa_id):
+        print(f"conversa {conversa_id}: não encontrada", file=sys.stderr)
+        return 2
+    print(f"conversa {conversa_id}: cancelamento registrado (o turno em andamento, ou o próximo, é interrompido)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/operador", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    cancelar = commands.add_parser("cancelar", help="stop the conversation's automatic turn")
+    cancelar.add_argument("--conversa", required=True)
+    cancelar.add_argument("--local", action="store_true", help="the running local stack's ledger")
+    args = parser.parse_args(argv)
+    try:
+        command = CancelCommand(conversaId=args.conversa)
+    except ValidationError:
+        print("conversa: identificador inválido", file=sys.stderr)
+        return 2
+    ledger = _ledger(args.local)
+    return 3 if ledger is None else cancel(ledger, command.conversaId)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
