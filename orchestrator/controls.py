@@ -219,11 +219,15 @@ class RetryCeiling:
         self.ledger.record_attempt_result(ctx.notes[RetryCeiling], AttemptResult(result), detail)
 
 
-def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float) -> list[Control]:
+def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float, breaker_failures: int = 5,
+                     breaker_cooldown_s: float = 30.0) -> list[Control]:
     """The chain, in order (see the module doc). One line per control."""
+    from .breaker import CircuitBreaker  # its own module (it imports this one)
+
     return [
         CallTimeBudget(reserve_s),
         ToolCallBudget(),
         Cancellation(ledger),
+        CircuitBreaker(ledger, failures=breaker_failures, cooldown_s=breaker_cooldown_s),
         RetryCeiling(ledger, ceiling),
     ]

@@ -103,7 +103,9 @@ class Orchestrator:
         self.model = model
         self.invoker = invoker
         if controls is None:
-            controls = default_controls(ledger, ceiling=settings.ceiling, reserve_s=settings.reserve_s)
+            controls = default_controls(ledger, ceiling=settings.ceiling, reserve_s=settings.reserve_s,
+                                        breaker_failures=settings.breaker_failures,
+                                        breaker_cooldown_s=settings.breaker_cooldown_s)
         self.tool_round = ToolRound(invoker, controls)
         self.tools = definitions(strict=settings.strict_tools)
         self.log = logger or Logger(service="orchestrator")

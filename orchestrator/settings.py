@@ -30,6 +30,11 @@ class OrchestratorSettings(EnvSettings):
     model_backoff_cap_s: float = Field(4.0, alias="MODEL_BACKOFF_CAP_S", ge=0)
     # The retry ceiling per (conversaId, pedidoId, ferramenta). Lab 87: 4.
     ceiling: int = Field(4, alias="TETO_TENTATIVAS", ge=1, le=50)
+    # Circuit breaker per tool, shared by every instance: opens after this many
+    # consecutive failures (crash, timeout, throttle; not a typed refusal)...
+    breaker_failures: int = Field(5, alias="DISJUNTOR_FALHAS", ge=1, le=100)
+    # ... and lets one probe through this long after opening.
+    breaker_cooldown_s: float = Field(30.0, alias="DISJUNTOR_ESPERA_S", gt=0, le=3600)
     # Model rounds a single customer message may take before a human takes over.
     # (This is the turn's model-call budget: one model request per round.)
     max_rounds: int = Field(8, alias="MAX_RODADAS_POR_TURNO", ge=1, le=50)

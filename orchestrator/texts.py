@@ -28,6 +28,10 @@ CANCELLED = (
     "Um atendente interrompeu o atendimento automático desta conversa — "
     "ele vai continuar com você por aqui em breve."
 )
+TOOL_UNAVAILABLE = (
+    "Um dos nossos sistemas está instável agora e não consegui concluir seu atendimento por aqui. "
+    "Pode tentar de novo em alguns minutos?"
+)
 EMPTY_REPLY = "Certo! Posso ajudar com mais alguma coisa?"
 IN_PROGRESS = "Recebi sua mensagem e já estou cuidando dela."
 
