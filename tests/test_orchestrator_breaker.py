@@ -184,3 +184,15 @@ def test_a_probe_whose_orchestrator_died_is_taken_over_after_its_lease(mocked_aw
     clock.now += 11
     tool.mode = "ok"
     assert turn_a().motivo == "resposta" and _state(ledger) is CircuitState.CLOSED
+
+
+def test_separate_processes_share_one_failure_count(local_stack):
+    """Four OS processes (four warm orchestrator instances) call an always-crashing
+    tool in lock-step through the breaker on the moto server: the fleet lets at most
+    N + K - 1 = 6 calls through (the round that trips it was already in flight),
+    where per-process counters (Powertools) let K x N = 12 through
+    (``scripts/medir-disjuntor`` measures both)."""
+    from scripts.medir_disjuntor import measure
+
+    reached = measure(local_stack.aws_endpoint, 4, 3, ours=True)
+    assert 3 <= reached <= 6
