@@ -53,6 +53,9 @@ class OrchestratorSettings(EnvSettings):
         default_factory=lambda: {name: spec.function_name for name, spec in TOOLS.items()}, alias="TOOL_FUNCTIONS"
     )
     strict_tools: bool = Field(True, alias="STRICT_TOOLS")
+    # The hash-chained audit table (cadencia_shared.audit_chain); unset: audit
+    # records stay ``auditoria#`` items of the ledger (tests that read them there).
+    audit_table: str | None = Field(None, alias="AUDIT_TABLE")
     ledger: LedgerSettings = Field(default_factory=LedgerSettings)
     aws: AwsSettings = Field(default_factory=AwsSettings)
 

@@ -15,16 +15,23 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
+# Runnable as a file too (``.venv/bin/python scripts/operador.py ...``), like provocar_laco.py.
+ROOT = Path(__file__).resolve().parents[1]
+for entry in (ROOT, ROOT / "functions"):
+    if str(entry) not in sys.path:
+        sys.path.insert(0, str(entry))
 
-from cadencia_shared.aws import AwsSettings, client
-from cadencia_shared.ledger import Ledger
-from cadencia_shared.models import EDGE_CONFIG, ConversationId
-from cadencia_shared.settings import LedgerSettings
+from pydantic import BaseModel, ValidationError  # noqa: E402
 
-from .local_stack import stack
-from .local_stack.aws import session_client
+from cadencia_shared.aws import AwsSettings, client  # noqa: E402
+from cadencia_shared.ledger import Ledger  # noqa: E402
+from cadencia_shared.models import EDGE_CONFIG, ConversationId  # noqa: E402
+from cadencia_shared.settings import LedgerSettings  # noqa: E402
+
+from scripts.local_stack import stack  # noqa: E402
+from scripts.local_stack.aws import session_client  # noqa: E402
 
 
 class CancelCommand(BaseModel):

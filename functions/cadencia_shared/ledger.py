@@ -267,7 +267,10 @@ class Ledger:
         client: Any | None = None,
         *,
         clock: Callable[[], float] = time.time,
+        audit_chain: Any = None,
     ) -> None:
+        """``audit_chain``: a ``cadencia_shared.audit_chain.AuditChain``; given, audit
+        records go to its hash-chained table instead of ``auditoria#`` items here."""
         if client is None:
             import boto3
 
@@ -275,6 +278,7 @@ class Ledger:
         self.table_name = table_name
         self.client = client
         self._clock = clock
+        self.audit_chain = audit_chain
 
     # time -----------------------------------------------------------------
     def now_ms(self) -> int:
@@ -833,6 +837,8 @@ class Ledger:
     # audit -------------------------------------------------------------------------
     def append_audit(self, *, conversa_id: str | None, evento: str, detalhes: dict[str, Any]) -> str:
         """Append one audit event; never overwrites (attribute_not_exists)."""
+        if self.audit_chain is not None:
+            return str(self.audit_chain.append(conversa_id=conversa_id, evento=evento, detalhes=detalhes))
         event_id = uuid.uuid4().hex
         now = self._iso()
         self.client.put_item(

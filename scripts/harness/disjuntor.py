@@ -10,7 +10,7 @@ deploy, injected through its environment, not through its code): every invocatio
 crashes, as Lambda reports ``FunctionError: Unhandled``. The circuit opens after
 ``--falhas`` consecutive crashes and later calls are refused before invoking
 (cooldown longer than the run, so no probe). Figures are read back from the ledger
-(attempt records of calls that were invoked; the breaker's audit records) and the
+(attempt records of calls that were invoked; the breaker's records in the audit chain) and the
 EMF metrics, never inferred. Exit 1 if more than N calls reached the failing tool.
 """
 
@@ -28,6 +28,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from cadencia_shared.audit_chain import AUDIT_TABLE, AuditChain
 from cadencia_shared.catalog import CONSULTAR_STATUS_PEDIDO
 from cadencia_shared.ledger import ItemType, Ledger
 from scripts.local_stack import stack
@@ -47,9 +48,10 @@ console = Console(width=None if sys.stdout.isatty() else 132)
 
 def _figures(ledger: Ledger, conversations: list[str], endings: Counter, emf: dict, n: int) -> dict[str, Any]:
     invoked, audits = [], Counter()
+    chain = AuditChain(AUDIT_TABLE, ledger.client)  # the orchestrator's audit records (its AUDIT_TABLE)
     for conv in conversations:
         invoked += [a for a in ledger.history(conv, tipo=ItemType.ATTEMPT) if a["ferramenta"] == TOOL]
-        audits.update(a["evento"] for a in ledger.history(conv, tipo=ItemType.AUDIT))
+        audits.update(a["evento"] for a in chain.records(conv))
     metrics = Counter()
     for (name, dims), value in emf.items():
         if name in ("RecusasPorDisjuntor", "TransicoesDoDisjuntor", "ErrosDeFerramenta"):

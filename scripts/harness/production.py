@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from cadencia_shared.audit_chain import AUDIT_TABLE
 from cadencia_shared.ledger import ItemType, Ledger
 from orchestrator import handler
 from orchestrator.invokers.local import LocalContext, function_environment
@@ -27,6 +28,7 @@ def orchestrator_environment(state: Any, *, model_env: dict[str, str], tool_envs
         **state.aws_environment(),
         **model_env,
         "LEDGER_TABLE": state.ledger_table,
+        "AUDIT_TABLE": AUDIT_TABLE,
         "TOOL_INVOKER": "local",
         "LOCAL_TOOL_ENVIRONMENTS": str(tool_envs_file),
     }
