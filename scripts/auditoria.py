@@ -29,11 +29,9 @@ for entry in (ROOT, ROOT / "functions"):
 from pydantic import BaseModel, ValidationError  # noqa: E402
 
 from cadencia_shared.audit_chain import AUDIT_TABLE, NO_CONVERSATION, AuditChain  # noqa: E402
-from cadencia_shared.aws import AwsSettings, client  # noqa: E402
 from cadencia_shared.models import EDGE_CONFIG, ConversationId  # noqa: E402
 
-from scripts.local_stack import stack  # noqa: E402
-from scripts.local_stack.aws import session_client  # noqa: E402
+from scripts.local_stack.aws import operator_dynamodb  # noqa: E402
 
 
 class VerifyCommand(BaseModel):
@@ -43,14 +41,11 @@ class VerifyCommand(BaseModel):
 
 
 def _chain(local: bool) -> AuditChain | None:
-    table = os.environ.get("AUDIT_TABLE", AUDIT_TABLE)
-    if not local:
-        return AuditChain(table, client("dynamodb", AwsSettings.from_env()))
-    state = stack.load()
-    if state is None:
+    ddb = operator_dynamodb(local)
+    if ddb is None:
         print("local stack: down (run: scripts/local-stack up)", file=sys.stderr)
         return None
-    return AuditChain(table, session_client("dynamodb", state.aws_endpoint))
+    return AuditChain(os.environ.get("AUDIT_TABLE", AUDIT_TABLE), ddb)
 
 
 def verify(chain: AuditChain, conversa_id: str | None) -> int:

@@ -13,7 +13,6 @@ otherwise the table of ``LEDGER_TABLE`` with the caller's own AWS credentials
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -25,13 +24,11 @@ for entry in (ROOT, ROOT / "functions"):
 
 from pydantic import BaseModel, ValidationError  # noqa: E402
 
-from cadencia_shared.aws import AwsSettings, client  # noqa: E402
 from cadencia_shared.ledger import Ledger  # noqa: E402
 from cadencia_shared.models import EDGE_CONFIG, ConversationId  # noqa: E402
 from cadencia_shared.settings import LedgerSettings  # noqa: E402
 
-from scripts.local_stack import stack  # noqa: E402
-from scripts.local_stack.aws import session_client  # noqa: E402
+from scripts.local_stack.aws import operator_dynamodb  # noqa: E402
 
 
 class CancelCommand(BaseModel):
@@ -41,15 +38,12 @@ class CancelCommand(BaseModel):
 
 
 def _ledger(local: bool) -> Ledger | None:
-    if not local:
-        return Ledger(LedgerSettings.from_env().table_name, client("dynamodb", AwsSettings.from_env()))
-    state = stack.load()
-    if state is None:
+    ddb = operator_dynamodb(local)
+    if ddb is None:
         print("local stack: down (run: scripts/local-stack up)", file=sys.stderr)
         return None
-    # A table given in the environment wins (a test's private ledger on the same server).
-    table = os.environ.get("LEDGER_TABLE", state.ledger_table)
-    return Ledger(table, session_client("dynamodb", state.aws_endpoint))
+    # LEDGER_TABLE wins (a test's private ledger on the same server), else the stack's name.
+    return Ledger(LedgerSettings.from_env().table_name, ddb)
 
 
 def cancel(ledger: Ledger, conversa_id: str) -> int:
