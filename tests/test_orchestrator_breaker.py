@@ -196,3 +196,73 @@ def test_separate_processes_share_one_failure_count(local_stack):
 
     reached = measure(local_stack.aws_endpoint, 4, 3, ours=True)
     assert 3 <= reached <= 6
+
+
+def _probe_then_hang(endpoint: str, table: str, ready) -> None:
+    """An orchestrator that wins the half-open probe and is killed mid-invoke."""
+    import time as _time
+
+    from orchestrator.breaker import CircuitBreaker
+    from scripts.local_stack.aws import session_client
+
+    breaker = CircuitBreaker(Ledger(table, session_client("dynamodb", endpoint)), failures=1, cooldown_s=0.01,
+                             probe_margin_s=0.5)
+    assert breaker.before(_ctx()) is None  # the probe is ours
+    ready.set()
+    _time.sleep(600)  # "invoking": SIGKILLed here, never answers
+
+
+def _ctx():
+    from cadencia_shared.catalog import TOOLS
+    from orchestrator.controls import CallContext
+    from orchestrator.tools import ToolCall
+
+    call = ToolCall(spec=TOOLS[TOOL], tool_use_id=f"toolu_{uuid.uuid4().hex}", arguments={"pedidoId": "1"},
+                    conversation_id="conv-sigkill", customer_id=1)
+    return CallContext(call, Deadline.after(60))
+
+
+def test_a_prober_sigkilled_mid_invoke_is_taken_over_after_its_lease(local_stack):
+    """Real processes, real SIGKILL: while the dead prober's lease (the status tool's
+    5 s timeout + 0.5 s) runs, every call is refused; after it, another instance
+    probes, and its answer closes the circuit."""
+    import multiprocessing as mp
+    import os
+    import signal
+    import time
+
+    from cadencia_shared.ledger import table_definition
+    from orchestrator.breaker import CircuitBreaker
+    from orchestrator.controls import CallOutcome
+    from scripts.local_stack.aws import session_client
+
+    ddb = session_client("dynamodb", local_stack.aws_endpoint)
+    table = f"cadencia-teste-{uuid.uuid4().hex[:10]}"
+    ddb.create_table(**table_definition(table))
+    try:
+        breaker = CircuitBreaker(Ledger(table, ddb), failures=1, cooldown_s=0.01, probe_margin_s=0.5)
+        ctx = _ctx()
+        assert breaker.before(ctx) is None
+        breaker.after(ctx, CallOutcome(invocation=Invocation(InvocationStatus.TIMEOUT)))
+        assert CircuitStore(Ledger(table, ddb)).read(TOOL).state is CircuitState.OPEN
+        time.sleep(0.05)
+
+        spawn = mp.get_context("spawn")
+        ready = spawn.Event()
+        prober = spawn.Process(target=_probe_then_hang, args=(local_stack.aws_endpoint, table, ready))
+        prober.start()
+        assert ready.wait(120)
+        taken_at = time.monotonic()
+        os.kill(prober.pid, signal.SIGKILL)
+        prober.join(30)
+        assert prober.exitcode == -signal.SIGKILL
+
+        refused = breaker.before(_ctx())
+        assert refused is not None and refused.reason == "ferramenta_indisponivel"
+        time.sleep(max(0.0, 5.5 + 0.3 - (time.monotonic() - taken_at)))
+        ctx = _ctx()
+        assert breaker.before(ctx) is None  # took over the dead prober's half-open state
+        breaker.after(ctx, CallOutcome(invocation=Invocation(InvocationStatus.OK, payload={"ok": True})))
+        assert CircuitStore(Ledger(table, ddb)).read(TOOL).state is CircuitState.CLOSED
+    finally:
+        ddb.delete_table(TableName=table)
