@@ -54,6 +54,7 @@ class Ids:
     """Logical ids the stack pins and the contract refers to."""
 
     LEDGER = "LedgerTable"
+    AUDIT_TABLE = "AuditTable"
     GATEWAY_SECRET = "GatewaySecret"
     ANTHROPIC_SECRET = "AnthropicApiKeySecret"
     CLUSTER = "DbCluster"
@@ -208,6 +209,8 @@ def orchestrator_role(config: StackConfig) -> RoleContract:
               "invoke exactly the three tool Lambdas (unqualified ARNs), nothing else"),
         Grant(("sqs:SendMessage",), (att(Ids.ORCHESTRATOR_DLQ, "Arn"),),
               "dead-letter queue of failed asynchronous invocations (a customer message is never dropped)"),
+        Grant(("dynamodb:PutItem", "dynamodb:Query"), (att(Ids.AUDIT_TABLE, "Arn"),),
+              "append to the audit hash chain (read its last link); never UpdateItem/DeleteItem"),
     ]
     if config.uses_bedrock:
         grants.append(Grant(("bedrock:InvokeModel",), bedrock_model_arns(config),

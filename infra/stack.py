@@ -53,6 +53,7 @@ from . import contract, db_users
 from .config import ANTHROPIC_KEY_SECRET_NAME, StackConfig
 from .contract import Ids
 from .packaging import RDS_CA_BUNDLE_NAME, BuiltAsset
+from .controls import add_audit_table, add_control_alarms
 from .reconciler import add_refund_reconciler
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12  # must match packaging.LAMBDA_PYTHON_VERSION
@@ -114,6 +115,8 @@ class CadenciaStack(Stack):
                 self.tool_functions[tool.name] = self._tool_function(tool)
             self.orchestrator = self._orchestrator()
             self.reconciler = add_refund_reconciler(self)
+            add_control_alarms(self)
+            self.audit_table = add_audit_table(self, self.orchestrator)
         self._observability()
         self._outputs()
 

@@ -15,6 +15,7 @@ reivindicacao          ``reivindicacao#{chaveIdempotencia}``      PutItem attrib
 contador_tentativas    ``contador#{conversa}#{assunto}#{tool}``   UpdateItem ADD (atomic number)
 tentativa              ``tentativa#{conversa}#{assunto}#{tool}#n`` PutItem attribute_not_exists
 conversa               ``conversa#{conversa}``                    UpdateItem with version fence
+                                                                  (+ no pending cancellation)
 mensagem               ``mensagem#{conversa}#{mensagemId}``       PutItem attribute_not_exists
 auditoria              ``auditoria#{uuid}``                       PutItem attribute_not_exists
 =====================  =========================================  ===============================
@@ -153,6 +154,16 @@ class StaleConversation(LedgerError):
     """The commit's version fence failed: someone else advanced the conversation."""
 
 
+class CancellationPending(LedgerError):
+    """The commit found an operator's cancellation on the conversation (our lease
+    and version still hold): the turn must end as cancelled instead."""
+
+
+# An operator's cancellation: an attribute of the conversation item, so the
+# commit's own condition sees it atomically (no extra item, no extra IAM action).
+CANCELLATION_ATTRIBUTE = "cancelamentoSolicitadoEm"
+
+
 # --- item models --------------------------------------------------------------
 
 
@@ -256,7 +267,10 @@ class Ledger:
         client: Any | None = None,
         *,
         clock: Callable[[], float] = time.time,
+        audit_chain: Any = None,
     ) -> None:
+        """``audit_chain``: a ``cadencia_shared.audit_chain.AuditChain``; given, audit
+        records go to its hash-chained table instead of ``auditoria#`` items here."""
         if client is None:
             import boto3
 
@@ -264,6 +278,7 @@ class Ledger:
         self.table_name = table_name
         self.client = client
         self._clock = clock
+        self.audit_chain = audit_chain
 
     # time -----------------------------------------------------------------
     def now_ms(self) -> int:
@@ -642,19 +657,27 @@ class Ledger:
         status: ConversationStatus,
         inbound: InboundClaim | None = None,
         resposta: dict[str, Any] | None = None,
+        cancelled: bool = False,
     ) -> ConversationState:
         """Write the new state and release the lease, fenced on (version, owner) —
         and, given ``inbound``, mark that message answered with ``resposta`` in the
         same transaction: the state and "this message was answered" commit together
         or not at all (so a redelivery can neither be lost nor run twice)."""
+        # An operator's cancellation wins over whatever the turn decided: the commit
+        # of a turn that did not end as cancelled is refused while one is pending;
+        # the cancelled turn's commit consumes it.
+        fence = "versao = :v AND dono = :dono"
+        if not cancelled:
+            fence += f" AND attribute_not_exists({CANCELLATION_ATTRIBUTE})"
         update = {
             "TableName": self.table_name,
             "Key": self._key(f"conversa#{state.conversa_id}"),
             "UpdateExpression": (
                 "SET mensagensZ = :m, #st = :st, versao = versao + :um, atualizadoEm = :agora, "
                 "turnos = if_not_exists(turnos, :zero) + :um REMOVE dono, leaseAteMs"
+                + (f", {CANCELLATION_ATTRIBUTE}" if cancelled else "")
             ),
-            "ConditionExpression": "versao = :v AND dono = :dono",
+            "ConditionExpression": fence,
             "ExpressionAttributeNames": {"#st": "status"},
             "ExpressionAttributeValues": self._ser(
                 {
@@ -678,9 +701,48 @@ class Ledger:
         except ClientError as err:
             reasons = [r.get("Code") for r in err.response.get("CancellationReasons", [])]
             if self._condition_failed(err) or "ConditionalCheckFailed" in reasons:
+                if not cancelled and self._cancelled_under_our_lease(state):
+                    raise CancellationPending(state.conversa_id) from None
                 raise StaleConversation(state.conversa_id) from None
             raise
         return replace(state, mensagens=mensagens, status=status, versao=state.versao + 1, turnos=state.turnos + 1)
+
+    def _cancelled_under_our_lease(self, state: ConversationState) -> bool:
+        item = self._conversation_fields(state.conversa_id, "versao", "dono", CANCELLATION_ATTRIBUTE)
+        return (item.get("versao") == state.versao and item.get("dono") == state.dono
+                and CANCELLATION_ATTRIBUTE in item)
+
+    def _conversation_fields(self, conversa_id: str, *names: str) -> dict[str, Any]:
+        """A few attributes of the conversation, never its (large) message history."""
+        resp = self.client.get_item(
+            TableName=self.table_name, Key=self._key(f"conversa#{_id(conversa_id)}"), ConsistentRead=True,
+            ProjectionExpression=", ".join(f"#a{i}" for i in range(len(names))),
+            ExpressionAttributeNames={f"#a{i}": name for i, name in enumerate(names)},
+        )
+        return self._de(resp["Item"]) if "Item" in resp else {}
+
+    def cancellation_pending(self, conversa_id: str) -> bool:
+        """Whether an operator asked to stop this conversation's automatic turn
+        (one strongly consistent GetItem of one attribute)."""
+        return CANCELLATION_ATTRIBUTE in self._conversation_fields(conversa_id, CANCELLATION_ATTRIBUTE)
+
+    def request_cancellation(self, conversa_id: str) -> bool:
+        """The operator's command: flag the conversation. The turn in flight (or
+        the next one) ends as cancelled and consumes the flag. False: no such
+        conversation. Never touches the version or the lease, so it cannot
+        break a fence — it only makes a commit that ignores it fail."""
+        try:
+            self.client.update_item(
+                TableName=self.table_name, Key=self._key(f"conversa#{_id(conversa_id)}"),
+                UpdateExpression=f"SET {CANCELLATION_ATTRIBUTE} = if_not_exists({CANCELLATION_ATTRIBUTE}, :agora)",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues=self._ser({":agora": self._iso()}),
+            )
+        except ClientError as err:
+            if self._condition_failed(err):
+                return False
+            raise
+        return True
 
     def release_conversation(self, state: ConversationState) -> None:
         """Give the lease back without changing the state (a turn that failed cleanly)."""
@@ -775,6 +837,8 @@ class Ledger:
     # audit -------------------------------------------------------------------------
     def append_audit(self, *, conversa_id: str | None, evento: str, detalhes: dict[str, Any]) -> str:
         """Append one audit event; never overwrites (attribute_not_exists)."""
+        if self.audit_chain is not None:
+            return str(self.audit_chain.append(conversa_id=conversa_id, evento=evento, detalhes=detalhes))
         event_id = uuid.uuid4().hex
         now = self._iso()
         self.client.put_item(
