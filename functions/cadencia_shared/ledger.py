@@ -49,6 +49,11 @@ GSI_SORT = "registradoEm"
 # carry ``pendencia``, so the reconciler reads its work list without a scan.
 GSI_UNSETTLED = "reembolsosPendentes"
 GSI_UNSETTLED_PARTITION = "pendencia"
+# The unsettled index's sort key: when the claim was last written by a visit (its
+# creation, a retake, an unsettled outcome). Oldest visit first, so a claim the
+# gateway keeps unknown goes to the back after each visit and can never starve the
+# claims behind it. ``registradoEm`` keeps its meaning (creation, ``porConversa``).
+GSI_UNSETTLED_SORT = "visitadoEm"
 UNSETTLED_MARK = "reembolso"
 TTL_ATTRIBUTE = "expiraEm"
 
@@ -342,6 +347,7 @@ class Ledger:
             "atualizadoEm": claim.atualizado_em,
             GSI_SORT: claim.criado_em,
             GSI_UNSETTLED_PARTITION: UNSETTLED_MARK,
+            GSI_UNSETTLED_SORT: claim.criado_em,
         }
         try:
             self.client.put_item(
@@ -389,10 +395,12 @@ class Ledger:
                 Key=self._key(f"reivindicacao#{existing.chave}"),
                 UpdateExpression=(
                     "SET #st = :novo, dono = :dono, leaseAteMs = :lease, valor = :valor, "
-                    "atualizadoEm = :agora, execucoes = execucoes + :um, #pend = :pend REMOVE detalhe"
+                    "atualizadoEm = :agora, #visita = :agora, execucoes = execucoes + :um, #pend = :pend "
+                    "REMOVE detalhe"
                 ),
                 ConditionExpression="dono = :dono_antigo AND #st = :st_antigo",
-                ExpressionAttributeNames={"#st": "status", "#pend": GSI_UNSETTLED_PARTITION},
+                ExpressionAttributeNames={"#st": "status", "#pend": GSI_UNSETTLED_PARTITION,
+                                          "#visita": GSI_UNSETTLED_SORT},
                 ExpressionAttributeValues=self._ser(
                     {
                         ":novo": new.status.value,
@@ -431,8 +439,9 @@ class Ledger:
         sets = ["#st = :st", "atualizadoEm = :agora"]
         if status in SETTLED_CLAIM_STATUSES:
             tail = " REMOVE #pend"
-        else:
-            sets.append("#pend = :pend")
+        else:  # still pending: this visit sends it to the back of the reconciler's list
+            names["#visita"] = GSI_UNSETTLED_SORT
+            sets += ["#pend = :pend", "#visita = :agora"]
             values[":pend"] = UNSETTLED_MARK
             tail = ""
         if transacao_gateway is not None:
@@ -467,8 +476,10 @@ class Ledger:
         )
 
     def unsettled_claims(self, *, limit: int = 100) -> list[RefundClaim]:
-        """Refund claims not yet settled with the gateway, oldest first: a Query on
-        the sparse index (only unsettled claims are in it), never a Scan."""
+        """Refund claims not yet settled with the gateway, least recently visited
+        first: a Query on the sparse index (only unsettled claims are in it), never
+        a Scan. Every visit that leaves a claim pending rewrites its ``visitadoEm``,
+        so successive passes rotate through the whole list."""
         claims: list[RefundClaim] = []
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
@@ -837,6 +848,7 @@ def table_definition(table_name: str) -> dict[str, Any]:
             {"AttributeName": GSI_PARTITION, "AttributeType": "S"},
             {"AttributeName": GSI_SORT, "AttributeType": "S"},
             {"AttributeName": GSI_UNSETTLED_PARTITION, "AttributeType": "S"},
+            {"AttributeName": GSI_UNSETTLED_SORT, "AttributeType": "S"},
         ],
         "KeySchema": [{"AttributeName": TABLE_KEY, "KeyType": "HASH"}],
         "GlobalSecondaryIndexes": [
@@ -852,7 +864,7 @@ def table_definition(table_name: str) -> dict[str, Any]:
                 "IndexName": GSI_UNSETTLED,
                 "KeySchema": [
                     {"AttributeName": GSI_UNSETTLED_PARTITION, "KeyType": "HASH"},
-                    {"AttributeName": GSI_SORT, "KeyType": "RANGE"},
+                    {"AttributeName": GSI_UNSETTLED_SORT, "KeyType": "RANGE"},
                 ],
                 "Projection": {"ProjectionType": "ALL"},
             },
