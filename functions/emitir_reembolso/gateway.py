@@ -8,8 +8,9 @@ what may happen next:
 - ``GatewayNotReached``: nothing was sent (connection refused, connect timeout)
   -> the claim may be retaken;
 - ``GatewayOutcomeUnknown``: sent, no definitive answer (read timeout, 5xx, reset,
-  409 in flight, any status other than 200/201/402 and 4xx) -> reconcile by key
-  before anyone answers;
+  409 in flight, any status other than 200/201/402 and 4xx, or a body whose status
+  contradicts the HTTP status: a 402 saying ``aprovado``, a 2xx saying ``recusado``)
+  -> reconcile by key before anyone answers;
 - ``GatewayRejected``: a definitive 4xx for *this request* (bad credential,
   key reused with another amount) -> nothing was debited by it.
 """
@@ -59,6 +60,17 @@ class GatewayRefund:
         return self.status == "recusado"
 
 
+def _consistent(http_status: int, refund: GatewayRefund) -> bool:
+    """A final status in the body must agree with the HTTP status: approved only
+    with 200/201, declined only with 402. (A non-final status is left to the
+    refund's logic, which holds it.)"""
+    if refund.approved:
+        return http_status in (200, 201)
+    if refund.declined:
+        return http_status == 402
+    return True
+
+
 class PaymentGatewayClient:
     def __init__(self, base_url: str, timeout_s: float, http: urllib3.PoolManager | None = None) -> None:
         self.base_url = base_url.rstrip("/")
@@ -77,7 +89,12 @@ class PaymentGatewayClient:
             headers={"Idempotency-Key": idempotency_key, "Content-Type": "application/json"},
         )
         if resp.status in (200, 201, 402):  # 402: declined, a definitive outcome
-            return self._refund(resp)
+            refund = self._refund(resp)
+            if not _consistent(resp.status, refund):
+                # A 402 saying "aprovado" may have debited; a 2xx saying "recusado"
+                # may not have. Neither is definitive: hold, never release nor apply.
+                raise GatewayOutcomeUnknown(f"HTTP {resp.status} com status {refund.status[:40]!r}")
+            return refund
         raise self._classify(resp)
 
     def lookup(self, *, idempotency_key: str, token: str) -> GatewayRefund | None:
