@@ -13,6 +13,8 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cadencia_shared.catalog import EMITIR_REEMBOLSO
 from cadencia_shared.ledger import ClaimStatus, refund_idempotency_key
@@ -105,3 +107,15 @@ def test_a_huge_error_field_is_stored_capped(tools, erp, scripted_gateway, capsy
     logged = capsys.readouterr()
     assert "x" * 1000 not in logged.out + logged.err
     assert "x" * 1000 not in json.dumps(out)
+
+
+@given(st.one_of(st.text(max_size=2000), st.integers(), st.lists(st.text(max_size=300), max_size=20),
+                 st.dictionaries(st.text(max_size=50), st.text(max_size=300), max_size=10)))
+def test_the_kept_error_code_is_short_and_printable_whatever_the_gateway_sends(erro):
+    from emitir_reembolso.gateway import ERROR_CODE_MAX, _clip
+
+    kept = _clip(erro)
+    assert isinstance(kept, str) and len(kept) <= ERROR_CODE_MAX + 3
+    assert "\n" not in kept and "\r" not in kept
+    if isinstance(erro, str) and len(erro) <= ERROR_CODE_MAX and erro.isprintable():
+        assert kept == erro  # ordinary codes ("idempotency_key_reutilizada") stay as they are

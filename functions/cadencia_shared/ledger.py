@@ -116,6 +116,16 @@ class ConversationStatus(StrEnum):
     WAITING_HUMAN = "aguardando_humano"
 
 
+DETAIL_MAX = 200  # characters of a claim's ``detalhe``: a note for people, never a whole body
+
+
+def clip_detail(detalhe: str) -> str:
+    """What the ledger keeps of a failure's description. Its sources include text
+    from outside (a gateway's error body), which must not grow an item toward
+    DynamoDB's 400 KB limit (the write would fail and leave the claim unsettled)."""
+    return detalhe if len(detalhe) <= DETAIL_MAX else detalhe[: DETAIL_MAX - 1] + "…"
+
+
 def refund_idempotency_key(conversa_id: str, pedido_id: str) -> str:
     """Lab 87's key: one refund per (conversation, order)."""
     return f"{_id(conversa_id)}#{_id(pedido_id)}#reembolso"
@@ -448,6 +458,7 @@ class Ledger:
             sets.append("transacaoGateway = :tx")
             values[":tx"] = transacao_gateway
         if detalhe is not None:
+            detalhe = clip_detail(detalhe)
             sets.append("detalhe = :det")
             values[":det"] = detalhe
         if valor is not None:

@@ -60,6 +60,17 @@ class GatewayRefund:
         return self.status == "recusado"
 
 
+ERROR_CODE_MAX = 80  # characters of the gateway's ``erro`` kept (stored, logged)
+
+
+def _clip(codigo: object) -> str:
+    """The ``erro`` code as the client keeps it: a str, at most ERROR_CODE_MAX characters."""
+    text = codigo if isinstance(codigo, str) else repr(codigo)
+    if len(text) <= ERROR_CODE_MAX and text.isprintable():
+        return text
+    return repr(text[:ERROR_CODE_MAX])[: ERROR_CODE_MAX + 2] + "…"
+
+
 def _consistent(http_status: int, refund: GatewayRefund) -> bool:
     """A final status in the body must agree with the HTTP status: approved only
     with 200/201, declined only with 402. (A non-final status is left to the
@@ -143,6 +154,8 @@ class PaymentGatewayClient:
             return GatewayOutcomeUnknown(f"HTTP {resp.status}")
         try:
             codigo = json.loads(resp.data).get("erro", "desconhecido")
-        except ValueError:
+        except (ValueError, AttributeError):  # not JSON, or JSON but not an object
             codigo = "desconhecido"
-        return GatewayRejected(resp.status, codigo)
+        # The gateway's text is stored in the claim's ``detalhe`` and may be logged:
+        # keep a short repr (quoted, control characters escaped), never the whole body.
+        return GatewayRejected(resp.status, _clip(codigo))
