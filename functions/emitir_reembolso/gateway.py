@@ -17,6 +17,7 @@ what may happen next:
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from decimal import Decimal
@@ -60,6 +61,23 @@ class GatewayRefund:
         return self.status == "recusado"
 
 
+WIRE_KEY_MAX = 255  # Stripe's limit on an Idempotency-Key
+WIRE_KEY_DIGEST_PREFIX = "reembolso-sha256-"
+
+
+def wire_idempotency_key(chave: str) -> str:
+    """The ``Idempotency-Key`` sent for a ledger key: the key itself when it fits
+    the gateway's 255 characters (every ordinary id: Lab 87's format unchanged on
+    the wire), else a SHA-256 digest of it (81 characters). Deterministic, so a
+    re-send uses the same key; injective in practice, because a ledger key always
+    contains ``#`` and a digest key never does, and SHA-256 does not collide.
+    (Capping the conversation id instead would also cap the channel's message ids,
+    which share that pattern.)"""
+    if len(chave) <= WIRE_KEY_MAX:
+        return chave
+    return WIRE_KEY_DIGEST_PREFIX + hashlib.sha256(chave.encode()).hexdigest()
+
+
 ERROR_CODE_MAX = 80  # characters of the gateway's ``erro`` kept (stored, logged)
 
 
@@ -97,7 +115,7 @@ class PaymentGatewayClient:
             "/v1/reembolsos",
             token=token,
             body=body,
-            headers={"Idempotency-Key": idempotency_key, "Content-Type": "application/json"},
+            headers={"Idempotency-Key": wire_idempotency_key(idempotency_key), "Content-Type": "application/json"},
         )
         if resp.status in (200, 201, 402):  # 402: declined, a definitive outcome
             refund = self._refund(resp)
@@ -109,7 +127,7 @@ class PaymentGatewayClient:
         raise self._classify(resp)
 
     def lookup(self, *, idempotency_key: str, token: str) -> GatewayRefund | None:
-        resp = self._request("GET", f"/v1/reembolsos?idempotencyKey={quote(idempotency_key, safe='')}", token=token)
+        resp = self._request("GET", f"/v1/reembolsos?idempotencyKey={quote(wire_idempotency_key(idempotency_key), safe='')}", token=token)
         if resp.status == 200:
             return self._refund(resp)
         if resp.status == 404:
