@@ -187,9 +187,16 @@ class RefundClaim:
     transacao_gateway: str | None = None
     detalhe: str | None = None
     erp_atualizado: bool = False
+    primeiro_envio_em: str | None = None  # the first ``envio_possivel`` record (never rewritten)
 
     def lease_expired(self, now_ms: int) -> bool:
         return now_ms >= self.lease_ate_ms
+
+    def first_possible_send_ms(self) -> int:
+        """When a request may first have left for this key: the first send record,
+        or (a claim written without one) its creation, which is no later."""
+        when = self.primeiro_envio_em or self.criado_em
+        return int(datetime.fromisoformat(when.replace("Z", "+00:00")).timestamp() * 1000)
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> RefundClaim:
@@ -208,6 +215,7 @@ class RefundClaim:
             transacao_gateway=item.get("transacaoGateway"),
             detalhe=item.get("detalhe"),
             erp_atualizado=bool(item.get("erpAtualizado", False)),
+            primeiro_envio_em=item.get("primeiroEnvioEm"),
         )
 
 
@@ -454,6 +462,12 @@ class Ledger:
             sets += ["#pend = :pend", "#visita = :agora"]
             values[":pend"] = UNSETTLED_MARK
             tail = ""
+        first_send = claim.primeiro_envio_em
+        if status is ClaimStatus.SENDING:
+            # The gateway's idempotency window starts at the first request; a later
+            # retake keeps the earliest time (if_not_exists), the conservative one.
+            sets.append("primeiroEnvioEm = if_not_exists(primeiroEnvioEm, :agora)")
+            first_send = first_send or values[":agora"]
         if transacao_gateway is not None:
             sets.append("transacaoGateway = :tx")
             values[":tx"] = transacao_gateway
@@ -484,6 +498,7 @@ class Ledger:
             transacao_gateway=transacao_gateway or claim.transacao_gateway,
             detalhe=detalhe or claim.detalhe,
             valor=claim.valor if valor is None else valor,
+            primeiro_envio_em=first_send,
         )
 
     def unsettled_claims(self, *, limit: int = 100) -> list[RefundClaim]:
