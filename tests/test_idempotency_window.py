@@ -86,3 +86,28 @@ def test_the_window_is_configured(local_stack, gateway, erp):
     report = reconcile_pass(local_stack, GATEWAY_IDEMPOTENCY_WINDOW_H="1")
     assert next(v for v in report.visits if v.chave == key).resultado is Verdict.MANUAL
     assert gateway.stats()["reembolso"] == 0
+
+
+def test_racing_and_killed_reconcilers_never_resend_past_the_window(local_stack, gateway, erp):
+    """Three reconciler processes at once over five claims past the window, one of
+    them SIGKILLed mid-pass, then a pass after the leases: not one POST reaches the
+    gateway, every claim ends held (``desconhecido``) with its amount reserved."""
+    import os
+    import signal
+
+    from tests.test_conciliar_reembolsos import _reconciler_process
+
+    keys = [_unknown_claim_sent_hours_ago(local_stack, erp, 30)[1] for _ in range(5)]
+    procs = [_reconciler_process(local_stack) for _ in range(3)]
+    time.sleep(1.0)  # the victim is importing or mid-pass: either way it must not send
+    os.kill(procs[0].pid, signal.SIGKILL)
+    assert procs[0].wait(timeout=30) == -signal.SIGKILL
+    for proc in procs[1:]:
+        out, _ = proc.communicate(timeout=180)
+        assert proc.returncode == 0, out
+    time.sleep(2.5)  # leases (2 s) of whatever the killed pass held are over
+    reconcile_pass(local_stack)
+    store = ledger(local_stack)
+    assert gateway.stats()["reembolso"] == 0 and gateway.debits() == []
+    assert [store.get_claim(k).status for k in keys] == [ClaimStatus.UNKNOWN] * 5
+    assert [_reservation(erp, k) for k in keys] == ["reservado"] * 5
