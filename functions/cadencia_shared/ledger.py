@@ -50,6 +50,11 @@ GSI_SORT = "registradoEm"
 # carry ``pendencia``, so the reconciler reads its work list without a scan.
 GSI_UNSETTLED = "reembolsosPendentes"
 GSI_UNSETTLED_PARTITION = "pendencia"
+# The unsettled index's sort key: when the claim was last written by a visit (its
+# creation, a retake, an unsettled outcome). Oldest visit first, so a claim the
+# gateway keeps unknown goes to the back after each visit and can never starve the
+# claims behind it. ``registradoEm`` keeps its meaning (creation, ``porConversa``).
+GSI_UNSETTLED_SORT = "visitadoEm"
 UNSETTLED_MARK = "reembolso"
 TTL_ATTRIBUTE = "expiraEm"
 
@@ -110,6 +115,16 @@ class InboundStatus(StrEnum):
 class ConversationStatus(StrEnum):
     ACTIVE = "ativa"
     WAITING_HUMAN = "aguardando_humano"
+
+
+DETAIL_MAX = 200  # characters of a claim's ``detalhe``: a note for people, never a whole body
+
+
+def clip_detail(detalhe: str) -> str:
+    """What the ledger keeps of a failure's description. Its sources include text
+    from outside (a gateway's error body), which must not grow an item toward
+    DynamoDB's 400 KB limit (the write would fail and leave the claim unsettled)."""
+    return detalhe if len(detalhe) <= DETAIL_MAX else detalhe[: DETAIL_MAX - 1] + "…"
 
 
 def refund_idempotency_key(conversa_id: str, pedido_id: str) -> str:
@@ -183,9 +198,16 @@ class RefundClaim:
     transacao_gateway: str | None = None
     detalhe: str | None = None
     erp_atualizado: bool = False
+    primeiro_envio_em: str | None = None  # the first ``envio_possivel`` record (never rewritten)
 
     def lease_expired(self, now_ms: int) -> bool:
         return now_ms >= self.lease_ate_ms
+
+    def first_possible_send_ms(self) -> int:
+        """When a request may first have left for this key: the first send record,
+        or (a claim written without one) its creation, which is no later."""
+        when = self.primeiro_envio_em or self.criado_em
+        return int(datetime.fromisoformat(when.replace("Z", "+00:00")).timestamp() * 1000)
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> RefundClaim:
@@ -204,6 +226,7 @@ class RefundClaim:
             transacao_gateway=item.get("transacaoGateway"),
             detalhe=item.get("detalhe"),
             erp_atualizado=bool(item.get("erpAtualizado", False)),
+            primeiro_envio_em=item.get("primeiroEnvioEm"),
         )
 
 
@@ -357,6 +380,7 @@ class Ledger:
             "atualizadoEm": claim.atualizado_em,
             GSI_SORT: claim.criado_em,
             GSI_UNSETTLED_PARTITION: UNSETTLED_MARK,
+            GSI_UNSETTLED_SORT: claim.criado_em,
         }
         try:
             self.client.put_item(
@@ -404,10 +428,12 @@ class Ledger:
                 Key=self._key(f"reivindicacao#{existing.chave}"),
                 UpdateExpression=(
                     "SET #st = :novo, dono = :dono, leaseAteMs = :lease, valor = :valor, "
-                    "atualizadoEm = :agora, execucoes = execucoes + :um, #pend = :pend REMOVE detalhe"
+                    "atualizadoEm = :agora, #visita = :agora, execucoes = execucoes + :um, #pend = :pend "
+                    "REMOVE detalhe"
                 ),
                 ConditionExpression="dono = :dono_antigo AND #st = :st_antigo",
-                ExpressionAttributeNames={"#st": "status", "#pend": GSI_UNSETTLED_PARTITION},
+                ExpressionAttributeNames={"#st": "status", "#pend": GSI_UNSETTLED_PARTITION,
+                                          "#visita": GSI_UNSETTLED_SORT},
                 ExpressionAttributeValues=self._ser(
                     {
                         ":novo": new.status.value,
@@ -446,14 +472,22 @@ class Ledger:
         sets = ["#st = :st", "atualizadoEm = :agora"]
         if status in SETTLED_CLAIM_STATUSES:
             tail = " REMOVE #pend"
-        else:
-            sets.append("#pend = :pend")
+        else:  # still pending: this visit sends it to the back of the reconciler's list
+            names["#visita"] = GSI_UNSETTLED_SORT
+            sets += ["#pend = :pend", "#visita = :agora"]
             values[":pend"] = UNSETTLED_MARK
             tail = ""
+        first_send = claim.primeiro_envio_em
+        if status is ClaimStatus.SENDING:
+            # The gateway's idempotency window starts at the first request; a later
+            # retake keeps the earliest time (if_not_exists), the conservative one.
+            sets.append("primeiroEnvioEm = if_not_exists(primeiroEnvioEm, :agora)")
+            first_send = first_send or values[":agora"]
         if transacao_gateway is not None:
             sets.append("transacaoGateway = :tx")
             values[":tx"] = transacao_gateway
         if detalhe is not None:
+            detalhe = clip_detail(detalhe)
             sets.append("detalhe = :det")
             values[":det"] = detalhe
         if valor is not None:
@@ -479,11 +513,14 @@ class Ledger:
             transacao_gateway=transacao_gateway or claim.transacao_gateway,
             detalhe=detalhe or claim.detalhe,
             valor=claim.valor if valor is None else valor,
+            primeiro_envio_em=first_send,
         )
 
     def unsettled_claims(self, *, limit: int = 100) -> list[RefundClaim]:
-        """Refund claims not yet settled with the gateway, oldest first: a Query on
-        the sparse index (only unsettled claims are in it), never a Scan."""
+        """Refund claims not yet settled with the gateway, least recently visited
+        first: a Query on the sparse index (only unsettled claims are in it), never
+        a Scan. Every visit that leaves a claim pending rewrites its ``visitadoEm``,
+        so successive passes rotate through the whole list."""
         claims: list[RefundClaim] = []
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
@@ -901,6 +938,7 @@ def table_definition(table_name: str) -> dict[str, Any]:
             {"AttributeName": GSI_PARTITION, "AttributeType": "S"},
             {"AttributeName": GSI_SORT, "AttributeType": "S"},
             {"AttributeName": GSI_UNSETTLED_PARTITION, "AttributeType": "S"},
+            {"AttributeName": GSI_UNSETTLED_SORT, "AttributeType": "S"},
         ],
         "KeySchema": [{"AttributeName": TABLE_KEY, "KeyType": "HASH"}],
         "GlobalSecondaryIndexes": [
@@ -916,7 +954,7 @@ def table_definition(table_name: str) -> dict[str, Any]:
                 "IndexName": GSI_UNSETTLED,
                 "KeySchema": [
                     {"AttributeName": GSI_UNSETTLED_PARTITION, "KeyType": "HASH"},
-                    {"AttributeName": GSI_SORT, "KeyType": "RANGE"},
+                    {"AttributeName": GSI_UNSETTLED_SORT, "KeyType": "RANGE"},
                 ],
                 "Projection": {"ProjectionType": "ALL"},
             },
