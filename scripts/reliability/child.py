@@ -104,20 +104,20 @@ def install_seam(point: str | None, marker: Path) -> None:
     from cadencia_shared.ledger import Ledger
     from emitir_reembolso.gateway import PaymentGatewayClient
 
-    if point == "apos_reivindicacao":  # the conditional PutItem (or a retake) succeeded
+    if point == "after_claim":  # the conditional PutItem (or a retake) succeeded
         _wrap(Ledger, "claim_refund", marker=marker, when="after")
         _wrap(Ledger, "retake_claim", marker=marker, when="after")
-    elif point == "apos_segredo":  # the gateway secret was read
+    elif point == "after_secret":  # the gateway secret was read
         _wrap(SecretsProvider, "get", marker=marker, when="after")
-    elif point == "durante_gateway":  # the POST is held at the gateway; the parent kills us
+    elif point == "during_gateway":  # the POST is held at the gateway; the parent kills us
         _wrap(PaymentGatewayClient, "refund", marker=marker, when="before", kill=False)
-    elif point == "apos_debito":  # the gateway answered the debit; nothing recorded yet
+    elif point == "after_debit":  # the gateway answered the debit; nothing recorded yet
         _wrap(PaymentGatewayClient, "refund", marker=marker, when="after")
-    elif point == "apos_liquidacao":  # the ledger says executed; the ERP does not know yet
+    elif point == "after_settle":  # the ledger says executed; the ERP does not know yet
         _wrap(Ledger, "settle_claim", marker=marker, when="after", condition=_settled_as_executed)
-    elif point == "apos_erp":  # the ERP transaction committed; the ledger flag is not set
+    elif point == "after_erp":  # the ERP transaction committed; the ledger flag is not set
         _wrap(Ledger, "mark_erp_updated", marker=marker, when="before")
-    elif point == "retentativa_morre":
+    elif point == "retry_dies":
         _die_after_release_or_before_answering(marker)
     else:
         raise ValueError(f"unknown crash point {point!r}")

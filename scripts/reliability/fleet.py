@@ -24,7 +24,7 @@ from . import child
 from .child import SEAM_REACHED
 
 PRELOAD = [f"{spec.package}.handler" for spec in TOOLS.values()] + [
-    "scripts.reliability.child", "orchestrator.invokers.local"]
+    "scripts.reliability.child", "scripts.reliability.hostile", "orchestrator.invokers.local"]
 
 
 @dataclass
@@ -99,6 +99,25 @@ class Fleet:
         process = self.ctx.Process(target=child.run, args=(spec,), name=f"conf-{n}")
         process.start()
         return Running(process, spec, label)
+
+    def probe(self, tool: ToolSpec, base: dict[str, Any], examples: int) -> dict[str, Any]:
+        """Hostile events through one tool's handler, in a child process of its own."""
+        from . import hostile
+
+        n = next(self._ids)
+        spec = {"package": tool.package, "function_name": tool.function_name, "env": self.environments[tool.name],
+                "base": base, "examples": examples, "log": str(self.workdir / f"{n:05d}.log"),
+                "result": str(self.workdir / f"{n:05d}.hostil.json")}
+        process = self.ctx.Process(target=hostile.probe, args=(spec,), name=f"conf-hostil-{n}")
+        process.start()
+        process.join(900)
+        if process.is_alive():
+            process.kill()
+            process.join(5)
+        result = Path(spec["result"])
+        if not result.exists():
+            return {"contagem": {"quebra": examples}, "exemplos": [f"o processo terminou com {process.exitcode}"]}
+        return json.loads(result.read_text())
 
     def run(self, tool: ToolSpec, event: Any, **kwargs: Any) -> Answer:
         return self.start(tool, event, **kwargs).join()

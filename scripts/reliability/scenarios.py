@@ -23,17 +23,17 @@ from .world import CUSTOMER, World
 
 ORDER_VALUE = Decimal("100.00")
 CRASH_POINTS = {
-    "apos_reivindicacao": "após a reivindicação (PutItem condicional)",
-    "apos_segredo": "após ler o segredo do gateway",
-    "durante_gateway": "durante a chamada ao gateway (requisição retida)",
-    "apos_debito": "após o débito, antes de liquidar no ledger",
-    "apos_liquidacao": "após liquidar no ledger, antes do ERP",
-    "apos_erp": "após o ERP, antes de marcar o ledger",
+    "after_claim": "after the claim (conditional PutItem)",
+    "after_secret": "after the gateway secret is read",
+    "during_gateway": "during the gateway call (request held by the gateway)",
+    "after_debit": "after the debit, before the ledger settle",
+    "after_settle": "after the ledger settle, before the ERP",
+    "after_erp": "after the ERP commit, before the ledger's ERP flag",
 }
 RACE_VARIANTS = {
-    "outro_valor": "a retentativa de A pede outro valor (R$ 150,00, recusado)",
-    "retentativa_morta": "a retentativa de A morre (SIGKILL) após liberar a reserva, ou antes de responder",
-    "concorrente": "A e B ao mesmo tempo",
+    "other_amount": "A's retry asks another amount (R$ 150.00, refused), then B asks",
+    "retry_killed": "A's retry is SIGKILLed after it releases the reservation (or before it answers), then B asks",
+    "concurrent": "A's retry and B at the same time",
 }
 Reconciler = Callable[[Fleet, World], list[Answer]]
 
@@ -89,7 +89,7 @@ def _retries(fleet: Fleet, world: World, pedido: str, a: str, b: str,
 
 
 def _die_at(fleet: Fleet, world: World, point: str, event: dict) -> Answer:
-    if point != "durante_gateway":
+    if point != "during_gateway":
         return fleet.run(EMITIR_REEMBOLSO, event, kill_at=point, label=f"{event['pedidoId']} A morre")
     world.gateway.inject("latencia", atraso_s=world.timing.held_s)
     running = fleet.start(EMITIR_REEMBOLSO, event, kill_at=point, label=f"{event['pedidoId']} A morre")
@@ -107,18 +107,18 @@ def crash_point(fleet: Fleet, world: World, point: str, trials: int, reconciler:
         first = _die_at(fleet, world, point, _event(a, pedido))
         tally.seam_hits += first.seam_reached and first.killed
         answers = [first] + _retries(fleet, world, pedido, a, b, reconciler)
-        if point == "durante_gateway":
+        if point == "during_gateway":
             time.sleep(world.timing.held_s)  # what the gateway still held has landed by now
         _record(tally, world, pedido, [a, b], answers)
     return tally
 
 
 def _race_retry(fleet: Fleet, variant: str, a: str, b: str, pedido: str) -> list[Answer]:
-    if variant == "outro_valor":
+    if variant == "other_amount":
         return [fleet.run(EMITIR_REEMBOLSO, _event(a, pedido, Decimal("150.00")), label=f"{pedido} A pede 150"),
                 fleet.run(EMITIR_REEMBOLSO, _event(b, pedido), label=f"{pedido} B")]
-    if variant == "retentativa_morta":
-        dead = fleet.run(EMITIR_REEMBOLSO, _event(a, pedido), kill_at="retentativa_morre",
+    if variant == "retry_killed":
+        dead = fleet.run(EMITIR_REEMBOLSO, _event(a, pedido), kill_at="retry_dies",
                          label=f"{pedido} A de novo, morre")
         return [dead, fleet.run(EMITIR_REEMBOLSO, _event(b, pedido), label=f"{pedido} B")]
     both: list[Running] = [fleet.start(EMITIR_REEMBOLSO, _event(a, pedido), label=f"{pedido} A de novo"),
@@ -149,7 +149,7 @@ def in_flight_race(fleet: Fleet, world: World, variant: str, trials: int, reconc
 
 def identical_storm(fleet: Fleet, world: World, processes: int) -> Tally:
     """N processes send the very same refund event at once: one debit."""
-    tally = Tally("identicos", f"{processes} reembolsos idênticos em processos separados")
+    tally = Tally("identical", f"{processes} identical refunds in separate processes")
     pedido = world.new_order(ORDER_VALUE)
     conv = f"{pedido}-mesmo"
     running = [fleet.start(EMITIR_REEMBOLSO, _event(conv, pedido), label=f"{pedido} #{i}") for i in range(processes)]
@@ -160,7 +160,7 @@ def identical_storm(fleet: Fleet, world: World, processes: int) -> Tally:
 
 def conversation_storm(fleet: Fleet, world: World, processes: int) -> Tally:
     """N conversations ask R$ 30.00 of one R$ 100.00 order at once: at most 3 debits."""
-    tally = Tally("conversas", f"{processes} conversas no mesmo pedido, R$ 30,00 cada")
+    tally = Tally("conversations", f"{processes} conversations on one R$ 100.00 order, R$ 30.00 each")
     pedido = world.new_order(ORDER_VALUE)
     convs = [f"{pedido}-c{i}" for i in range(processes)]
     running = [fleet.start(EMITIR_REEMBOLSO, _event(c, pedido, Decimal("30.00")), label=f"{pedido} {c}")
