@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         workdir = args.manter or Path(scratch)
         # A private stack: never the developer's .local-stack, never another run's.
         os.environ["CADENCIA_LOCAL_STACK_DIR"] = str(Path(scratch) / "stack")
-        run_reconciler, name = reconciler.discover()
-        figures = measure(QUICK if args.rapido else FULL, workdir, run_reconciler, name, say)
+        run_reconciler, name, package = reconciler.discover()
+        figures = measure(QUICK if args.rapido else FULL, workdir, run_reconciler, name, package, say)
     table = report.markdown(figures)
     if args.json:
         args.json.write_text(json.dumps(figures.to_json(), indent=2, ensure_ascii=False))

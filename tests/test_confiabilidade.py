@@ -90,8 +90,8 @@ def test_no_secret_in_any_output(figures):
     assert leaks["secrets_found"] == []
 
 
-@pytest.mark.xfail(strict=True, reason="a customer's phone reaches a DEBUG log on main (issue 8 item 6, edges)")
 def test_no_personal_data_in_any_output(figures):
+    assert figures["leaks"]["personal_values"] >= 10  # every customer's data, and what the updates sent
     assert figures["leaks"]["personal_found"] == []
 
 

@@ -84,7 +84,7 @@ class Fleet:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.environments = environments
         self.ctx = multiprocessing.get_context("forkserver")
-        self.ctx.set_forkserver_preload(PRELOAD)
+        self.ctx.set_forkserver_preload(PRELOAD + [f"{name}.handler" for name in environments if name not in TOOLS])
         self._ids = itertools.count(1)
 
     def start(self, tool: ToolSpec, event: Any, *, label: str = "", kill_at: str | None = None,

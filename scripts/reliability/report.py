@@ -35,10 +35,12 @@ def _money_table(title: str, tallies: list[Tally], *, killed: bool) -> list[str]
 
 def markdown(f: Figures) -> str:
     retries = ("same conversation at once, another conversation on the same order, the same conversation "
-               "after the claim's lease" + (f", a pass of the scheduled reconciler (`{f.reconciler}`)"
+               "after the claim's lease" + (f", a pass of the scheduled reconciler (`{f.reconciler}`: "
+                                            f"{f.reconciler_passes} passes, {f.reconciler_passes_ok} answered ok)"
                                             if f.reconciler else "; no scheduled reconciler in this code"))
     lines = [f"Mode `{f.mode}`, {f.seconds:.0f} s. Orders of R$ 100.00; every figure counted at the gateway "
-             f"server, in the ledger table and in the ERP after the run. Retries after each death: {retries}.", ""]
+             f"server, in the ledger table and in the ERP after the run. Retries after each death: {retries}. "
+             f"The gateway holds requests with its `{f.hold_fault}` fault.", ""]
     lines += _money_table("A real SIGKILL at each point of the refund path", f.crashes, killed=True)
     lines += _money_table("In-flight race: A's POST times out while the gateway still holds it", f.races,
                           killed=True)
@@ -56,10 +58,14 @@ def markdown(f: Figures) -> str:
         lk = f.leaks
         lines += ["", "**Secrets and personal data in the outputs** (every child's stdout/stderr with all loggers at "
                   "DEBUG, every tool result, every ledger item)", "",
-                  "| files scanned | bytes | ledger items | secrets found | personal data found |",
-                  "|---:|---:|---:|---:|---:|",
-                  f"| {lk.files} | {lk.bytes_scanned:,} | {lk.ledger_items} | **{len(lk.secrets_found)}** | "
-                  f"**{len(lk.personal_found)}** |"]
+                  "| files scanned | bytes | ledger items | personal values searched | secrets found "
+                  "| personal data found |",
+                  "|---:|---:|---:|---:|---:|---:|",
+                  f"| {lk.files} | {lk.bytes_scanned:,} | {lk.ledger_items} | {lk.personal_values} | "
+                  f"**{len(lk.secrets_found)}** | **{len(lk.personal_found)}** |"]
+        if lk.skipped_as_code_text:
+            lines += ["", "Not searched, because the code prints them as fixed text: "
+                      + ", ".join(lk.skipped_as_code_text) + "."]
     return "\n".join(lines) + "\n"
 
 

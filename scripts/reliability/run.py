@@ -47,6 +47,9 @@ class Figures:
     mode: str
     seconds: float = 0.0
     reconciler: str | None = None
+    reconciler_passes: int = 0
+    reconciler_passes_ok: int = 0
+    hold_fault: str = ""
     crashes: list[Tally] = field(default_factory=list)
     races: list[Tally] = field(default_factory=list)
     storms: list[Tally] = field(default_factory=list)
@@ -61,6 +64,8 @@ class Figures:
             return data
 
         return {"mode": self.mode, "seconds": round(self.seconds, 1), "reconciler": self.reconciler,
+                "reconciler_passes": self.reconciler_passes, "reconciler_passes_ok": self.reconciler_passes_ok,
+                "hold_fault": self.hold_fault,
                 "crashes": [tally(t) for t in self.crashes], "races": [tally(t) for t in self.races],
                 "storms": [tally(t) for t in self.storms], "hostile": [asdict(h) for h in self.hostile],
                 "leaks": asdict(self.leaks) if self.leaks else None}
@@ -74,14 +79,17 @@ def _ledger_items(world: World) -> int:
     return world.ledger.client.scan(TableName=world.state.ledger_table, Select="COUNT")["Count"]
 
 
+# Personal data the hostile profile updates send (the leak scan looks for it too).
+NEW_PROFILE = {"endereco": "Rua Nova da Confiabilidade, 870, Recife - PE", "telefone": "+5581987650870",
+               "email": "novo.confiabilidade87@example.com"}
+
+
 def _hostile(fleet: Fleet, world: World, mode: Mode, progress: Progress) -> list[HostileRow]:
     pedido = world.new_order(scenarios.ORDER_VALUE)
     ident = {"conversaId": f"{pedido}-hostil", "clienteId": CUSTOMER}
     bases = [(CONSULTAR_STATUS_PEDIDO, {**ident, "pedidoId": pedido}),
              (EMITIR_REEMBOLSO, {**ident, "pedidoId": pedido, "valor": 10.0}),
-             (ATUALIZAR_CADASTRO, {**ident, "campos": {"endereco": "Rua Nova da Confiabilidade, 870, Recife - PE",
-                                                        "telefone": "+5581987650870",
-                                                        "email": "novo.confiabilidade87@example.com"}})]
+             (ATUALIZAR_CADASTRO, {**ident, "campos": NEW_PROFILE})]
     rows = []
     for tool, base in bases:
         progress(f"hostile inputs: {mode.hostile_examples} through {tool.function_name}")
@@ -94,14 +102,16 @@ def _hostile(fleet: Fleet, world: World, mode: Mode, progress: Progress) -> list
 
 
 def measure(mode: Mode, workdir: Path, reconciler: Reconciler | None, reconciler_name: str | None,
-            progress: Progress) -> Figures:
+            reconciler_package: str | None, progress: Progress) -> Figures:
     started = time.monotonic()
     figures = Figures(mode.name, reconciler=reconciler_name)
     state = stack.up(progress)
     try:
         world = World(state, Timing())
-        personal = leaks.known_personal_data(state)  # as the ERP held it before any write
-        fleet = Fleet(workdir / "processos", world.environments())
+        # As the ERP held it before any write, and what the hostile updates send.
+        personal = leaks.known_personal_data(state, {f"{k} enviado ao cadastro": v for k, v in NEW_PROFILE.items()})
+        fleet = Fleet(workdir / "processos", world.environments(reconciler_package))
+        figures.hold_fault = world.hold_fault()
         for point in scenarios.CRASH_POINTS:
             progress(f"SIGKILL {point}: {mode.trials} trial(s), then the retries AWS would make")
             figures.crashes.append(scenarios.crash_point(fleet, world, point, mode.trials, reconciler))
@@ -114,7 +124,11 @@ def measure(mode: Mode, workdir: Path, reconciler: Reconciler | None, reconciler
         figures.storms.append(scenarios.conversation_storm(fleet, world, mode.storm))
         figures.hostile = _hostile(fleet, world, mode, progress)
         progress("scanning every log, result and ledger item for secrets and personal data")
-        figures.leaks = leaks.scan(world, sorted(fleet.workdir.glob("*.json")) + fleet.logs(), personal)
+        # Every process's output and every tool result (the hostile summaries are this
+        # script's own notes, holding the events it sent: not scanned).
+        figures.leaks = leaks.scan(world, fleet.results() + fleet.logs(), personal)
+        figures.reconciler_passes = len(world.reconciler_passes)
+        figures.reconciler_passes_ok = sum(1 for a in world.reconciler_passes if (a.response or {}).get("ok"))
     finally:
         leftovers = stack.down(progress)
         if leftovers:

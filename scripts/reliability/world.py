@@ -67,19 +67,30 @@ class World:
         self.ledger = Ledger(state.ledger_table, session_client("dynamodb", state.aws_endpoint))
         self.run_id = uuid.uuid4().hex[:6]
         self._orders = itertools.count(1)
+        self.reconciler_passes: list[Any] = []  # answers of the scheduled reconciler's passes
         self._seed_customer()
 
     # -- environments the children get -------------------------------------------
-    def environments(self) -> dict[str, dict[str, str]]:
+    def environments(self, reconciler: str | None = None) -> dict[str, dict[str, str]]:
+        """Each Lambda's own environment (its DB user), keyed by tool name (and the
+        reconciler's package name when the code has one)."""
         envs = self.state.function_environments()
-        envs[EMITIR_REEMBOLSO.name].update(
-            REFUND_CLAIM_LEASE_S=str(self.timing.lease_s),
-            GATEWAY_TIMEOUT_S=str(self.timing.gateway_timeout_s),
-        )
-        for env in envs.values():
-            env["POWERTOOLS_LOG_LEVEL"] = "DEBUG"
         assert set(envs) == set(TOOLS)
+        if reconciler is not None:
+            envs[reconciler] = self.state.reconciler_environment()
+        for name, env in envs.items():
+            env["POWERTOOLS_LOG_LEVEL"] = "DEBUG"
+            if name in (EMITIR_REEMBOLSO.name, reconciler):
+                env.update(REFUND_CLAIM_LEASE_S=str(self.timing.lease_s),
+                           GATEWAY_TIMEOUT_S=str(self.timing.gateway_timeout_s))
         return envs
+
+    def hold_fault(self) -> str:
+        """The gateway fault that holds a request: one that keeps the key in flight
+        (a re-sent POST gets 409, as from a real gateway) when the gateway has it."""
+        from scripts.local_stack.gateway_server import FAULT_MODES
+
+        return "processamento_lento" if "processamento_lento" in FAULT_MODES else "latencia"
 
     # -- ERP -----------------------------------------------------------------------
     def _admin(self) -> psycopg.Connection:
