@@ -13,6 +13,17 @@
 
 The model only ever *proposes*: every limit, every approval and what counts as
 success is decided here, in code.
+
+Protocol edges (the history must stay valid for the next request):
+- a ``tool_use`` id already used (earlier in this response or anywhere in the
+  conversation) is answered ``is_error`` and never executed. It does not count
+  against the retry ceiling: no call was attempted, and the ceiling counts
+  attempts at a subject (a repeated id names no new attempt; the round budget
+  still bounds a model that keeps repeating).
+- ``tool_use`` blocks in a response whose stop reason is not ``tool_use``
+  (``end_turn``, ``stop_sequence``, ``pause_turn``) are never executed — the model
+  did not stop to have them run — and each gets an ``is_error`` result. Under
+  ``max_tokens``/``refusal``/context overflow such a response is not kept at all.
 """
 
 from __future__ import annotations
@@ -174,15 +185,16 @@ class Orchestrator:
             stop = response.stop_reason
             if stop in ("end_turn", "stop_sequence"):
                 if content:
-                    messages.append({"role": "assistant", "content": content})
+                    self._keep_without_running(messages, content)
                 return _Outcome(messages, ConversationStatus.ACTIVE, history.text_of(content) or texts.EMPTY_REPLY,
                                 "resposta")
             if stop == "pause_turn":  # a long server-side step: send it back to continue
-                messages.append({"role": "assistant", "content": content})
+                self._keep_without_running(messages, content)
                 continue
             if stop == "tool_use":
+                seen = history.tool_use_ids(messages)
                 messages.append({"role": "assistant", "content": content})
-                done = self._run_tools(req, response.content, deadline)
+                done = self._run_tools(req, response.content, deadline, seen)
                 messages.append({"role": "user", "content": done.results})
                 if done.refused_by_ceiling:
                     first = done.refused_by_ceiling[0]
@@ -224,12 +236,33 @@ class Orchestrator:
         shrunk = history.trim(messages, max(2, len(messages) // 2))
         return shrunk if len(shrunk) < len(messages) else None
 
+    @staticmethod
+    def _keep_without_running(messages: list[dict[str, Any]], content: list[dict[str, Any]]) -> None:
+        messages.append({"role": "assistant", "content": content})
+        unanswered = history.not_executed(content, _json({
+            "erro": "chamada_nao_executada",
+            "mensagem": "A resposta terminou sem pedir a execução de ferramentas; esta chamada não foi executada.",
+        }))
+        if unanswered:
+            count(Metric.MODEL_ERRORS, {"Classe": "tool_use_sem_stop_reason"})
+            messages.append({"role": "user", "content": unanswered})
+
     # -- tools ----------------------------------------------------------------------
-    def _run_tools(self, req: TurnRequest, blocks: list[Any], deadline: Deadline) -> _ToolRound:
+    def _run_tools(self, req: TurnRequest, blocks: list[Any], deadline: Deadline, seen: set[str]) -> _ToolRound:
         done = _ToolRound()
+        seen = set(seen)
         for block in blocks:
             if block.type != "tool_use":
                 continue
+            if block.id in seen:
+                # Never executed, never counted by the ceiling (see module doc).
+                count(Metric.MODEL_ERRORS, {"Classe": "tool_use_id_repetido"})
+                done.results.append(history.tool_result(block.id, _json({
+                    "erro": "id_repetido",
+                    "mensagem": "Este id de chamada já foi usado nesta conversa; a chamada não foi executada.",
+                }), is_error=True))
+                continue
+            seen.add(block.id)
             done.results.append(self._run_tool(req, block, deadline, done))
         return done
 

@@ -19,7 +19,14 @@ from typing import Any
 import anthropic
 from anthropic.types import Message
 
+from cadencia_shared.observability import cap_sdk_loggers
+
 from .settings import ModelProvider, OrchestratorSettings
+
+# anthropic's import honours ANTHROPIC_LOG=debug by lowering its loggers (and its
+# HTTP stack's): capped again now that it is imported (request bodies hold
+# personal data; see cadencia_shared.observability).
+cap_sdk_loggers()
 
 
 class ModelErrorClass(StrEnum):

@@ -20,7 +20,8 @@ auditoria              ``auditoria#{uuid}``                       PutItem attrib
 =====================  =========================================  ===============================
 
 ``chaveIdempotencia`` keeps Lab 87's format ``{conversaId}#{pedidoId}#reembolso``.
-Identifiers may not contain ``#`` (the models at the edges enforce ``ID_PATTERN``),
+Identifiers may not contain ``#`` (the models at the edges enforce the id patterns of
+``cadencia_shared.models``),
 so no two different tuples can produce the same key.
 """
 
@@ -45,10 +46,6 @@ GSI_BY_CONVERSATION = "porConversa"
 GSI_PARTITION = "conversaId"
 GSI_SORT = "registradoEm"
 TTL_ATTRIBUTE = "expiraEm"
-
-# Identifiers that reach a key: letters, digits and . _ : = + / - (WhatsApp ids
-# are base64-like); never "#", the key separator.
-ID_PATTERN = r"^[A-Za-z0-9._:=+/\-]{1,256}$"
 
 ATTEMPT_EVENT = "TENTATIVA_DE_FERRAMENTA_REGISTRADA"
 INBOUND_TTL_S = 7 * 24 * 3600

@@ -15,12 +15,27 @@ import logging
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-# botocore logs whole response bodies (GetSecretValue's SecretString included) and
-# the signed canonical request (with the session token) at DEBUG. Raising an
-# application's log level to DEBUG must never print a secret, so the AWS SDK's
-# loggers are capped at INFO here, in the module every Lambda imports.
-for _sdk_logger in ("botocore", "boto3", "s3transfer"):
-    logging.getLogger(_sdk_logger).setLevel(logging.INFO)
+# SDKs print what they send and receive at DEBUG:
+# - botocore: whole response bodies (GetSecretValue's SecretString included) and the
+#   signed canonical request (with the session token);
+# - anthropic: every request's options, i.e. the whole conversation (customers'
+#   e-mails, phones, addresses); its HTTP stack (httpx2/httpcore2 for anthropic 2.x;
+#   httpx/httpcore for 0.x-1.x) logs headers and bodies too.
+# Raising an application's log level to DEBUG (or Lambda's root logger, or
+# ANTHROPIC_LOG=debug) must never print a secret or personal data, so these loggers
+# are capped at INFO here, in the module every Lambda imports. INFO keeps what is
+# useful: "HTTP Request: POST … 200 OK" lines and the SDKs' retry notices.
+SDK_LOGGERS = ("botocore", "boto3", "s3transfer", "anthropic", "httpx2", "httpcore2", "httpx", "httpcore")
+
+
+def cap_sdk_loggers() -> None:
+    """Cap the SDK loggers at INFO (again: importing anthropic with
+    ``ANTHROPIC_LOG=debug`` lowers its loggers, so its importer calls this after)."""
+    for name in SDK_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO)
+
+
+cap_sdk_loggers()
 
 NAMESPACE = "Cadencia/AgenteAtendimento"
 TOOL_DIMENSION = "Ferramenta"
