@@ -15,7 +15,7 @@ from typing import Any
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from cadencia_shared.catalog import ORCHESTRATOR_FUNCTION_NAME, TOOLS
+from cadencia_shared.catalog import ORCHESTRATOR_FUNCTION_NAME, RECONCILER_FUNCTION_NAME, RECONCILER_PACKAGE, TOOLS
 
 from . import contract, packaging
 from .config import StackConfig, from_context
@@ -35,6 +35,12 @@ def asset_specs() -> list[packaging.AssetSpec]:
         )
         for tool in TOOLS.values()
     ]
+    specs.append(packaging.AssetSpec(  # the reconciler runs the refund's own state machine
+        name=RECONCILER_FUNCTION_NAME,
+        sources=(ROOT / "functions" / RECONCILER_PACKAGE, ROOT / "functions" / "emitir_reembolso", shared),
+        requirements=ROOT / "requirements" / "lambda-tools.txt",
+        include_ca_bundle=True,
+    ))
     specs.append(packaging.AssetSpec(
         name=ORCHESTRATOR_FUNCTION_NAME,
         sources=(ROOT / "orchestrator", shared),

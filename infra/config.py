@@ -73,6 +73,10 @@ class StackConfig:
         "atualizar_cadastro": 5,
     })
     orchestrator_concurrency: int = 20  # bounds model spend and ledger load
+    # Refund reconciler (infra/reconciler.py): how often a pass runs, and after how
+    # long a refund still unsettled with the gateway raises the alarm.
+    reconciler_rate_minutes: int = 5
+    unsettled_refund_alarm_minutes: int = 30
 
     @property
     def uses_bedrock(self) -> bool:
@@ -193,7 +197,18 @@ def from_context(get: Callable[[str], Any]) -> StackConfig:
         teardown=teardown,
         tool_concurrency=concurrency,
         orchestrator_concurrency=int(opt("orchestratorConcurrency", 20)),
+        reconciler_rate_minutes=_positive(opt("reconcilerRateMinutes", 5), "reconcilerRateMinutes"),
+        unsettled_refund_alarm_minutes=_positive(opt("unsettledRefundAlarmMinutes", 30),
+                                                 "unsettledRefundAlarmMinutes"),
     )
+
+
+def _positive(value: Any, key: str) -> int:
+    text = str(value).strip()
+    number = int(text) if text.isdecimal() and not isinstance(value, bool) else 0
+    if number < 1:
+        raise ConfigError(f"context {key}={value!r}: expected a positive whole number of minutes")
+    return number
 
 
 def from_mapping(values: Mapping[str, Any]) -> StackConfig:

@@ -54,6 +54,7 @@ from . import contract
 from .config import ANTHROPIC_KEY_SECRET_NAME, StackConfig
 from .contract import Ids
 from .packaging import RDS_CA_BUNDLE_NAME, BuiltAsset
+from .reconciler import add_refund_reconciler
 from .sqlsplit import split_statements
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,6 +123,7 @@ class CadenciaStack(Stack):
             for tool in TOOLS.values():
                 self.tool_functions[tool.name] = self._tool_function(tool)
             self.orchestrator = self._orchestrator()
+            self.reconciler = add_refund_reconciler(self)
         self._observability()
         self._outputs()
 
@@ -265,6 +267,10 @@ class CadenciaStack(Stack):
             principals=[iam.AnyPrincipal()],
             actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
             resources=[self.ledger.table_arn]))
+        # ... and the refund reconciler's Query on the sparse index of unsettled claims.
+        endpoint.add_to_policy(iam.PolicyStatement(
+            principals=[iam.AnyPrincipal()], actions=["dynamodb:Query"],
+            resources=[f"{self.ledger.table_arn}/index/{ledger_schema.GSI_UNSETTLED}"]))
         _pin(endpoint, Ids.DYNAMODB_ENDPOINT)
         return vpc
 

@@ -29,15 +29,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cadencia_shared.catalog import GATEWAY_SECRET_NAME, LEDGER_TABLE, ORCHESTRATOR_FUNCTION_NAME, TOOLS
+from cadencia_shared.catalog import (
+    DB_USERS as ALL_DB_USERS,
+    GATEWAY_SECRET_NAME,
+    LEDGER_TABLE,
+    ORCHESTRATOR_FUNCTION_NAME,
+    RECONCILER_FUNCTION_NAME,
+    TOOLS,
+)
 
 from . import contract
 from .config import ANTHROPIC_KEY_SECRET_NAME
 
 ROOT = Path(__file__).resolve().parents[1]
-FUNCTION_NAMES = [t.function_name for t in TOOLS.values()] + [ORCHESTRATOR_FUNCTION_NAME]
-ROLE_NAMES = [contract.role_name_for(t) for t in TOOLS.values()] + ["cadencia-orquestrador-role"]
-DB_USERS = [t.db_user for t in TOOLS.values()]
+FUNCTION_NAMES = [t.function_name for t in TOOLS.values()] + [ORCHESTRATOR_FUNCTION_NAME, RECONCILER_FUNCTION_NAME]
+ROLE_NAMES = [contract.role_name_for(t) for t in TOOLS.values()] + ["cadencia-orquestrador-role",
+                                                                    contract.RECONCILER_ROLE_NAME]
+DB_USERS = list(ALL_DB_USERS)
 SECRET_NAMES = [GATEWAY_SECRET_NAME, ANTHROPIC_KEY_SECRET_NAME]
 
 

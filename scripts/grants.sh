@@ -29,7 +29,7 @@ cd "$(dirname "$0")/.."
 # one place they are spelled in code; it imports nothing beyond the standard library.
 PY=.venv/bin/python; [ -x "$PY" ] || PY=python3
 USERS=$(PYTHONPATH=functions "$PY" -c \
-  'from cadencia_shared.catalog import TOOLS; print(" ".join(t.db_user for t in TOOLS.values()))')
+  'from cadencia_shared.catalog import DB_USERS; print(" ".join(DB_USERS))')
 mode=apply; with_schema=0; dry_run=0; iam=0
 for arg in "$@"; do
   case "$arg" in

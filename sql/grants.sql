@@ -21,7 +21,8 @@ DECLARE
     t text;
     cols text;
 BEGIN
-    FOREACH u IN ARRAY ARRAY['cadencia_agente_consulta', 'cadencia_agente_reembolso', 'cadencia_agente_cadastro'] LOOP
+    FOREACH u IN ARRAY ARRAY['cadencia_agente_consulta', 'cadencia_agente_reembolso', 'cadencia_agente_cadastro',
+                           'cadencia_agente_conciliacao'] LOOP
         IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = u) THEN
             EXECUTE format('CREATE USER %I WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE', u);
         END IF;
@@ -59,6 +60,17 @@ GRANT UPDATE (status_reembolso, valor_reembolsado) ON pedidos TO cadencia_agente
 GRANT SELECT (chave_idempotencia, pedido_id, valor, status) ON reembolsos TO cadencia_agente_reembolso;
 GRANT INSERT (chave_idempotencia, pedido_id, valor, status) ON reembolsos TO cadencia_agente_reembolso;
 GRANT UPDATE (valor, status, atualizado_em) ON reembolsos TO cadencia_agente_reembolso;
+
+-- Reconciler (cadencia-conciliar-reembolsos): settles the refund tool's own
+-- reservations once the gateway has answered -- the same statements as the refund
+-- tool's settle step (repository.RefundOrders: lock the order row, mark a key
+-- executed and add it to the order, or release it), nothing else. No cliente_id:
+-- it never decides whose order it is, only what the gateway said about a key.
+GRANT SELECT (id, valor_pedido, valor_reembolsado) ON pedidos TO cadencia_agente_conciliacao;
+GRANT UPDATE (status_reembolso, valor_reembolsado) ON pedidos TO cadencia_agente_conciliacao;
+GRANT SELECT (chave_idempotencia, pedido_id, valor, status) ON reembolsos TO cadencia_agente_conciliacao;
+GRANT INSERT (chave_idempotencia, pedido_id, valor, status) ON reembolsos TO cadencia_agente_conciliacao;
+GRANT UPDATE (valor, status, atualizado_em) ON reembolsos TO cadencia_agente_conciliacao;
 
 -- Profile tool: only address and contact columns (Lab 87), plus SELECT (id):
 -- PostgreSQL requires SELECT on every column an UPDATE's WHERE clause reads.

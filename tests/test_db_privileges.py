@@ -37,6 +37,18 @@ CONTRACT: dict[str, dict[str, set]] = {
             *{("reembolsos", c, "UPDATE") for c in ("valor", "status", "atualizado_em")},
         },
     },
+    # The reconciler: the refund's settle step only (apply or release a key's
+    # reservation under the order's row lock); no cliente_id, no DELETE.
+    "cadencia_agente_conciliacao": {
+        "table": set(),
+        "columns": {
+            *{("pedidos", c, "SELECT") for c in ("id", "valor_pedido", "valor_reembolsado")},
+            *{("pedidos", c, "UPDATE") for c in ("status_reembolso", "valor_reembolsado")},
+            *{("reembolsos", c, "SELECT") for c in ("chave_idempotencia", "pedido_id", "valor", "status")},
+            *{("reembolsos", c, "INSERT") for c in ("chave_idempotencia", "pedido_id", "valor", "status")},
+            *{("reembolsos", c, "UPDATE") for c in ("valor", "status", "atualizado_em")},
+        },
+    },
     # Lab 87's UPDATE (endereco, telefone, email) + SELECT (id) for the WHERE clause.
     "cadencia_agente_cadastro": {
         "table": set(),

@@ -44,6 +44,13 @@ ATUALIZAR_CADASTRO = ToolSpec(
 
 TOOLS: dict[str, ToolSpec] = {t.name: t for t in (CONSULTAR_STATUS_PEDIDO, EMITIR_REEMBOLSO, ATUALIZAR_CADASTRO)}
 
+# The scheduled reconciler of refunds (not a tool: the model never sees it).
+RECONCILER_FUNCTION_NAME = "cadencia-conciliar-reembolsos"
+RECONCILER_DB_USER = "cadencia_agente_conciliacao"
+RECONCILER_PACKAGE = "conciliar_reembolsos"
+# Every PostgreSQL user the agent's Lambdas log in as (one per Lambda).
+DB_USERS: tuple[str, ...] = (*(t.db_user for t in TOOLS.values()), RECONCILER_DB_USER)
+
 ORCHESTRATOR_FUNCTION_NAME = "cadencia-orquestrador"
 LEDGER_TABLE = "cadencia-agente-execucoes"
 GATEWAY_SECRET_NAME = "cadencia/gateway-pagamento"

@@ -53,6 +53,11 @@ class Metric:
     TOOL_ERRORS = "ErrosDeFerramenta"
     MODEL_ERRORS = "ErrosDoModelo"
     HUMAN_HANDOFFS = "EncaminhamentosHumanos"
+    RECONCILIATIONS = "ConciliacoesDeReembolso"  # {Resultado}: one per claim the reconciler visited
+    OLDEST_UNSETTLED_AGE = "IdadeDoReembolsoPendenteMaisAntigo"  # seconds, after each reconciler pass
+
+
+OUTCOME_DIMENSION = "Resultado"
 
 
 def count(name: str, dimensions: dict[str, str], value: float = 1) -> None:
@@ -60,6 +65,12 @@ def count(name: str, dimensions: dict[str, str], value: float = 1) -> None:
     with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=NAMESPACE) as metric:
         for key, dim_value in dimensions.items():
             metric.add_dimension(name=key, value=dim_value)
+
+
+def seconds(name: str, value: float) -> None:
+    """Emit one EMF gauge in seconds, without dimensions (the reconciler's age alarm)."""
+    with single_metric(name=name, unit=MetricUnit.Seconds, value=value, namespace=NAMESPACE):
+        pass
 
 
 def count_for_tool(name: str, ferramenta: str, value: float = 1) -> None:

@@ -140,9 +140,12 @@ def test_no_security_group_admits_the_internet(default_synth, variant_synth):
 def test_dynamodb_endpoint_policy_allows_only_the_ledger_items(default_synth):
     endpoint = _props(default_synth, Ids.DYNAMODB_ENDPOINT)
     assert endpoint["VpcEndpointType"] == "Gateway"
-    (stmt,) = endpoint["PolicyDocument"]["Statement"]
-    assert sorted(stmt["Action"]) == ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
-    assert stmt["Resource"] == {"Fn::GetAtt": [Ids.LEDGER, "Arn"]}
+    items, index = endpoint["PolicyDocument"]["Statement"]
+    assert sorted(items["Action"]) == ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
+    assert items["Resource"] == {"Fn::GetAtt": [Ids.LEDGER, "Arn"]}
+    # The reconciler's one Query, on the sparse index of unsettled refund claims only.
+    assert index["Action"] == "dynamodb:Query"
+    assert index["Resource"] == {"Fn::Join": ["", [{"Fn::GetAtt": [Ids.LEDGER, "Arn"]}, "/index/reembolsosPendentes"]]}
 
 
 def test_db_users_custom_resource_and_the_teardown_order(default_synth):
