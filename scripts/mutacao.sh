@@ -7,35 +7,45 @@
 #
 #   scripts/mutacao.sh                 # every money-path mutant, 2 workers
 #   MUTMUT_CHILDREN=4 scripts/mutacao.sh
-#   scripts/mutacao.sh 'emitir_reembolso.logic.*'     # only these mutants (mutmut's fnmatch names)
+#   scripts/mutacao.sh 'emitir_reembolso.logic.*'   # only these mutants (mutmut's fnmatch names)
+#   MUTACAO_RETOMAR=1 scripts/mutacao.sh …          # keep the last run: mutmut re-runs what changed or is unchecked
 #
-# Prints mutmut's summary, then writes mutants/resultado.txt (one line per mutant and its status).
+# mutmut runs in .mutacao/ (git-ignored): the packages of functions/ at its root (as in a Lambda bundle, so
+# mutant names match the imported modules), orchestrator/, scripts/, sql/, tests/, pyproject.toml.
+# Prints the score per module and every mutant not killed; .mutacao/mutants/resultado.txt has every status.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >&2
 
 # The claim store is the claims part of ledger.py: mutants of the conversation/inbound/audit code are not run.
+L='cadencia_shared.ledger'
 CLAIM_STORE=(
-  'cadencia_shared.ledger.x_refund_idempotency_key__mutmut_*'
-  'cadencia_shared.ledger.xǁRefundClaimǁ*'
-  'cadencia_shared.ledger.xǁLedgerǁget_claim__mutmut_*'
-  'cadencia_shared.ledger.xǁLedgerǁclaim_refund__mutmut_*'
-  'cadencia_shared.ledger.xǁLedgerǁretake_claim__mutmut_*'
-  'cadencia_shared.ledger.xǁLedgerǁsettle_claim__mutmut_*'
-  'cadencia_shared.ledger.xǁLedgerǁmark_erp_updated__mutmut_*'
+  "$L.x_refund_idempotency_key__mutmut_*" "$L.xǁRefundClaimǁ*" "$L.xǁClaimTakenǁ*"
+  "$L.xǁLedgerǁget_claim__mutmut_*" "$L.xǁLedgerǁclaim_refund__mutmut_*" "$L.xǁLedgerǁretake_claim__mutmut_*"
+  "$L.xǁLedgerǁsettle_claim__mutmut_*" "$L.xǁLedgerǁmark_erp_updated__mutmut_*" "$L.xǁLedgerǁunsettled_claims__mutmut_*"
 )
 if [ "$#" -gt 0 ]; then PATTERNS=("$@"); else
-  PATTERNS=('emitir_reembolso.*' 'orchestrator.gates.*' "${CLAIM_STORE[@]}"); fi
+  PATTERNS=('emitir_reembolso.logic.*' 'emitir_reembolso.transitions.*' 'orchestrator.gates.*'
+            "${CLAIM_STORE[@]}"); fi
 
+repo=$PWD
 stack_dir=$(mktemp -d)
 export CADENCIA_TEST_STACK_DIR="$stack_dir/stack" CADENCIA_LOCAL_STACK_DIR="$stack_dir/stack"
-cleanup() { .venv/bin/python -m scripts.local_stack down >&2 || true; rm -rf "$stack_dir"; }
+cleanup() { bash "$repo/scripts/local-stack" down >&2 || true; rm -rf "$stack_dir"; }
 trap cleanup EXIT
-.venv/bin/python -m scripts.local_stack up >&2
+bash scripts/local-stack up >&2
 
-rm -rf mutants
+work=.mutacao
+[ -n "${MUTACAO_RETOMAR:-}" ] || rm -rf "$work"
+mkdir -p "$work"
+for src in functions/*/ orchestrator/ scripts/ sql/ tests/; do
+  rm -rf "$work/$(basename "$src")" && cp -a "$src" "$work/$(basename "$src")"
+done
+find "$work" -name __pycache__ -prune -exec rm -rf {} +
+cp pyproject.toml "$work/"
+cd "$work"
 started=$(date +%s)
-.venv/bin/mutmut run --max-children "${MUTMUT_CHILDREN:-2}" "${PATTERNS[@]}" >&2 || true
-.venv/bin/mutmut results --all true > mutants/resultado.txt || true
-echo "mutmut: $(( $(date +%s) - started )) s; per-mutant status in mutants/resultado.txt"
-.venv/bin/python scripts/mutation_score.py mutants/resultado.txt "${PATTERNS[@]}"
+"$repo/.venv/bin/mutmut" run --max-children "${MUTMUT_CHILDREN:-2}" "${PATTERNS[@]}" >&2 || true
+"$repo/.venv/bin/mutmut" results --all true > mutants/resultado.txt || true
+echo "mutmut: $(( $(date +%s) - started )) s; per-mutant status in $work/mutants/resultado.txt"
+"$repo/.venv/bin/python" "$repo/scripts/mutation_score.py" mutants/resultado.txt "${PATTERNS[@]}"
