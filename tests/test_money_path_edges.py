@@ -92,3 +92,14 @@ def test_the_ceiling_records_each_attempt_with_its_order_and_key(mocked_aws):
     records = list(ledger.history(conv, tipo=ItemType.ATTEMPT))
     assert [(r["pedidoId"], r["chaveIdempotencia"], r["tentativaNumero"]) for r in records] == [
         ("4821", refund_idempotency_key(conv, "4821"), 1), ("4821", refund_idempotency_key(conv, "4821"), 2)]
+
+
+def test_a_lost_claim_says_which_key_and_state_it_lost_to(mocked_aws):
+    """The reason an operator reads in a trace when a conditional claim loses."""
+    from cadencia_shared.ledger import ClaimTaken
+
+    claim = _claim(mocked_aws["ledger"], f"conv-lost-{uuid.uuid4().hex[:6]}")
+    with pytest.raises(ClaimTaken) as lost:
+        _claim(mocked_aws["ledger"], claim.conversa_id)
+    assert str(lost.value) == f"claim {claim.chave} already exists ({ClaimStatus.IN_PROGRESS})"
+    assert lost.value.existing == claim
