@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from cadencia_shared.catalog import EMITIR_REEMBOLSO
-from cadencia_shared.ledger import ClaimStatus, Ledger, refund_idempotency_key
+from cadencia_shared.ledger import ClaimStatus, Ledger, refund_idempotency_key, table_definition
 from emitir_reembolso import handler as refund_handler
 from orchestrator.invokers.local import LocalContext, function_environment
 
@@ -92,13 +92,28 @@ def reconcile_pass(local_stack):
     return report
 
 
-def ledger(local_stack) -> Ledger:
+def _dynamodb(local_stack):
     import boto3
 
     env = local_stack.aws_environment()
-    client = boto3.client("dynamodb", region_name=env["AWS_REGION"], endpoint_url=env["AWS_ENDPOINT_URL"],
-                          aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
-    return Ledger(local_stack.ledger_table, client)
+    return boto3.client("dynamodb", region_name=env["AWS_REGION"], endpoint_url=env["AWS_ENDPOINT_URL"],
+                        aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
+
+
+def ledger(local_stack) -> Ledger:
+    return Ledger(FAST["LEDGER_TABLE"], _dynamodb(local_stack))
+
+
+@pytest.fixture(autouse=True)
+def private_ledger(local_stack, monkeypatch):
+    """A ledger table of its own for each test (same definition, on the moto server):
+    a reconciliation pass here never meets another test's unsettled claims."""
+    name = f"cadencia-teste-{uuid.uuid4().hex[:10]}"
+    client = _dynamodb(local_stack)
+    client.create_table(**table_definition(name))
+    monkeypatch.setitem(FAST, "LEDGER_TABLE", name)
+    yield name
+    client.delete_table(TableName=name)
 
 
 def wait_gateway_done(gateway, key: str, timeout: float = IN_FLIGHT_S + 6) -> None:

@@ -133,7 +133,8 @@ def test_no_history_releases_money_a_request_may_still_move():
 
 def test_the_refund_logic_moves_money_only_through_the_table():
     """In the refund logic, ERP releases and applications happen inside
-    ``transition`` (plus the repair of an executed claim's ERP row), nowhere else."""
+    ``transition``, plus the repair of an executed claim's lost ERP update (``_decide``
+    on a repeat, ``finish_executed`` for the reconciler; idempotent per key), nowhere else."""
     import ast
     import inspect
 
@@ -146,5 +147,5 @@ def test_the_refund_logic_moves_money_only_through_the_table():
             for node in ast.walk(fn):
                 if isinstance(node, ast.Attribute) and node.attr in callers:
                     callers[node.attr].add(fn.name)
-    assert callers == {"release": {"transition"}, "apply_executed": {"transition", "_decide"},
+    assert callers == {"release": {"transition"}, "apply_executed": {"transition", "_decide", "finish_executed"},
                        "reserve": {"_claim"}}

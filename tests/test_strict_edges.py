@@ -243,3 +243,21 @@ def test_hostile_inputs_get_typed_errors_and_change_nothing(tools, unchanged, to
     attack()
     assert len(seen) >= 500
     unchanged.check()
+
+
+def test_a_trailing_newline_from_the_model_never_reaches_the_ceiling_or_a_tool(mocked_aws):
+    from orchestrator.events import TurnRequest
+    from orchestrator.model import Deadline
+
+    from .support.anthropic_fake import ScriptedModel, text_reply, tool_use
+    from .support.orchestrators import CountingInvoker, build
+
+    model = ScriptedModel(tool_use(EMITIR_REEMBOLSO.name, {"pedidoId": "4821\n", "valor": 10}), text_reply("ok"))
+    invoker = CountingInvoker()
+    orch, _ = build(model, mocked_aws["ledger"], invoker)
+    orch.handle(TurnRequest.model_validate(TURN), Deadline.after(60))
+    (result,) = model.tool_results(1)
+    assert result["is_error"] is True and json.loads(result["content"])["erro"] == "entrada_invalida"
+    assert sum(invoker.calls.values()) == 0
+    kinds = {item["tipo"]["S"] for item in mocked_aws["dynamodb"].scan(TableName=LEDGER_TABLE)["Items"]}
+    assert kinds and "contador_tentativas" not in kinds and "tentativa" not in kinds

@@ -79,7 +79,10 @@ class ClaimStatus(StrEnum):
 
 
 FINAL_CLAIM_STATUSES = frozenset({ClaimStatus.EXECUTED, ClaimStatus.DECLINED})
-SETTLED_CLAIM_STATUSES = FINAL_CLAIM_STATUSES | {ClaimStatus.FAILED_BEFORE_GATEWAY}
+# Claims that leave the reconciler's index when settled. An executed claim leaves
+# it only once the ERP has it too (``mark_erp_updated``), so a crash between the
+# two is finished by the reconciler, not only by a repeat of the conversation.
+SETTLED_CLAIM_STATUSES = frozenset({ClaimStatus.DECLINED, ClaimStatus.FAILED_BEFORE_GATEWAY})
 
 
 class AttemptResult(StrEnum):
@@ -487,9 +490,9 @@ class Ledger:
         self.client.update_item(
             TableName=self.table_name,
             Key=self._key(f"reivindicacao#{claim.chave}"),
-            UpdateExpression="SET erpAtualizado = :sim",
+            UpdateExpression="SET erpAtualizado = :sim REMOVE #pend",
             ConditionExpression="#st = :executado",
-            ExpressionAttributeNames={"#st": "status"},
+            ExpressionAttributeNames={"#st": "status", "#pend": GSI_UNSETTLED_PARTITION},
             ExpressionAttributeValues=self._ser({":sim": True, ":executado": ClaimStatus.EXECUTED.value}),
         )
         return replace(claim, erp_atualizado=True)

@@ -13,12 +13,8 @@ from typing import Any, Literal
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from cadencia_shared import db
 from cadencia_shared.observability import logger_for
-from emitir_reembolso.handler import adapters
-from emitir_reembolso.logic import RefundService
-from emitir_reembolso.repository import RefundOrders
-from emitir_reembolso.settings import RefundSettings
+from emitir_reembolso.handler import refund_service
 
 from .logic import Reconciler
 from .settings import ReconcilerSettings
@@ -59,13 +55,5 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
 
 def build(settings: ReconcilerSettings) -> Reconciler:
     """The refund's own service and adapters, with the reconciler's DB user."""
-    wired = adapters(RefundSettings(aws=settings.aws, db=settings.db, ledger=settings.ledger,
-                                    gateway=settings.gateway))
-    service = RefundService(
-        ledger=wired.ledger,
-        orders=RefundOrders(db.connection(settings.db)),
-        gateway=wired.gateway,
-        read_gateway_token=wired.read_gateway_token,
-        claim_lease_s=settings.gateway.claim_lease_s,
-    )
-    return Reconciler(wired.ledger, service, batch=settings.run.batch)
+    service = refund_service(settings)
+    return Reconciler(service.ledger, service, batch=settings.run.batch)

@@ -103,13 +103,18 @@ class Reconciler:
         return report
 
     def _visit(self, claim: RefundClaim, now_ms: int) -> Verdict:
+        if claim.status is ClaimStatus.EXECUTED:  # debited, but its ERP update was lost
+            return self._guarded(claim, lambda: (self.service.finish_executed(claim), True))
         if claim.status is not ClaimStatus.UNKNOWN and not claim.lease_expired(now_ms):
             return Verdict.BUSY
+        if claim.status is ClaimStatus.IN_PROGRESS:
+            return self._guarded(claim, lambda: self.service.release_abandoned(claim))
+        return self._guarded(claim, lambda: self.service.reconcile_claim(claim))
+
+    @staticmethod
+    def _guarded(claim: RefundClaim, settle: Callable[[], tuple[RefundClaim, bool]]) -> Verdict:
         try:
-            if claim.status is ClaimStatus.IN_PROGRESS:
-                settled, took_over = self.service.release_abandoned(claim)
-            else:
-                settled, took_over = self.service.reconcile_claim(claim)
+            settled, took_over = settle()
         except Exception as err:  # noqa: BLE001 - one claim's failure must not stop the pass; it stays pending
             _log.warning("claim not reconciled", extra={"chave": claim.chave, "erro": type(err).__name__})
             return Verdict.ERROR

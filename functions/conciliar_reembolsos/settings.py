@@ -2,9 +2,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from cadencia_shared.aws import AwsSettings
-from cadencia_shared.settings import DatabaseSettings, EnvSettings, LedgerSettings
-from emitir_reembolso.settings import GatewaySettings
+from cadencia_shared.settings import EnvSettings
+from emitir_reembolso.settings import RefundSettings
 
 
 class PassSettings(EnvSettings):
@@ -13,19 +12,13 @@ class PassSettings(EnvSettings):
     batch: int = Field(25, alias="RECONCILER_BATCH", ge=1, le=1000)
 
 
-class ReconcilerSettings(EnvSettings):
-    aws: AwsSettings
-    db: DatabaseSettings
-    ledger: LedgerSettings
-    gateway: GatewaySettings
+class ReconcilerSettings(RefundSettings):
+    """The refund's settings (its own DB_USER comes from the environment), plus the pass's."""
+
     run: PassSettings
 
     @classmethod
     def from_env(cls, environ=None):  # type: ignore[override]
-        return cls(
-            aws=AwsSettings.from_env(environ),
-            db=DatabaseSettings.from_env(environ),
-            ledger=LedgerSettings.from_env(environ),
-            gateway=GatewaySettings.from_env(environ),
-            run=PassSettings.from_env(environ),
-        )
+        refund = RefundSettings.from_env(environ)
+        return cls(aws=refund.aws, db=refund.db, ledger=refund.ledger, gateway=refund.gateway,
+                   run=PassSettings.from_env(environ))

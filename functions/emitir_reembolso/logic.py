@@ -212,6 +212,13 @@ class RefundService:
                 return self.transition(claim, heard), True
         return self.transition(claim, self._send(claim, token)), True
 
+    def finish_executed(self, claim: RefundClaim) -> RefundClaim:
+        """An executed claim whose ERP update was lost (a crash between the ledger and
+        the ERP): add it to the order — once per key, whoever gets there first."""
+        with self.orders.transaction():
+            self.orders.apply_executed(chave=claim.chave, pedido_id=claim.pedido_id, valor=claim.valor)
+        return self.ledger.mark_erp_updated(claim)
+
     def release_abandoned(self, existing: RefundClaim) -> tuple[RefundClaim, bool]:
         """An in-progress claim whose lease is over never recorded a send (that record
         precedes every POST), so nothing left for it: take it over (fenced, so a slow
