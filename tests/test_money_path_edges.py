@@ -45,6 +45,7 @@ def test_a_claim_taken_behind_the_row_lock_is_answered_from_it_and_reserves_noth
     if final:
         assert out["resultado"] == "bloqueado_por_idempotencia"
         assert out["dados"]["resultadoOriginal"] == ClaimStatus.DECLINED.value
+        assert out["dados"]["conciliado"] is False  # this invocation reconciled nothing
     else:
         assert out["resultado"] == "em_processamento"
     assert out["dados"]["chaveIdempotencia"] == claim.chave and out["dados"]["valor"] == "50.00"
@@ -75,6 +76,7 @@ def test_reconciling_a_claim_another_invocation_took_answers_from_its_claim(mock
         assert out["resultado"] == "bloqueado_por_idempotencia"
         assert out["dados"]["resultadoOriginal"] == ClaimStatus.EXECUTED.value
         assert out["dados"]["transacao"] == "rb_y"
+        assert out["dados"]["conciliado"] is False  # the winner reconciled, not this invocation
     else:
         assert out["resultado"] == "em_processamento"
 
