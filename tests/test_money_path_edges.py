@@ -105,3 +105,29 @@ def test_a_lost_claim_says_which_key_and_state_it_lost_to(mocked_aws):
         _claim(mocked_aws["ledger"], claim.conversa_id)
     assert str(lost.value) == f"claim {claim.chave} already exists ({ClaimStatus.IN_PROGRESS})"
     assert lost.value.existing == claim
+
+
+def test_the_ceiling_control_tells_the_model_why_and_records_how_each_attempt_ended(mocked_aws):
+    """The ceiling as a control (orchestrator/controls.py): the refusal body the model reads
+    names the attempt and the limit, and the after-step stores why an invoked attempt failed
+    (killed survivors of mutation testing on RetryCeiling.before/after)."""
+    from orchestrator.controls import CallContext, CallOutcome
+    from orchestrator.invokers.base import Invocation, InvocationStatus
+    from orchestrator.model import Deadline
+
+    ledger = mocked_aws["ledger"]
+    ceiling = RetryCeiling(ledger, limit=1)
+    conv = f"conv-ctl-{uuid.uuid4().hex[:6]}"
+    call = ToolCall(spec=TOOLS["emitir_reembolso"], tool_use_id="t1", arguments={"pedidoId": "4821", "valor": 1},
+                    conversation_id=conv, customer_id=1001)
+    first = CallContext(call=call, deadline=Deadline.after(60))
+    assert ceiling.before(first) is None
+    ceiling.after(first, CallOutcome(invocation=Invocation(InvocationStatus.TIMEOUT, detail="x")))
+
+    refusal = ceiling.before(CallContext(call=call, deadline=Deadline.after(60)))
+    assert refusal is not None
+    assert refusal.details == {
+        "tentativaNumero": 2, "teto": 1,
+        "mensagem": "Limite de tentativas atingido; um atendente humano vai revisar. Não tente novamente."}
+    first_record = next(r for r in ledger.history(conv, tipo=ItemType.ATTEMPT) if r["tentativaNumero"] == 1)
+    assert (first_record["resultado"], first_record["detalhe"]) == ("erro_da_ferramenta", "tempo_esgotado")
