@@ -26,9 +26,10 @@ from typing import Any, Protocol
 from cadencia_shared.ledger import Attempt, AttemptResult, Ledger
 from cadencia_shared.observability import Metric, count_for_tool
 from cadencia_shared.outcomes import Outcome
+from cadencia_shared.settings import ApprovalSettings
 
 from . import texts
-from .invokers import Invocation
+from .invokers import Invocation, ToolInvoker
 from .model import Deadline
 from .steps import Ending, HandOff, Reply
 from .tools import ToolCall
@@ -175,9 +176,13 @@ class RetryCeiling:
         self.ledger.record_attempt_result(ctx.notes[RetryCeiling], AttemptResult(result), detail)
 
 
-def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float) -> list[Control]:
+def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float, invoker: ToolInvoker,
+                     approval: ApprovalSettings) -> list[Control]:
     """The chain, in order (see the module doc). One line per control."""
+    from .approval_gate import ConfirmationGate  # it builds on this module's types
+
     return [
         CallTimeBudget(reserve_s),
         RetryCeiling(ledger, ceiling),
+        ConfirmationGate(ledger, invoker, approval, reserve_s=reserve_s),
     ]

@@ -21,7 +21,7 @@ class TurnRequest(BaseModel):
     mensagem: CustomerMessage  # line breaks and emoji joiners allowed; bidi/control characters refused
 
 
-TurnStatus = Literal["ativa", "aguardando_humano", "em_processamento", "erro"]
+TurnStatus = Literal["ativa", "aguardando_humano", "aguardando_aprovacao", "em_processamento", "erro"]
 
 
 class TurnReply(BaseModel):

@@ -11,6 +11,7 @@
        RunAgain (pause_turn) ─► next round
        ShrinkContext ─► trim once, then hand off
        HandOff (refusal, context, round budget) ─► aguardando_humano
+       AwaitApproval (confirmation gate) ─► aguardando_aprovacao (no model call until decided)
     model error (429/529/5xx/timeout) ─► bounded retry in model.py ─► clean failure reply
 
 The model only ever *proposes*: every limit, every approval and what counts as
@@ -54,7 +55,7 @@ from .controls import Control, default_controls
 from .invokers import ToolInvoker
 from .model import ContextWindowExceeded, Deadline, ModelClient, ModelUnavailable
 from .settings import OrchestratorSettings
-from .steps import Diagnosis, Ending, HandOff, RunAgain, RunTools, ShrinkContext, Step, next_step, step_for_model_error
+from .steps import AwaitApproval, Diagnosis, Ending, HandOff, RunAgain, RunTools, ShrinkContext, Step, next_step, step_for_model_error
 from .tool_round import ToolRound
 from .tools import definitions
 
@@ -100,7 +101,8 @@ class Orchestrator:
         self.model = model
         self.invoker = invoker
         if controls is None:
-            controls = default_controls(ledger, ceiling=settings.ceiling, reserve_s=settings.reserve_s)
+            controls = default_controls(ledger, ceiling=settings.ceiling, reserve_s=settings.reserve_s,
+                                        invoker=invoker, approval=settings.approval)
         self.tool_round = ToolRound(invoker, controls)
         self.tools = definitions(strict=settings.strict_tools)
         self.log = logger or Logger(service="orchestrator")
@@ -152,6 +154,10 @@ class Orchestrator:
         if state.status is ConversationStatus.WAITING_HUMAN:
             # A human owns the conversation now: the model is not consulted.
             return _Outcome(messages, ConversationStatus.WAITING_HUMAN, texts.WAITING_HUMAN, "aguardando_humano")
+        if state.status is ConversationStatus.WAITING_APPROVAL:
+            # A call awaits a person's decision; the decision resumes the conversation.
+            return _Outcome(messages, ConversationStatus.WAITING_APPROVAL, texts.STILL_AWAITING_APPROVAL,
+                            "aguardando_aprovacao")
         turn = _TurnState(req, deadline, history.trim(messages, self.settings.history_max_messages))
         for _ in range(self.settings.max_rounds):
             outcome = self._apply(turn, self._ask_model(turn))
@@ -218,6 +224,8 @@ class Orchestrator:
             self.ledger.append_audit(conversa_id=turn.request.conversaId, evento="ENCAMINHADO_PARA_HUMANO",
                                      detalhes={"motivo": step.reason, "mensagemId": turn.request.mensagemId})
             return _Outcome(turn.messages, ConversationStatus.WAITING_HUMAN, step.text, step.reason)
+        if isinstance(step, AwaitApproval):
+            return _Outcome(turn.messages, ConversationStatus.WAITING_APPROVAL, step.text, step.reason)
         if step.keep:
             self._keep_without_running(turn.messages, step.keep)
         return _Outcome(turn.messages, ConversationStatus.ACTIVE, step.text, step.reason)

@@ -9,7 +9,7 @@ from pydantic import Field, Json
 
 from cadencia_shared.aws import AwsSettings
 from cadencia_shared.catalog import TOOLS
-from cadencia_shared.settings import EnvSettings, LedgerSettings
+from cadencia_shared.settings import ApprovalSettings, EnvSettings, LedgerSettings
 
 
 class ModelProvider(StrEnum):
@@ -43,9 +43,11 @@ class OrchestratorSettings(EnvSettings):
     )
     strict_tools: bool = Field(True, alias="STRICT_TOOLS")
     ledger: LedgerSettings = Field(default_factory=LedgerSettings)
+    approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
     aws: AwsSettings = Field(default_factory=AwsSettings)
 
     @classmethod
     def from_env(cls, environ=None):  # type: ignore[override]
         base = super().from_env(environ)
-        return base.model_copy(update={"ledger": LedgerSettings.from_env(environ), "aws": AwsSettings.from_env(environ)})
+        return base.model_copy(update={"ledger": LedgerSettings.from_env(environ), "aws": AwsSettings.from_env(environ),
+                                       "approval": ApprovalSettings.from_env(environ)})

@@ -17,6 +17,9 @@ tentativa              ``tentativa#{conversa}#{assunto}#{tool}#n`` PutItem attri
 conversa               ``conversa#{conversa}``                    UpdateItem with version fence
 mensagem               ``mensagem#{conversa}#{mensagemId}``       PutItem attribute_not_exists
 auditoria              ``auditoria#{uuid}``                       PutItem attribute_not_exists
+aprovacao              ``aprovacao#{approval_id(...)}``           PutItem attribute_not_exists;
+                                                                  decided/consumed by a conditional
+                                                                  UpdateItem on its status
 =====================  =========================================  ===============================
 
 ``chaveIdempotencia`` keeps Lab 87's format ``{conversaId}#{pedidoId}#reembolso``.
@@ -27,6 +30,7 @@ so no two different tuples can produce the same key.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
@@ -50,6 +54,9 @@ GSI_SORT = "registradoEm"
 GSI_UNSETTLED = "reembolsosPendentes"
 GSI_UNSETTLED_PARTITION = "pendencia"
 UNSETTLED_MARK = "reembolso"
+# Approval requests awaiting a decision share that sparse index under their own
+# partition value: operators list them with a Query, never a Scan.
+APPROVAL_PENDING_MARK = "aprovacao"
 TTL_ATTRIBUTE = "expiraEm"
 
 ATTEMPT_EVENT = "TENTATIVA_DE_FERRAMENTA_REGISTRADA"
@@ -66,6 +73,7 @@ class ItemType(StrEnum):
     CONVERSATION = "conversa"
     INBOUND = "mensagem"
     AUDIT = "auditoria"
+    APPROVAL = "aprovacao"
 
 
 class ClaimStatus(StrEnum):
@@ -109,11 +117,24 @@ class InboundStatus(StrEnum):
 class ConversationStatus(StrEnum):
     ACTIVE = "ativa"
     WAITING_HUMAN = "aguardando_humano"
+    WAITING_APPROVAL = "aguardando_aprovacao"  # a call awaits a person's decision (issue 10)
 
 
 def refund_idempotency_key(conversa_id: str, pedido_id: str) -> str:
     """Lab 87's key: one refund per (conversation, order)."""
     return f"{_id(conversa_id)}#{_id(pedido_id)}#reembolso"
+
+
+def approval_id(conversa_id: str, ferramenta: str, versao: str, argumentos_sha256: str) -> str:
+    """One approval request per (conversation, tool, tool version, canonical
+    arguments): the same call asked again finds the same record, and any other
+    conversation, amount or version is a different record. Short enough to type."""
+    material = "\x00".join((_id(conversa_id), _id(ferramenta), _id(versao), _id(argumentos_sha256)))
+    return hashlib.sha256(material.encode()).hexdigest()[:32]
+
+
+def approval_pk(approval: str) -> str:
+    return f"aprovacao#{_id(approval)}"
 
 
 def _id(value: str) -> str:

@@ -1,0 +1,177 @@
+"""The confirmation gate (issue 10): an irreversible call its policy flags runs
+only with a person's approval bound to exactly that call.
+
+Placed after the retry ceiling: a call the ceiling refuses never asks anyone,
+and every call that runs — an approved one included — was counted.
+
+    policy says no approval needed ─────────────────────────────► pass
+    needed, no approver configured ─► refuse, hand off (never executes)
+    needed ─► the approval for (conversation, tool, version, SHA-256 of the canonical arguments):
+        none / expired unused ─► create a request ─► the conversation waits (AwaitApproval)
+        pendente              ─► still waiting
+        negada                ─► is_error with the approver's reason; the customer is told
+        aprovada              ─► consume it (one conditional write) ─► pass
+        consumida             ─► pass (the same call again: the refund's idempotency key
+                                 answers it, so no second debit can follow)
+
+Whether an order was already refunded is read through the status tool
+(``valorReembolsado``, the ERP's own figure): the orchestrator may already invoke
+that Lambda, so no new privilege is needed, and the ERP — not this conversation's
+ledger — knows refunds made in other conversations or outside the agent. The
+ledger cannot: a refund claim is keyed by (conversation, order), so "any claim for
+this order" would need a new index and still miss refunds made elsewhere. When the
+figure cannot be read the gate assumes a prior refund (fail closed).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+from enum import StrEnum
+from typing import Any
+
+from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalStore, canonical_arguments
+from cadencia_shared.catalog import CONSULTAR_STATUS_PEDIDO, ApprovalPolicy
+from cadencia_shared.ledger import Ledger
+from cadencia_shared.settings import ApprovalSettings
+
+from . import texts
+from .controls import CallContext, CallOutcome, Refusal
+from .invokers import ToolInvoker
+from .steps import AwaitApproval, HandOff, Reply
+from .tools import ToolCall, canonical_input, tool_version
+
+
+class ApprovalRefusal(StrEnum):
+    """The ``erro`` the model reads when the gate stops a call (wire names)."""
+
+    AWAITING = "aguardando_aprovacao"
+    DENIED = "aprovacao_negada"
+    NO_APPROVER = "aprovacao_sem_aprovador"
+
+
+class Why(StrEnum):
+    """Why a call needs approval (``motivo`` of the request)."""
+
+    ABOVE_THRESHOLD = "acima_do_limite"
+    SECOND_REFUND = "segundo_reembolso"
+    PRIOR_REFUNDS_UNKNOWN = "reembolsos_anteriores_desconhecidos"
+
+
+class ConfirmationGate:
+    def __init__(self, ledger: Ledger, invoker: ToolInvoker, settings: ApprovalSettings, *, reserve_s: float) -> None:
+        self.ledger = ledger
+        self.store = ApprovalStore(ledger)
+        self.invoker = invoker
+        self.settings = settings
+        self.reserve_s = reserve_s
+
+    # -- the policy -------------------------------------------------------------
+    def why_approval(self, call: ToolCall, policy: ApprovalPolicy, ctx: CallContext) -> Why | None:
+        amount = Decimal(str(call.arguments[policy.amount_field]))
+        threshold = policy.default_threshold if self.settings.threshold is None else self.settings.threshold
+        if amount > threshold:
+            return Why.ABOVE_THRESHOLD
+        if not policy.second_refund:
+            return None
+        refunded = self._refunded_by_others(call, ctx)
+        if refunded is None:
+            return Why.PRIOR_REFUNDS_UNKNOWN
+        return Why.SECOND_REFUND if refunded > 0 else None
+
+    def _refunded_by_others(self, call: ToolCall, ctx: CallContext) -> Decimal | None:
+        key = call.idempotency_key
+        if key is not None and self.ledger.get_claim(key) is not None:
+            # This conversation's own refund of this order, asked again: its
+            # idempotency key answers it, no new money can move.
+            return Decimal(0)
+        if ctx.deadline.remaining_s() - self.reserve_s < CONSULTAR_STATUS_PEDIDO.timeout_s + call.spec.timeout_s:
+            return None
+        event = {"pedidoId": call.order_id, "conversaId": call.conversation_id, "clienteId": call.customer_id}
+        answer = self.invoker.invoke(CONSULTAR_STATUS_PEDIDO, event)
+        data = (answer.payload or {}).get("dados") if answer.answered and (answer.payload or {}).get("ok") else None
+        try:
+            return Decimal(str(data["valorReembolsado"])) if isinstance(data, dict) else None
+        except (KeyError, InvalidOperation):
+            return None
+
+    # -- the control ------------------------------------------------------------
+    def before(self, ctx: CallContext) -> Refusal | None:
+        call = ctx.call
+        policy = call.spec.approval
+        if policy is None:
+            return None
+        why = self.why_approval(call, policy, ctx)
+        if why is None:
+            return None
+        if not self.settings.approvers:
+            self._audit(call, "APROVACAO_SEM_APROVADOR", {"motivo": why.value})
+            return Refusal(ApprovalRefusal.NO_APPROVER,
+                           {"mensagem": "Esta chamada exige aprovação humana e não há aprovador; não foi executada. "
+                                        "Não tente novamente."},
+                           ending=HandOff(texts.NO_APPROVER, "aprovacao_sem_aprovador"))
+        return self._with_approval(call, policy, why)
+
+    def _with_approval(self, call: ToolCall, policy: ApprovalPolicy, why: Why) -> Refusal | None:
+        version = tool_version(call.spec.name, self.settings.release)
+        arguments = canonical_input(call.spec.name, call.arguments)
+        digest = canonical_arguments(arguments)[1]
+        record, created = self.store.request(
+            ferramenta=call.spec.name, versao=version, argumentos=arguments, conversa_id=call.conversation_id,
+            cliente_id=call.customer_id, valor=Decimal(str(arguments[policy.amount_field])), motivo=why.value,
+            validade_s=self.settings.validity_s,
+        )
+        bound = record.binds(conversa_id=call.conversation_id, ferramenta=call.spec.name, versao=version,
+                             argumentos_sha256=digest)
+        if bound and self._usable(record):
+            return None
+        if record.status is ApprovalStatus.DENIED:
+            return self._denied(call, record)
+        if record.status is ApprovalStatus.PENDING and bound and not record.expired(self.ledger.now_ms()):
+            if created:
+                self._audit_record(record, "APROVACAO_SOLICITADA")
+            return self._awaiting(record)
+        # Consumed or approved but expired, or a record that does not bind this
+        # call: never executes; a person takes over.
+        self._audit(call, "APROVACAO_INVALIDA", {"aprovacaoId": record.id, "status": record.status.value,
+                                                  "vinculada": bound})
+        return Refusal(ApprovalRefusal.NO_APPROVER, {"mensagem": "Aprovação inválida ou expirada; não executada."},
+                       ending=HandOff(texts.APPROVAL_EXPIRED, "aprovacao_expirada"))
+
+    def _usable(self, record: ApprovalRecord) -> bool:
+        if record.expired(self.ledger.now_ms()):
+            return False
+        if record.status is ApprovalStatus.APPROVED:
+            if self.store.consume(record):
+                self._audit_record(record, "APROVACAO_CONSUMIDA")
+                return True
+            fresh = self.store.get(record.id)  # lost the race: consumed by the winner?
+            return fresh is not None and fresh.status is ApprovalStatus.CONSUMED
+        return record.status is ApprovalStatus.CONSUMED
+
+    @staticmethod
+    def _awaiting(record: ApprovalRecord) -> Refusal:
+        return Refusal(ApprovalRefusal.AWAITING,
+                       {"aprovacaoId": record.id,
+                        "mensagem": "Esta chamada aguarda a aprovação de uma pessoa e NÃO foi executada. "
+                                    "Não tente novamente: a conversa continua quando houver uma decisão."},
+                       ending=AwaitApproval(texts.AWAITING_APPROVAL, "aguardando_aprovacao"))
+
+    def _denied(self, call: ToolCall, record: ApprovalRecord) -> Refusal:
+        return Refusal(ApprovalRefusal.DENIED,
+                       {"aprovacaoId": record.id, "motivo": record.justificativa,
+                        "mensagem": "A aprovação foi negada; a chamada não foi executada. Não tente novamente."},
+                       ending=Reply(texts.APPROVAL_DENIED.format(pedidoId=call.order_id), "aprovacao_negada"))
+
+    def _audit(self, call: ToolCall, event: str, details: dict[str, Any]) -> None:
+        self.ledger.append_audit(conversa_id=call.conversation_id, evento=event,
+                                 detalhes={"ferramenta": call.spec.name, "pedidoId": call.order_id, **details})
+
+    def _audit_record(self, record: ApprovalRecord, event: str) -> None:
+        self.ledger.append_audit(conversa_id=record.conversa_id, evento=event, detalhes={
+            "aprovacaoId": record.id, "ferramenta": record.ferramenta, "versaoFerramenta": record.versao_ferramenta,
+            "argumentosSha256": record.argumentos_sha256, "valor": str(record.valor), "motivo": record.motivo,
+            "status": record.status.value})
+
+    def after(self, ctx: CallContext, outcome: CallOutcome) -> None:
+        return None
+
