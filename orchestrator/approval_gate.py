@@ -47,6 +47,7 @@ class ApprovalRefusal(StrEnum):
     AWAITING = "aguardando_aprovacao"
     DENIED = "aprovacao_negada"
     NO_APPROVER = "aprovacao_sem_aprovador"
+    UNUSABLE = "aprovacao_inutilizavel"  # expired, or not bound to this exact call
 
 
 class Why(StrEnum):
@@ -134,8 +135,8 @@ class ConfirmationGate:
         # call: never executes; a person takes over.
         self._audit(call, "APROVACAO_INVALIDA", {"aprovacaoId": record.id, "status": record.status.value,
                                                   "vinculada": bound})
-        return Refusal(ApprovalRefusal.NO_APPROVER, {"mensagem": "Aprovação inválida ou expirada; não executada."},
-                       ending=HandOff(texts.APPROVAL_EXPIRED, "aprovacao_expirada"))
+        return Refusal(ApprovalRefusal.UNUSABLE, {"mensagem": "Aprovação expirada ou que não confere; não executada."},
+                       ending=HandOff(texts.APPROVAL_UNUSABLE, "aprovacao_inutilizavel"))
 
     def _usable(self, record: ApprovalRecord) -> bool:
         if record.expired(self.ledger.now_ms()):

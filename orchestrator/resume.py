@@ -22,18 +22,23 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from decimal import Decimal
 from types import SimpleNamespace
 from typing import Any
 
-from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalStore
+from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalStore, canonical_arguments
 from cadencia_shared.ledger import ConversationBusy, ConversationStatus, Ledger
 from cadencia_shared.outcomes import Outcome
 
 from . import history, texts
 from .events import TurnRequest
+from .controls import default_controls
+from .invokers import ToolInvoker
 from .loop import ConversationBusyError, Orchestrator
 from .model import Deadline
+from .settings import OrchestratorSettings
 from .steps import HandOff
+from .tool_round import RoundResult, ToolRound
 
 
 @dataclass(frozen=True)
@@ -46,7 +51,7 @@ class Resumed:
 
 
 # What the customer hears after an approved call ran, by what the tool answered.
-_APPROVED_TEXT = {
+_APPROVED_TEXT: dict[str, str] = {
     Outcome.EXECUTED: texts.APPROVED_EXECUTED,
     Outcome.BLOCKED_BY_IDEMPOTENCY: texts.APPROVED_ALREADY,
     Outcome.OUTCOME_UNKNOWN: texts.APPROVED_UNCONFIRMED,
@@ -54,61 +59,95 @@ _APPROVED_TEXT = {
 }
 
 
-def resume(orchestrator: Orchestrator, approval: str, deadline: Deadline) -> Resumed:
-    ledger: Ledger = orchestrator.ledger
-    record = ApprovalStore(ledger).get(approval)
-    if record is None or record.status not in (ApprovalStatus.APPROVED, ApprovalStatus.DENIED,
-                                               ApprovalStatus.CONSUMED):
-        return Resumed("", approval, None, "", "nada_a_retomar")
-    lease_s = max(orchestrator.settings.conversation_lease_s, int(deadline.remaining_s()) + 30)
-    try:
-        state = ledger.acquire_conversation(conversa_id=record.conversa_id, cliente_id=record.cliente_id,
-                                            lease_s=lease_s)
-    except ConversationBusy:
-        raise ConversationBusyError(record.conversa_id) from None
-    if state.status is not ConversationStatus.WAITING_APPROVAL:
-        ledger.release_conversation(state)
-        return Resumed(record.conversa_id, approval, None, state.status.value, "nada_a_retomar")
-    try:
-        messages, status, text, reason = _decided(orchestrator, record, list(state.mensagens), deadline)
-        ledger.commit_conversation(state, mensagens=messages, status=status)
-    except BaseException:
-        ledger.release_conversation(state)
-        raise
-    ledger.append_audit(conversa_id=record.conversa_id, evento="CONVERSA_RETOMADA_APOS_APROVACAO",
-                        detalhes={"aprovacaoId": approval, "status": record.status.value, "motivo": reason})
-    return Resumed(record.conversa_id, approval, text, status.value, reason)
+@dataclass(frozen=True)
+class Resumer:
+    """What resuming needs: no model (no new model turn), the ledger, and the same
+    control chain and invoker as the orchestrator's tool rounds."""
+
+    settings: OrchestratorSettings
+    ledger: Ledger
+    tool_round: ToolRound
+
+    @classmethod
+    def of(cls, orchestrator: Orchestrator) -> Resumer:
+        return cls(orchestrator.settings, orchestrator.ledger, orchestrator.tool_round)
+
+    @classmethod
+    def build(cls, settings: OrchestratorSettings, ledger: Ledger, invoker: ToolInvoker) -> Resumer:
+        controls = default_controls(ledger, ceiling=settings.ceiling, reserve_s=settings.reserve_s, invoker=invoker,
+                                    approval=settings.approval)
+        return cls(settings, ledger, ToolRound(invoker, controls))
+
+    def resume(self, approval: str, deadline: Deadline) -> Resumed:
+        record = ApprovalStore(self.ledger).get(approval)
+        if record is None or record.status is ApprovalStatus.PENDING:
+            return Resumed("", approval, None, "", "nada_a_retomar")
+        lease_s = max(self.settings.conversation_lease_s, int(deadline.remaining_s()) + 30)
+        try:
+            state = self.ledger.acquire_conversation(conversa_id=record.conversa_id, cliente_id=record.cliente_id,
+                                                     lease_s=lease_s)
+        except ConversationBusy:
+            raise ConversationBusyError(record.conversa_id) from None
+        if state.status is not ConversationStatus.WAITING_APPROVAL:
+            self.ledger.release_conversation(state)
+            return Resumed(record.conversa_id, approval, None, state.status.value, "nada_a_retomar")
+        try:
+            messages, status, text, reason = self._decided(record, list(state.mensagens), deadline)
+            self.ledger.commit_conversation(state, mensagens=messages, status=status)
+        except BaseException:
+            self.ledger.release_conversation(state)
+            raise
+        self.ledger.append_audit(conversa_id=record.conversa_id, evento="CONVERSA_RETOMADA_APOS_APROVACAO",
+                                 detalhes={"aprovacaoId": approval, "status": record.status.value, "motivo": reason})
+        return Resumed(record.conversa_id, approval, text, status.value, reason)
+
+    def _decided(self, record: ApprovalRecord, messages: list[dict[str, Any]],
+                 deadline: Deadline) -> tuple[list[dict[str, Any]], ConversationStatus, str, str]:
+        """The decision into the history: the approved call as an assistant tool_use
+        with the RECORD's arguments, then its tool_result."""
+        block = SimpleNamespace(type="tool_use", id=f"toolu_aprovacao_{record.id}", name=record.ferramenta,
+                                input=dict(record.argumentos))
+        seen = history.tool_use_ids(messages)
+        messages.append({"role": "assistant", "content": [
+            {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}]})
+        order = record.argumentos.get("pedidoId")
+        if canonical_arguments(record.argumentos)[1] != record.argumentos_sha256:
+            # Edited after it was requested: what would run is not what was decided.
+            self.ledger.append_audit(conversa_id=record.conversa_id, evento="APROVACAO_INVALIDA",
+                                     detalhes={"aprovacaoId": record.id, "status": record.status.value,
+                                               "vinculada": False})
+            body = {"erro": "aprovacao_inutilizavel", "mensagem": "Aprovação inválida; a chamada não foi executada."}
+            messages.append({"role": "user", "content": [history.tool_result(block.id, _json(body), is_error=True)]})
+            return messages, ConversationStatus.WAITING_HUMAN, texts.APPROVAL_UNUSABLE, "aprovacao_inutilizavel"
+        if record.status is ApprovalStatus.DENIED:
+            body = {"erro": "aprovacao_negada", "aprovacaoId": record.id, "motivo": record.justificativa,
+                    "mensagem": "A aprovação foi negada; a chamada não foi executada. Não tente novamente."}
+            messages.append({"role": "user", "content": [history.tool_result(block.id, _json(body), is_error=True)]})
+            return messages, ConversationStatus.ACTIVE, texts.APPROVAL_DENIED.format(pedidoId=order), "aprovacao_negada"
+        request = TurnRequest(conversaId=record.conversa_id, clienteId=record.cliente_id,
+                              mensagemId=f"aprovacao-{record.id}", mensagem="(aprovação)")
+        done = self.tool_round.run(request, [block], deadline, seen)
+        messages.append({"role": "user", "content": done.results})
+        status, text, reason = _after_approved_call(done, record)
+        return messages, status, text, reason
 
 
-def _decided(orchestrator: Orchestrator, record: ApprovalRecord, messages: list[dict[str, Any]],
-             deadline: Deadline) -> tuple[list[dict[str, Any]], ConversationStatus, str, str]:
-    block = SimpleNamespace(type="tool_use", id=f"toolu_aprovacao_{record.id}", name=record.ferramenta,
-                            input=dict(record.argumentos))
-    messages.append({"role": "assistant", "content": [
-        {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}]})
+def _after_approved_call(done: RoundResult, record: ApprovalRecord) -> tuple[ConversationStatus, str, str]:
+    """What the customer hears: only what the tool's answer shows (never more)."""
     order = record.argumentos.get("pedidoId")
-    if record.status is ApprovalStatus.DENIED:
-        body = {"erro": "aprovacao_negada", "aprovacaoId": record.id, "motivo": record.justificativa,
-                "mensagem": "A aprovação foi negada; a chamada não foi executada. Não tente novamente."}
-        messages.append({"role": "user", "content": [history.tool_result(block.id, _json(body), is_error=True)]})
-        return messages, ConversationStatus.ACTIVE, texts.APPROVAL_DENIED.format(pedidoId=order), "aprovacao_negada"
-    request = TurnRequest(conversaId=record.conversa_id, clienteId=record.cliente_id,
-                          mensagemId=f"aprovacao-{record.id}", mensagem="(aprovação)")
-    done = orchestrator.tool_round.run(request, [block], deadline, history.tool_use_ids(messages[:-1]))
-    messages.append({"role": "user", "content": done.results})
     result = done.results[0]
-    if isinstance(done.ending, HandOff) or result.get("is_error"):
-        text = done.ending.text if isinstance(done.ending, HandOff) else texts.APPROVED_NOT_DONE.format(pedidoId=order)
-        return messages, ConversationStatus.WAITING_HUMAN, text, "aprovada_nao_executada"
-    outcome = json.loads(result["content"]).get("resultado", "")
-    template = _APPROVED_TEXT.get(Outcome(outcome) if outcome in Outcome._value2member_map_ else None,
-                                  texts.APPROVED_UNCONFIRMED)
-    text = template.format(pedidoId=order, valor=_reais(record))
-    return messages, ConversationStatus.ACTIVE, text, "aprovada_executada"
+    if isinstance(done.ending, HandOff):
+        return ConversationStatus.WAITING_HUMAN, done.ending.text, "aprovada_nao_executada"
+    if result.get("is_error"):
+        return ConversationStatus.WAITING_HUMAN, texts.APPROVED_NOT_DONE.format(pedidoId=order), \
+            "aprovada_nao_executada"
+    answered = json.loads(result["content"]).get("resultado", "")
+    template = _APPROVED_TEXT.get(answered, texts.APPROVED_UNCONFIRMED)
+    return ConversationStatus.ACTIVE, template.format(pedidoId=order, valor=_reais(record)), "aprovada_executada"
 
 
 def _reais(record: ApprovalRecord) -> str:
-    return format(record.valor.quantize(record.valor.__class__("0.01")), "f").replace(".", ",")
+    return format(record.valor.quantize(Decimal("0.01")), "f").replace(".", ",")
 
 
 def _json(value: Any) -> str:

@@ -41,9 +41,9 @@ NO_APPROVER = (
     "vou encaminhar para um atendente humano. Nenhum valor foi movimentado."
 )
 APPROVAL_DENIED = "Seu pedido de reembolso do pedido {pedidoId} foi analisado e não foi aprovado. Nenhum valor foi movimentado."
-APPROVAL_EXPIRED = (
-    "A análise do seu pedido de reembolso não foi concluída a tempo — vou encaminhar para um atendente humano. "
-    "Nenhum valor foi movimentado."
+APPROVAL_UNUSABLE = (
+    "A aprovação do seu pedido de reembolso não pôde ser usada (expirou ou não confere com o pedido) — "
+    "vou encaminhar para um atendente humano. Nenhum valor foi movimentado."
 )
 # After an approved call ran: by what the tool answered (its outcome), never more.
 APPROVED_EXECUTED = "Seu reembolso de R$ {valor} do pedido {pedidoId} foi aprovado e emitido."
