@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from cadencia_shared.catalog import (
     DATABASE_NAME,
+    DECISION_FUNCTION_NAME,
     ORCHESTRATOR_FUNCTION_NAME,
     RECONCILER_DB_USER,
     RECONCILER_FUNCTION_NAME,
@@ -38,6 +39,7 @@ LOG_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
 
 DB_USERS_FUNCTION_NAME = "cadencia-db-users"
 RECONCILER_ROLE_NAME = "cadencia-conciliar-reembolsos-role"
+DECISION_ROLE_NAME = "cadencia-decidir-aprovacao-role"
 STACK_NAME = "CadenciaAgente"
 
 
@@ -73,6 +75,9 @@ class Ids:
     RECONCILER_ROLE = "RefundReconcilerRole"
     RECONCILER_LOG_GROUP = "RefundReconcilerLogGroup"
     RECONCILER_SCHEDULE = "RefundReconcilerSchedule"
+    DECISION_FUNCTION = "ApprovalDecisionFunction"
+    DECISION_ROLE = "ApprovalDecisionRole"
+    DECISION_LOG_GROUP = "ApprovalDecisionLogGroup"
 
     @staticmethod
     def function(tool: ToolSpec) -> str:
@@ -245,6 +250,24 @@ def reconciler_role(config: StackConfig) -> RoleContract:
     )
 
 
+def decision_role() -> RoleContract:
+    ledger = att(Ids.LEDGER, "Arn")
+    return RoleContract(
+        logical_id=Ids.DECISION_ROLE,
+        role_name=DECISION_ROLE_NAME,
+        service="lambda.amazonaws.com",
+        purpose=f"Lambda {DECISION_FUNCTION_NAME} (approval decisions; operators invoke it; outside the VPC)",
+        grants=(
+            Grant(("dynamodb:Query",), (f"{ledger}/index/{GSI_UNSETTLED}",),
+                  "list pending approval requests from the ledger's sparse index (never a Scan)"),
+            Grant(("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"), (ledger,),
+                  "read an approval, record one decision (conditional write on its status), append the audit record"),
+            Grant(("lambda:InvokeFunction",), (att(Ids.ORCHESTRATOR_FUNCTION, "Arn"),),
+                  "resume the conversation: the orchestrator runs the approved call (this role runs no tool)"),
+        ) + _platform(Ids.DECISION_LOG_GROUP),
+    )
+
+
 def db_users_role() -> RoleContract:
     return RoleContract(
         logical_id=Ids.DB_USERS_ROLE,
@@ -284,6 +307,7 @@ def build(config: StackConfig) -> list[RoleContract]:
         roles += [tool_role(config, t) for t in TOOLS.values()]
         roles.append(orchestrator_role(config))
         roles.append(reconciler_role(config))
+        roles.append(decision_role())
     if config.demo_database and config.deploy_database_users:
         roles.append(db_users_role())
     if config.demo_database:

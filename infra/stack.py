@@ -53,6 +53,7 @@ from . import contract, db_users
 from .config import ANTHROPIC_KEY_SECRET_NAME, StackConfig
 from .contract import Ids
 from .packaging import RDS_CA_BUNDLE_NAME, BuiltAsset
+from .approvals import add_approval_decisions, approval_environment
 from .reconciler import add_refund_reconciler
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12  # must match packaging.LAMBDA_PYTHON_VERSION
@@ -114,6 +115,7 @@ class CadenciaStack(Stack):
                 self.tool_functions[tool.name] = self._tool_function(tool)
             self.orchestrator = self._orchestrator()
             self.reconciler = add_refund_reconciler(self)
+            self.decisions = add_approval_decisions(self)
         self._observability()
         self._outputs()
 
@@ -499,6 +501,7 @@ class CadenciaStack(Stack):
             "TOOL_INVOKER": "aws",
             "TOOL_FUNCTIONS": json.dumps({t.name: t.function_name for t in TOOLS.values()}, sort_keys=True),
             "POWERTOOLS_LOG_LEVEL": "INFO",
+            **approval_environment(self),  # the confirmation gate's policy
         }
         if cfg.uses_bedrock:
             role.add_to_policy(iam.PolicyStatement(actions=["bedrock:InvokeModel"],

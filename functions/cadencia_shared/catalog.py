@@ -77,6 +77,10 @@ RECONCILER_PACKAGE = "conciliar_reembolsos"
 # Every PostgreSQL user the agent's Lambdas log in as (one per Lambda).
 DB_USERS: tuple[str, ...] = (*(t.db_user for t in TOOLS.values()), RECONCILER_DB_USER)
 
+# The approval decisions Lambda (not a tool: operators invoke it, scripts/aprovar.py).
+DECISION_FUNCTION_NAME = "cadencia-decidir-aprovacao"
+DECISION_PACKAGE = "decidir_aprovacao"
+
 ORCHESTRATOR_FUNCTION_NAME = "cadencia-orquestrador"
 LEDGER_TABLE = "cadencia-agente-execucoes"
 GATEWAY_SECRET_NAME = "cadencia/gateway-pagamento"

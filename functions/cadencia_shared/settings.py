@@ -9,15 +9,16 @@ edge instead of a ``KeyError`` deep inside a request.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from decimal import Decimal
 from enum import Enum
 from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from .catalog import DATABASE_NAME, LEDGER_TABLE
-from .models import OrderId
+from .models import APPROVER_PATTERN, OrderId
 
 
 class EnvSettings(BaseModel):
@@ -92,6 +93,18 @@ class ApprovalSettings(EnvSettings):
     # Part of each tool's version: a new release invalidates pending approvals.
     release: OrderId = Field("local", alias="VERSAO_RELEASE")  # the same anchored id pattern as an order
 
+    @field_validator("approvers_csv")
+    @classmethod
+    def _each_approver_an_id(cls, value: str) -> str:
+        bad = [a for a in _split(value) if not re.fullmatch(APPROVER_PATTERN, a)]
+        if bad:
+            raise ValueError(f"APROVADORES: {len(bad)} identidade(s) fora do padrão {APPROVER_PATTERN}")
+        return value
+
     @property
     def approvers(self) -> frozenset[str]:
-        return frozenset(a.strip() for a in self.approvers_csv.split(",") if a.strip())
+        return frozenset(_split(self.approvers_csv))
+
+
+def _split(csv: str) -> list[str]:
+    return [a.strip() for a in csv.split(",") if a.strip()]

@@ -62,7 +62,10 @@ def test_database_and_secret_scoping(default_synth, variant_synth):
                 if action == "secretsmanager:GetSecretValue" and resource == contract.ref(Ids.GATEWAY_SECRET):
                     assert role_id in {Ids.role(EMITIR_REEMBOLSO), Ids.RECONCILER_ROLE}, \
                         f"{role_id} can read the gateway secret"
-                if action == "lambda:InvokeFunction":
+                if action == "lambda:InvokeFunction" and role_id == Ids.DECISION_ROLE:
+                    # Decisions resume the conversation through the orchestrator; never a tool.
+                    assert resource == contract.att(Ids.ORCHESTRATOR_FUNCTION, "Arn")
+                elif action == "lambda:InvokeFunction":
                     assert role_id == Ids.ORCHESTRATOR_ROLE
                     assert resource in {contract.att(Ids.function(t), "Arn") for t in TOOLS.values()}
                 if action.startswith("rds-db:"):
@@ -207,6 +210,33 @@ def _reconciler_invokes_refund(t):
                                               "Resource": {"Fn::GetAtt": [Ids.function(EMITIR_REEMBOLSO), "Arn"]}})
 
 
+def _decision_statement(t, action):
+    for stmt in _policy_of(t, Ids.DECISION_ROLE):
+        if stmt["Action"] == action or action in stmt["Action"]:
+            return stmt
+    raise AssertionError(f"no {action} statement on the decision role")
+
+
+def _decision_invokes_refund(t):
+    stmt = _decision_statement(t, "lambda:InvokeFunction")
+    stmt["Resource"] = [stmt["Resource"], {"Fn::GetAtt": [Ids.function(EMITIR_REEMBOLSO), "Arn"]}]
+
+
+def _decision_scan(t):
+    stmt = _decision_statement(t, "dynamodb:Query")
+    stmt["Action"] = ["dynamodb:Query", "dynamodb:Scan"]
+
+
+def _decision_delete_item(t):
+    stmt = _decision_statement(t, "dynamodb:UpdateItem")
+    stmt["Action"] = [*stmt["Action"], "dynamodb:DeleteItem"]
+
+
+def _decision_gateway_secret(t):
+    _policy_of(t, Ids.DECISION_ROLE).append({"Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
+                                            "Resource": {"Ref": Ids.GATEWAY_SECRET}})
+
+
 def _new_role(t):
     t["Resources"]["ShadowRole"] = copy.deepcopy(t["Resources"][Ids.role(EMITIR_REEMBOLSO)])
 
@@ -230,6 +260,10 @@ MUTATIONS = {
     "reconciler: PutItem": _reconciler_put_item,
     "reconciler: the refund tool's db user": _reconciler_refund_db_user,
     "reconciler: invoke the refund Lambda": _reconciler_invokes_refund,
+    "decision: invoke the refund Lambda": _decision_invokes_refund,
+    "decision: Scan": _decision_scan,
+    "decision: DeleteItem": _decision_delete_item,
+    "decision: the gateway secret": _decision_gateway_secret,
 }
 
 
