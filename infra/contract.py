@@ -78,6 +78,9 @@ class Ids:
     DECISION_FUNCTION = "ApprovalDecisionFunction"
     DECISION_ROLE = "ApprovalDecisionRole"
     DECISION_LOG_GROUP = "ApprovalDecisionLogGroup"
+    HANDOFF_BUS = "HandoffBus"
+    HANDOFF_QUEUE = "HandoffQueue"
+    HANDOFF_RULE = "HandoffRule"
 
     @staticmethod
     def function(tool: ToolSpec) -> str:
@@ -213,6 +216,8 @@ def orchestrator_role(config: StackConfig) -> RoleContract:
               "invoke exactly the three tool Lambdas (unqualified ARNs), nothing else"),
         Grant(("sqs:SendMessage",), (att(Ids.ORCHESTRATOR_DLQ, "Arn"),),
               "dead-letter queue of failed asynchronous invocations (a customer message is never dropped)"),
+        Grant(("events:PutEvents",), (att(Ids.HANDOFF_BUS, "Arn"),),
+              "publish hand-offs and approval requests (masked) on the stack's own bus only"),
     ]
     if config.uses_bedrock:
         grants.append(Grant(("bedrock:InvokeModel",), bedrock_model_arns(config),

@@ -54,6 +54,7 @@ from .config import ANTHROPIC_KEY_SECRET_NAME, StackConfig
 from .contract import Ids
 from .packaging import RDS_CA_BUNDLE_NAME, BuiltAsset
 from .approvals import add_approval_decisions, approval_environment
+from .handoffs import add_handoff_bus
 from .reconciler import add_refund_reconciler
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12  # must match packaging.LAMBDA_PYTHON_VERSION
@@ -114,6 +115,7 @@ class CadenciaStack(Stack):
             for tool in TOOLS.values():
                 self.tool_functions[tool.name] = self._tool_function(tool)
             self.orchestrator = self._orchestrator()
+            self.handoff_bus = add_handoff_bus(self, self.orchestrator, self.orchestrator.role)
             self.reconciler = add_refund_reconciler(self)
             self.decisions = add_approval_decisions(self)
         self._observability()

@@ -130,7 +130,7 @@ class ConfirmationGate:
         if record.status is ApprovalStatus.PENDING and bound and not record.expired(self.ledger.now_ms()):
             if created:
                 self._audit_record(record, "APROVACAO_SOLICITADA")
-            return self._awaiting(record)
+            return self._awaiting(record, created)
         # Consumed or approved but expired, or a record that does not bind this
         # call: never executes; a person takes over.
         self._audit(call, "APROVACAO_INVALIDA", {"aprovacaoId": record.id, "status": record.status.value,
@@ -150,12 +150,15 @@ class ConfirmationGate:
         return record.status is ApprovalStatus.CONSUMED
 
     @staticmethod
-    def _awaiting(record: ApprovalRecord) -> Refusal:
+    def _awaiting(record: ApprovalRecord, created: bool) -> Refusal:
+        request = {"aprovacaoId": record.id, "ferramenta": record.ferramenta, "motivo": record.motivo,
+                   "pedidoId": record.argumentos.get("pedidoId"), "valor": format(record.valor, "f"),
+                   "expiraEmMs": record.expira_em_ms} if created else None
         return Refusal(ApprovalRefusal.AWAITING,
                        {"aprovacaoId": record.id,
                         "mensagem": "Esta chamada aguarda a aprovação de uma pessoa e NÃO foi executada. "
                                     "Não tente novamente: a conversa continua quando houver uma decisão."},
-                       ending=AwaitApproval(texts.AWAITING_APPROVAL, "aguardando_aprovacao"))
+                       ending=AwaitApproval(texts.AWAITING_APPROVAL, "aguardando_aprovacao", request=request))
 
     def _denied(self, call: ToolCall, record: ApprovalRecord) -> Refusal:
         return Refusal(ApprovalRefusal.DENIED,

@@ -49,7 +49,7 @@ from cadencia_shared.ledger import (
 )
 from cadencia_shared.observability import Metric, count
 
-from . import history, texts
+from . import handoffs, history, texts
 from .events import TurnReply, TurnRequest
 from .controls import Control, default_controls
 from .invokers import ToolInvoker
@@ -75,6 +75,7 @@ class _Outcome:
     status: ConversationStatus
     reply: str
     reason: str
+    event: handoffs.Detail | None = None  # published once the outcome is committed
 
 
 @dataclass
@@ -95,6 +96,7 @@ class Orchestrator:
         invoker: ToolInvoker,
         logger: Logger | None = None,
         controls: Sequence[Control] | None = None,
+        events: handoffs.Publisher | None = None,
     ) -> None:
         self.settings = settings
         self.ledger = ledger
@@ -106,6 +108,7 @@ class Orchestrator:
         self.tool_round = ToolRound(invoker, controls)
         self.tools = definitions(strict=settings.strict_tools)
         self.log = logger or Logger(service="orchestrator")
+        self.events = events if events is not None else handoffs.publisher_for(settings)
 
     # -- the turn ---------------------------------------------------------------
     def handle(self, req: TurnRequest, deadline: Deadline) -> TurnReply:
@@ -147,6 +150,8 @@ class Orchestrator:
             self.ledger.release_conversation(state)
             self.ledger.finish_inbound(inbound, resposta=None, ok=False)
             raise
+        if outcome.event is not None:  # only what was committed is announced
+            self.events.publish(outcome.event)
         return reply
 
     def _turn(self, req: TurnRequest, state: ConversationState, deadline: Deadline) -> _Outcome:
@@ -223,9 +228,12 @@ class Orchestrator:
             count(Metric.HUMAN_HANDOFFS, {"Motivo": step.reason})
             self.ledger.append_audit(conversa_id=turn.request.conversaId, evento="ENCAMINHADO_PARA_HUMANO",
                                      detalhes={"motivo": step.reason, "mensagemId": turn.request.mensagemId})
-            return _Outcome(turn.messages, ConversationStatus.WAITING_HUMAN, step.text, step.reason)
+            return _Outcome(turn.messages, ConversationStatus.WAITING_HUMAN, step.text, step.reason,
+                            handoffs.hand_off(turn.request.conversaId, step.reason, turn.request.mensagemId))
         if isinstance(step, AwaitApproval):
-            return _Outcome(turn.messages, ConversationStatus.WAITING_APPROVAL, step.text, step.reason)
+            event = None if step.request is None else handoffs.approval_requested(turn.request.conversaId,
+                                                                                 step.request)
+            return _Outcome(turn.messages, ConversationStatus.WAITING_APPROVAL, step.text, step.reason, event)
         if step.keep:
             self._keep_without_running(turn.messages, step.keep)
         return _Outcome(turn.messages, ConversationStatus.ACTIVE, step.text, step.reason)

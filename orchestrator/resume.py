@@ -30,7 +30,7 @@ from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalSt
 from cadencia_shared.ledger import ConversationBusy, ConversationStatus, Ledger
 from cadencia_shared.outcomes import Outcome
 
-from . import history, texts
+from . import handoffs, history, texts
 from .events import TurnRequest
 from .controls import default_controls
 from .invokers import ToolInvoker
@@ -67,16 +67,17 @@ class Resumer:
     settings: OrchestratorSettings
     ledger: Ledger
     tool_round: ToolRound
+    events: handoffs.Publisher
 
     @classmethod
     def of(cls, orchestrator: Orchestrator) -> Resumer:
-        return cls(orchestrator.settings, orchestrator.ledger, orchestrator.tool_round)
+        return cls(orchestrator.settings, orchestrator.ledger, orchestrator.tool_round, orchestrator.events)
 
     @classmethod
     def build(cls, settings: OrchestratorSettings, ledger: Ledger, invoker: ToolInvoker) -> Resumer:
         controls = default_controls(ledger, ceiling=settings.ceiling, reserve_s=settings.reserve_s, invoker=invoker,
                                     approval=settings.approval)
-        return cls(settings, ledger, ToolRound(invoker, controls))
+        return cls(settings, ledger, ToolRound(invoker, controls), handoffs.publisher_for(settings))
 
     def resume(self, approval: str, deadline: Deadline) -> Resumed:
         record = ApprovalStore(self.ledger).get(approval)
@@ -99,6 +100,8 @@ class Resumer:
             raise
         self.ledger.append_audit(conversa_id=record.conversa_id, evento="CONVERSA_RETOMADA_APOS_APROVACAO",
                                  detalhes={"aprovacaoId": approval, "status": record.status.value, "motivo": reason})
+        if status is ConversationStatus.WAITING_HUMAN:
+            self.events.publish(handoffs.hand_off(record.conversa_id, reason))
         return Resumed(record.conversa_id, approval, text, status.value, reason)
 
     def _decided(self, record: ApprovalRecord, messages: list[dict[str, Any]],

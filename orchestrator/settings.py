@@ -42,6 +42,8 @@ class OrchestratorSettings(EnvSettings):
         default_factory=lambda: {name: spec.function_name for name, spec in TOOLS.items()}, alias="TOOL_FUNCTIONS"
     )
     strict_tools: bool = Field(True, alias="STRICT_TOOLS")
+    # The stack's EventBridge bus for hand-offs and approval requests (orchestrator/handoffs.py).
+    event_bus: str | None = Field(None, alias="EVENT_BUS_NAME")
     ledger: LedgerSettings = Field(default_factory=LedgerSettings)
     approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
     aws: AwsSettings = Field(default_factory=AwsSettings)

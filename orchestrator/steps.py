@@ -65,6 +65,8 @@ class AwaitApproval:
     text: str
     reason: str
     diagnosis: Diagnosis | None = None
+    # A request created by this call (its event's detail); None when it already existed.
+    request: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,11 @@ DECISION_FUNCTION_NAME = "cadencia-decidir-aprovacao"
 DECISION_PACKAGE = "decidir_aprovacao"
 
 ORCHESTRATOR_FUNCTION_NAME = "cadencia-orquestrador"
+# Hand-offs and approval requests (issue 10): the stack's own bus, and the queue its
+# default rule delivers them to (a helpdesk may add rules of its own).
+HANDOFF_BUS_NAME = "cadencia-agente"
+HANDOFF_QUEUE_NAME = "cadencia-encaminhamentos"
+HANDOFF_EVENT_SOURCE = "cadencia.agente"
 LEDGER_TABLE = "cadencia-agente-execucoes"
 GATEWAY_SECRET_NAME = "cadencia/gateway-pagamento"
 DATABASE_NAME = "cadencia"

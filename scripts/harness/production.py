@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from cadencia_shared.catalog import HANDOFF_BUS_NAME
 from cadencia_shared.ledger import ItemType, Ledger
 from orchestrator import handler
 from orchestrator.invokers.local import LocalContext, function_environment
@@ -29,6 +30,7 @@ def orchestrator_environment(state: Any, *, model_env: dict[str, str], tool_envs
         "LEDGER_TABLE": state.ledger_table,
         "TOOL_INVOKER": "local",
         "LOCAL_TOOL_ENVIRONMENTS": str(tool_envs_file),
+        "EVENT_BUS_NAME": HANDOFF_BUS_NAME,  # hand-offs reach the local bus and its queue
     }
 
 

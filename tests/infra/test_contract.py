@@ -237,6 +237,14 @@ def _decision_gateway_secret(t):
                                             "Resource": {"Ref": Ids.GATEWAY_SECRET}})
 
 
+def _orchestrator_default_bus(t):
+    for stmt in _policy_of(t, Ids.ORCHESTRATOR_ROLE):
+        if stmt["Action"] == "events:PutEvents":
+            stmt["Resource"] = [stmt["Resource"], {"Fn::Join": ["", [
+                "arn:", {"Ref": "AWS::Partition"}, ":events:", {"Ref": "AWS::Region"}, ":",
+                {"Ref": "AWS::AccountId"}, ":event-bus/default"]]}]
+
+
 def _new_role(t):
     t["Resources"]["ShadowRole"] = copy.deepcopy(t["Resources"][Ids.role(EMITIR_REEMBOLSO)])
 
@@ -264,6 +272,7 @@ MUTATIONS = {
     "decision: Scan": _decision_scan,
     "decision: DeleteItem": _decision_delete_item,
     "decision: the gateway secret": _decision_gateway_secret,
+    "orchestrator: PutEvents on the default bus": _orchestrator_default_bus,
 }
 
 
