@@ -60,3 +60,9 @@ echo
 
 $PY -m scripts.harness.comparar "$OUT/resultado-minima.json" "$OUT/resultado-producao.json" \
   --grafico "$OUT/resultado-comparacao.png"
+
+# -- Approvals (issue 10): refunds above R$ 500 with no approver, then one approved -----
+# A section of its own (the rounds above keep their figures): its own orders, debits
+# counted on the gateway; non-zero when any figure differs from the expected one.
+echo
+$PY -m scripts.prova_aprovacoes
