@@ -59,6 +59,18 @@ def trim(messages: list[Message], max_messages: int) -> list[Message]:
     return out
 
 
+def append_assistant_text(messages: list[Message], text: str) -> list[Message]:
+    """A person's reply, written as the agent's turn (the model reads it later);
+    joined to a last assistant message so roles keep alternating."""
+    out = list(messages)
+    block = {"type": "text", "text": text}
+    if out and out[-1]["role"] == "assistant":
+        out[-1] = {"role": "assistant", "content": [*_blocks(out[-1]["content"]), block]}
+    else:
+        out.append({"role": "assistant", "content": [block]})
+    return out
+
+
 def text_of(content: list[dict[str, Any]]) -> str:
     return "\n".join(b["text"] for b in content if b.get("type") == "text" and b.get("text")).strip()
 

@@ -15,6 +15,8 @@ reivindicacao          ``reivindicacao#{chaveIdempotencia}``      PutItem attrib
 contador_tentativas    ``contador#{conversa}#{assunto}#{tool}``   UpdateItem ADD (atomic number)
 tentativa              ``tentativa#{conversa}#{assunto}#{tool}#n`` PutItem attribute_not_exists
 conversa               ``conversa#{conversa}``                    UpdateItem with version fence
+                                                                  (``pendencia = humano`` while
+                                                                  aguardando_humano)
 mensagem               ``mensagem#{conversa}#{mensagemId}``       PutItem attribute_not_exists
 auditoria              ``auditoria#{uuid}``                       PutItem attribute_not_exists
 aprovacao              ``aprovacao#{approval_id(...)}``           PutItem attribute_not_exists;
@@ -57,6 +59,8 @@ UNSETTLED_MARK = "reembolso"
 # Approval requests awaiting a decision share that sparse index under their own
 # partition value: operators list them with a Query, never a Scan.
 APPROVAL_PENDING_MARK = "aprovacao"
+# ... and conversations waiting for a person (aguardando_humano), for scripts/atendente.py.
+HUMAN_PENDING_MARK = "humano"
 TTL_ATTRIBUTE = "expiraEm"
 
 ATTEMPT_EVENT = "TENTATIVA_DE_FERRAMENTA_REGISTRADA"
@@ -655,6 +659,16 @@ class Ledger:
             return None
         return ConversationState.from_item(conversa_id, item, dono=item.get("dono", ""))
 
+    def waiting_for_a_person(self, *, limit: int = 100) -> list[tuple[str, str]]:
+        """(conversation id, waiting since) of conversations handed to a person, oldest
+        first: a Query on the sparse index, never a Scan."""
+        resp = self.client.query(
+            TableName=self.table_name, IndexName=GSI_UNSETTLED, KeyConditionExpression="#pend = :pend",
+            ExpressionAttributeNames={"#pend": GSI_UNSETTLED_PARTITION},
+            ExpressionAttributeValues=self._ser({":pend": HUMAN_PENDING_MARK}), ScanIndexForward=True, Limit=limit)
+        items = [self._de(i) for i in resp.get("Items", [])]
+        return [(i[TABLE_KEY].removeprefix("conversa#"), i[GSI_SORT]) for i in items]
+
     def commit_conversation(
         self,
         state: ConversationState,
@@ -668,26 +682,26 @@ class Ledger:
         and, given ``inbound``, mark that message answered with ``resposta`` in the
         same transaction: the state and "this message was answered" commit together
         or not at all (so a redelivery can neither be lost nor run twice)."""
+        values = {":m": _encode_messages(mensagens), ":st": status.value, ":um": 1, ":zero": 0,
+                  ":agora": self._iso(), ":v": state.versao, ":dono": state.dono}
+        # A conversation waiting for a person is in the sparse index (people list it with
+        # a Query); any other status takes it out.
+        if status is ConversationStatus.WAITING_HUMAN:
+            waiting, values[":humano"] = ", #pend = :humano, registradoEm = if_not_exists(registradoEm, :agora)", \
+                HUMAN_PENDING_MARK
+            removed = ""
+        else:
+            waiting, removed = "", ", #pend, registradoEm"
         update = {
             "TableName": self.table_name,
             "Key": self._key(f"conversa#{state.conversa_id}"),
             "UpdateExpression": (
                 "SET mensagensZ = :m, #st = :st, versao = versao + :um, atualizadoEm = :agora, "
-                "turnos = if_not_exists(turnos, :zero) + :um REMOVE dono, leaseAteMs"
+                f"turnos = if_not_exists(turnos, :zero) + :um{waiting} REMOVE dono, leaseAteMs{removed}"
             ),
             "ConditionExpression": "versao = :v AND dono = :dono",
-            "ExpressionAttributeNames": {"#st": "status"},
-            "ExpressionAttributeValues": self._ser(
-                {
-                    ":m": _encode_messages(mensagens),
-                    ":st": status.value,
-                    ":um": 1,
-                    ":zero": 0,
-                    ":agora": self._iso(),
-                    ":v": state.versao,
-                    ":dono": state.dono,
-                }
-            ),
+            "ExpressionAttributeNames": {"#st": "status", "#pend": GSI_UNSETTLED_PARTITION},
+            "ExpressionAttributeValues": self._ser(values),
         }
         try:
             if inbound is None:

@@ -7,6 +7,7 @@ order ids and amounts are not personal and stay whole (the approver decides on t
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 # Argument fields shown whole: what an approver must see to decide.
@@ -22,3 +23,18 @@ def mask_identifier(value: str | int, *, keep: int = 4) -> str:
 
 def mask_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     return {k: (v if k in NOT_PERSONAL else mask_identifier(v, keep=2)) for k, v in arguments.items()}
+
+
+# Free text a customer typed may hold contact data: e-mails, phone numbers, CPFs,
+# street numbers. Masked by shape (a person reading the history needs the gist, not these).
+_FREE_TEXT_PATTERNS = (
+    re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+"),
+    re.compile(r"\+?\d[\d\s().-]{7,}\d"),
+    re.compile(r"\d{3}\.\d{3}\.\d{3}-\d{2}"),
+)
+
+
+def mask_free_text(text: str) -> str:
+    for pattern in _FREE_TEXT_PATTERNS:
+        text = pattern.sub("[oculto]", text)
+    return text
