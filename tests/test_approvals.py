@@ -12,17 +12,20 @@ import uuid
 from decimal import Decimal
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from cadencia_shared.approvals import ApprovalStatus, ApprovalStore, DecisionRefused, canonical_arguments
 from cadencia_shared.catalog import TOOLS
-from cadencia_shared.ledger import ConversationStatus, ItemType, Ledger, approval_pk
+from cadencia_shared.ledger import ConversationStatus, ItemType, Ledger, approval_id, approval_pk
 from cadencia_shared.settings import ApprovalSettings
 from orchestrator.events import TurnRequest
 from orchestrator.invokers.local import InProcessInvoker
 from orchestrator.loop import ConversationBusyError
 from orchestrator.model import Deadline
 from orchestrator.resume import Resumer
-from orchestrator.tools import tool_version
+from orchestrator.tools import canonical_input, tool_version
 
 from .support.anthropic_fake import ScriptedModel, text_reply, tool_use
 from .support.orchestrators import CountingInvoker, build
@@ -288,3 +291,33 @@ def test_an_approval_while_the_conversation_is_busy_waits_and_then_runs_once(moc
     ledger.release_conversation(busy)
     assert _resumer(orch).resume(record.id, Deadline.after(60)).motivo == "aprovada_executada"
     assert len(gateway.debits_for(conv)) == 1
+
+
+# -- binding, by property ------------------------------------------------------------
+
+CENTS = st.integers(min_value=1, max_value=99_999_999)
+
+
+def _bound_id(conv: str, cents: int, as_float: bool = True) -> str:
+    value = cents / 100 if as_float else cents // 100
+    args = canonical_input("emitir_reembolso", {"pedidoId": "4821", "valor": value})
+    return approval_id(conv, "emitir_reembolso", tool_version("emitir_reembolso", "local"),
+                       canonical_arguments(args)[1])
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(CENTS, CENTS)
+def test_two_amounts_never_share_an_approval(a, b):
+    assert (_bound_id("conv-a", a) == _bound_id("conv-a", b)) == (a == b)
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.integers(min_value=1, max_value=999_999))
+def test_one_amount_in_any_json_spelling_is_one_approval_and_never_another_conversations(reais):
+    assert _bound_id("conv-a", reais * 100) == _bound_id("conv-a", reais * 100, as_float=False)
+    assert _bound_id("conv-a", reais * 100) != _bound_id("conv-b", reais * 100)
+
+
+def test_a_new_release_or_schema_is_a_new_version():
+    assert tool_version("emitir_reembolso", "local") != tool_version("emitir_reembolso", "v2")
+    assert tool_version("emitir_reembolso", "local") != tool_version("consultar_status_pedido", "local")

@@ -176,11 +176,15 @@ def _trust_widened(t):
         {"Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"AWS": "arn:aws:iam::111122223333:root"}})
 
 
-def _reconciler_statement(t, action):
-    for stmt in _policy_of(t, Ids.RECONCILER_ROLE):
+def _statement(t, role_id, action):
+    for stmt in _policy_of(t, role_id):
         if stmt["Action"] == action or action in stmt["Action"]:
             return stmt
-    raise AssertionError(f"no {action} statement on the reconciler's role")
+    raise AssertionError(f"no {action} statement on {role_id}")
+
+
+def _reconciler_statement(t, action):
+    return _statement(t, Ids.RECONCILER_ROLE, action)
 
 
 def _reconciler_query_whole_table(t):
@@ -211,10 +215,7 @@ def _reconciler_invokes_refund(t):
 
 
 def _decision_statement(t, action):
-    for stmt in _policy_of(t, Ids.DECISION_ROLE):
-        if stmt["Action"] == action or action in stmt["Action"]:
-            return stmt
-    raise AssertionError(f"no {action} statement on the decision role")
+    return _statement(t, Ids.DECISION_ROLE, action)
 
 
 def _decision_invokes_refund(t):
