@@ -35,6 +35,7 @@ from .harness.scenario import Scenario
 from .harness.scripted_model import InsistentPolicy, ScriptedModelServer
 from .local_stack import stack
 from .local_stack.aws import session_client
+from .local_stack.emf import capture_emf
 from .local_stack.gateway_admin import GatewayAdmin
 
 OPERATOR = "operadora.prova"
@@ -142,7 +143,8 @@ def main() -> int:
         console.print("local stack is down: bash scripts/local-stack up")
         return 2
     seed_erp(state, [_scenario("seed", o, v) for o, v in ORDERS])
-    with ScriptedModelServer() as server:
+    # The section's metrics go to the local stack's sink (scripts.local_stack metrics), not the table.
+    with ScriptedModelServer() as server, capture_emf(state.metrics_file):
         rows = run(Section(state, server))
     table = Table(title="prova — aprovações (reembolsos acima de R$ 500)")
     for col in ("verificação", "esperado", "observado", ""):
