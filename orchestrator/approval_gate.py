@@ -14,13 +14,16 @@ and every call that runs — an approved one included — was counted.
         consumida             ─► pass (the same call again: the refund's idempotency key
                                  answers it, so no second debit can follow)
 
-Whether an order was already refunded is read through the status tool
-(``valorReembolsado``, the ERP's own figure): the orchestrator may already invoke
-that Lambda, so no new privilege is needed, and the ERP — not this conversation's
-ledger — knows refunds made in other conversations or outside the agent. The
-ledger cannot: a refund claim is keyed by (conversation, order), so "any claim for
-this order" would need a new index and still miss refunds made elsewhere. When the
-figure cannot be read the gate assumes a prior refund (fail closed).
+Whether an order was already refunded is read twice. The ERP's own figure
+(``valorReembolsado``, through the status tool, which the orchestrator may already
+invoke: no new privilege) knows refunds made in other conversations or outside the
+agent; the ledger cannot (a refund claim is keyed by conversation and order). But
+two conversations asking at once both read "nothing refunded" there, so every
+refund call first takes the ledger's conditional mark of the order's first
+refunder (``Ledger.first_refund_conversation``): the loser's refund is a second
+refund. The mark stays even when the first refund never happened (conservative:
+a person is asked). When the ERP's figure cannot be read the gate assumes a prior
+refund (fail closed).
 """
 
 from __future__ import annotations
@@ -68,23 +71,33 @@ class ConfirmationGate:
 
     # -- the policy -------------------------------------------------------------
     def why_approval(self, call: ToolCall, policy: ApprovalPolicy, ctx: CallContext) -> Why | None:
+        # Prior refunds first: every refund call marks its conversation as the order's
+        # first refunder (race-free), also when the amount alone needs approval.
+        prior = self._prior_refund(call, ctx) if policy.second_refund else False
         amount = Decimal(str(call.arguments[policy.amount_field]))
         threshold = policy.default_threshold if self.settings.threshold is None else self.settings.threshold
         if amount > threshold:
             return Why.ABOVE_THRESHOLD
-        if not policy.second_refund:
-            return None
-        refunded = self._refunded_by_others(call, ctx)
-        if refunded is None:
+        if prior is None:
             return Why.PRIOR_REFUNDS_UNKNOWN
-        return Why.SECOND_REFUND if refunded > 0 else None
+        return Why.SECOND_REFUND if prior else None
 
-    def _refunded_by_others(self, call: ToolCall, ctx: CallContext) -> Decimal | None:
+    def _prior_refund(self, call: ToolCall, ctx: CallContext) -> bool | None:
+        """True: the order was refunded, or another conversation asked first; None: unknown."""
         key = call.idempotency_key
         if key is not None and self.ledger.get_claim(key) is not None:
             # This conversation's own refund of this order, asked again: its
             # idempotency key answers it, no new money can move.
-            return Decimal(0)
+            return False
+        # Two conversations asking at once both read "nothing refunded" from the ERP;
+        # the ledger's conditional mark makes one of them the second.
+        owner = self.ledger.first_refund_conversation(pedido_id=str(call.order_id), conversa_id=call.conversation_id)
+        if owner != call.conversation_id:
+            return True
+        refunded = self._refunded_in_erp(call, ctx)
+        return None if refunded is None else refunded > 0
+
+    def _refunded_in_erp(self, call: ToolCall, ctx: CallContext) -> Decimal | None:
         if ctx.deadline.remaining_s() - self.reserve_s < CONSULTAR_STATUS_PEDIDO.timeout_s + call.spec.timeout_s:
             return None
         event = {"pedidoId": call.order_id, "conversaId": call.conversation_id, "clienteId": call.customer_id}

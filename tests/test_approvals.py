@@ -321,3 +321,52 @@ def test_one_amount_in_any_json_spelling_is_one_approval_and_never_another_conve
 def test_a_new_release_or_schema_is_a_new_version():
     assert tool_version("emitir_reembolso", "local") != tool_version("emitir_reembolso", "v2")
     assert tool_version("emitir_reembolso", "local") != tool_version("consultar_status_pedido", "local")
+
+
+class _BothReadFirst:
+    """Tool calls one at a time (the in-process invoker swaps os.environ), but a status
+    read waits until the other conversation has read too: both see "nothing refunded"
+    before either refund runs — the race, made certain. Without the ledger's mark the
+    order would be refunded twice without anyone asked."""
+
+    def __init__(self, inner) -> None:
+        import threading
+
+        self.inner, self.lock, self.barrier = inner, threading.Lock(), threading.Barrier(2, timeout=5)
+
+    def invoke(self, tool, event):
+        import threading
+
+        with self.lock:
+            answer = self.inner.invoke(tool, event)
+        if tool.name == "consultar_status_pedido":
+            try:
+                self.barrier.wait()
+            except threading.BrokenBarrierError:
+                pass  # the other conversation never read the ERP: the mark stopped it first
+        return answer
+
+
+def test_two_conversations_racing_first_refunds_on_one_order_make_one_a_second_refund(mocked_aws, gateway, tools):
+    """Threshold R$ 500: the amount alone needs no approval; being second does."""
+    import threading
+
+    ledger = mocked_aws["ledger"]
+    convs = [_conv("corrida-a"), _conv("corrida-b")]
+    invoker = _BothReadFirst(_real_tools(tools))
+    replies: dict[str, str] = {}
+
+    def ask(conv: str) -> None:
+        model = ScriptedModel(tool_use("emitir_reembolso", {"pedidoId": "4821", "valor": 50.0}), text_reply("ok"))
+        orch, _ = build(model, ledger, invoker, **{**POLICY, "APROVACAO_LIMITE_REAIS": "500"})
+        replies[conv] = orch.handle(_turn(conv), Deadline.after(60)).status
+
+    threads = [threading.Thread(target=ask, args=(c,)) for c in convs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(replies.values()) == ["aguardando_aprovacao", "ativa"]
+    waiting = next(c for c in convs if replies[c] == "aguardando_aprovacao")
+    assert _pending(ledger, waiting).motivo == "segundo_reembolso"
+    assert sum(len(gateway.debits_for(c)) for c in convs) == 1

@@ -19,6 +19,8 @@ conversa               ``conversa#{conversa}``                    UpdateItem wit
                                                                   aguardando_humano)
 mensagem               ``mensagem#{conversa}#{mensagemId}``       PutItem attribute_not_exists
 auditoria              ``auditoria#{uuid}``                       PutItem attribute_not_exists
+primeiro_reembolso     ``primeiro-reembolso#{pedido}``            PutItem attribute_not_exists (or
+                                                                  the same conversation)
 aprovacao              ``aprovacao#{approval_id(...)}``           PutItem attribute_not_exists;
                                                                   decided/consumed by a conditional
                                                                   UpdateItem on its status
@@ -78,6 +80,7 @@ class ItemType(StrEnum):
     INBOUND = "mensagem"
     AUDIT = "auditoria"
     APPROVAL = "aprovacao"
+    FIRST_REFUND = "primeiro_reembolso"
 
 
 class ClaimStatus(StrEnum):
@@ -601,6 +604,28 @@ class Ledger:
             ConditionExpression="attribute_exists(pk)",
             ExpressionAttributeValues=self._ser(values),
         )
+
+    def first_refund_conversation(self, *, pedido_id: str, conversa_id: str) -> str:
+        """The conversation that first asked to refund this order: this one, when its
+        conditional PutItem wins (or it already owns the mark), else the owner's id.
+        Race-free: two conversations asking at once get one owner, so the other's
+        refund is a second refund (the confirmation gate asks a person)."""
+        pk = f"primeiro-reembolso#{_id(pedido_id)}"
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=self._ser({TABLE_KEY: pk, "tipo": ItemType.FIRST_REFUND.value, "conversaDona": _id(conversa_id),
+                                "pedidoId": pedido_id, "criadoEm": self._iso()}),
+                ConditionExpression="attribute_not_exists(pk) OR conversaDona = :c",
+                ExpressionAttributeValues=self._ser({":c": conversa_id}),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as err:
+            if not self._condition_failed(err):
+                raise
+            old = self._old_item(err) or self._get(pk) or {}
+            return str(old.get("conversaDona", ""))
+        return conversa_id
 
     # durable conversations ------------------------------------------------------
     def acquire_conversation(
