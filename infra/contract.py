@@ -56,6 +56,7 @@ class Ids:
     """Logical ids the stack pins and the contract refers to."""
 
     LEDGER = "LedgerTable"
+    AUDIT_TABLE = "AuditTable"
     GATEWAY_SECRET = "GatewaySecret"
     ANTHROPIC_SECRET = "AnthropicApiKeySecret"
     CLUSTER = "DbCluster"
@@ -218,6 +219,8 @@ def orchestrator_role(config: StackConfig) -> RoleContract:
               "dead-letter queue of failed asynchronous invocations (a customer message is never dropped)"),
         Grant(("events:PutEvents",), (att(Ids.HANDOFF_BUS, "Arn"),),
               "publish hand-offs and approval requests (masked) on the stack's own bus only"),
+        Grant(("dynamodb:PutItem", "dynamodb:Query"), (att(Ids.AUDIT_TABLE, "Arn"),),
+              "append to the audit hash chain (read its last link); never UpdateItem/DeleteItem"),
     ]
     if config.uses_bedrock:
         grants.append(Grant(("bedrock:InvokeModel",), bedrock_model_arns(config),
@@ -269,6 +272,8 @@ def decision_role() -> RoleContract:
                   "read an approval, record one decision (conditional write on its status), append the audit record"),
             Grant(("lambda:InvokeFunction",), (att(Ids.ORCHESTRATOR_FUNCTION, "Arn"),),
                   "resume the conversation: the orchestrator runs the approved call (this role runs no tool)"),
+            Grant(("dynamodb:PutItem", "dynamodb:Query"), (att(Ids.AUDIT_TABLE, "Arn"),),
+                  "append decisions and refused decisions to the audit hash chain; never UpdateItem/DeleteItem"),
         ) + _platform(Ids.DECISION_LOG_GROUP),
     )
 

@@ -55,6 +55,7 @@ from .contract import Ids
 from .packaging import RDS_CA_BUNDLE_NAME, BuiltAsset
 from .approvals import add_approval_decisions, approval_environment
 from .handoffs import add_handoff_bus
+from .controls import add_audit_table, add_control_alarms
 from .reconciler import add_refund_reconciler
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12  # must match packaging.LAMBDA_PYTHON_VERSION
@@ -66,6 +67,9 @@ GATEWAY_TIMEOUT_S = 3
 # Longer than the refund's own timeout: a claim in progress is never taken over
 # while the invocation that holds it may still be running.
 REFUND_CLAIM_LEASE_S = 30
+# Hours a claim may be re-sent with its Idempotency-Key after its first possible send:
+# under Stripe's 24 h (keys may be pruned after that), so a re-send is never a new debit.
+GATEWAY_IDEMPOTENCY_WINDOW_H = 23
 RETRY_CEILING = 4
 DB_ADMIN_USER = "cadencia_admin"
 DEMO_CLUSTER_IDENTIFIER = "cadencia-erp-demo"
@@ -118,6 +122,9 @@ class CadenciaStack(Stack):
             self.handoff_bus = add_handoff_bus(self, self.orchestrator, self.orchestrator.role)
             self.reconciler = add_refund_reconciler(self)
             self.decisions = add_approval_decisions(self)
+            add_control_alarms(self)
+            # approval decisions and refusals are audited on the same hash chain
+            self.audit_table = add_audit_table(self, self.orchestrator, self.decisions)
         self._observability()
         self._outputs()
 
@@ -447,7 +454,8 @@ class CadenciaStack(Stack):
                                                    resources=[self.gateway_secret.secret_arn]))
             env.update(LEDGER_TABLE=self.ledger.table_name, GATEWAY_URL=cfg.gateway_url,
                        GATEWAY_SECRET_NAME=GATEWAY_SECRET_NAME, GATEWAY_TIMEOUT_S=str(GATEWAY_TIMEOUT_S),
-                       REFUND_CLAIM_LEASE_S=str(REFUND_CLAIM_LEASE_S))
+                       REFUND_CLAIM_LEASE_S=str(REFUND_CLAIM_LEASE_S),
+                       GATEWAY_IDEMPOTENCY_WINDOW_H=str(GATEWAY_IDEMPOTENCY_WINDOW_H))
         elif tool is ATUALIZAR_CADASTRO:
             role.add_to_policy(iam.PolicyStatement(actions=["dynamodb:PutItem"], resources=[self.ledger.table_arn]))
             env["LEDGER_TABLE"] = self.ledger.table_name

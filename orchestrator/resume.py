@@ -27,10 +27,11 @@ from types import SimpleNamespace
 from typing import Any
 
 from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalStore, canonical_arguments
-from cadencia_shared.ledger import ConversationBusy, ConversationStatus, Ledger
+from cadencia_shared.ledger import CancellationPending, ConversationBusy, ConversationStatus, Ledger
 from cadencia_shared.outcomes import Outcome
 
 from . import handoffs, history, texts
+from .budgets import Limit, ending_for
 from .events import TurnRequest
 from .controls import default_controls
 from .invokers import ToolInvoker
@@ -76,7 +77,8 @@ class Resumer:
     @classmethod
     def build(cls, settings: OrchestratorSettings, ledger: Ledger, invoker: ToolInvoker) -> Resumer:
         controls = default_controls(ledger, ceiling=settings.ceiling, reserve_s=settings.reserve_s, invoker=invoker,
-                                    approval=settings.approval)
+                                    approval=settings.approval, breaker_failures=settings.breaker_failures,
+                                    breaker_cooldown_s=settings.breaker_cooldown_s)
         return cls(settings, ledger, ToolRound(invoker, controls), handoffs.publisher_for(settings))
 
     def resume(self, approval: str, deadline: Deadline) -> Resumed:
@@ -94,7 +96,14 @@ class Resumer:
             return Resumed(record.conversa_id, approval, None, state.status.value, "nada_a_retomar")
         try:
             messages, status, text, reason = self._decided(record, list(state.mensagens), deadline)
-            self.ledger.commit_conversation(state, mensagens=messages, status=status)
+            try:
+                self.ledger.commit_conversation(state, mensagens=messages, status=status)
+            except CancellationPending:
+                # An operator cancelled while the conversation waited (issue 11): the
+                # cancellation wins, as in the loop's commit; a person takes over.
+                ending = ending_for(Limit.CANCELLED)
+                status, text, reason = ConversationStatus.WAITING_HUMAN, ending.text, ending.reason
+                self.ledger.commit_conversation(state, mensagens=messages, status=status, cancelled=True)
         except BaseException:
             self.ledger.release_conversation(state)
             raise

@@ -9,8 +9,11 @@
 # no ceiling, no idempotency) and the production design (Figure 2: the real
 # orchestrator and tool Lambdas), writes resultado-minima.json,
 # resultado-producao.json (+ .resumo.json) and resultado-comparacao.png in
-# resultados/, prints the comparison, and brings the stack down.
-# Exits non-zero if the production design made any duplicate debit.
+# resultados/, prints the comparison, then (round 3) runs a tool whose Lambda keeps
+# failing through the production design (resultado-disjuntor.json), then the
+# approvals section (scripts/prova_aprovacoes.py), and brings the stack down. Exits
+# non-zero if the production design made any duplicate debit, if the failing tool
+# was called more than the breaker's N times, or if an approvals figure differs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -60,6 +63,10 @@ echo
 
 $PY -m scripts.harness.comparar "$OUT/resultado-minima.json" "$OUT/resultado-producao.json" \
   --grafico "$OUT/resultado-comparacao.png"
+
+# -- Round 3: a tool whose Lambda keeps failing (injected): the circuit breaker --
+echo
+$PY -m scripts.harness.disjuntor --saida "$OUT/resultado-disjuntor.json" "${EXTRA[@]}"
 
 # -- Approvals (issue 10): refunds above R$ 500 with no approver, then one approved -----
 # A section of its own (the rounds above keep their figures): its own orders, debits

@@ -32,6 +32,7 @@ from .ledger import (
     GSI_SORT,
     GSI_UNSETTLED,
     GSI_UNSETTLED_PARTITION,
+    GSI_UNSETTLED_SORT,
     TABLE_KEY,
     TTL_ATTRIBUTE,
     ItemType,
@@ -149,6 +150,8 @@ class ApprovalStore:
             "conversaId": conversa_id, "clienteId": cliente_id, "valor": valor, "motivo": motivo,
             "status": record.status.value, "criadoEm": record.criado_em, "expiraEmMs": record.expira_em_ms,
             GSI_SORT: f"{record.criado_em}#aprovacao#{record.id}", GSI_UNSETTLED_PARTITION: APPROVAL_PENDING_MARK,
+            # the sparse index's sort key (main's visit rotation): creation order, oldest first
+            GSI_UNSETTLED_SORT: f"{record.criado_em}#aprovacao#{record.id}",
             TTL_ATTRIBUTE: record.expira_em_ms // 1000 + RETENTION_S,
         }
         try:

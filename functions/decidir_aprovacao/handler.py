@@ -14,6 +14,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, Field
 
+from cadencia_shared.audit_chain import AuditChain
 from cadencia_shared.aws import AwsSettings, client
 from cadencia_shared.catalog import ORCHESTRATOR_FUNCTION_NAME
 from cadencia_shared.handler import InvalidEvent, parse_event
@@ -32,6 +33,8 @@ _MODELS: dict[str, type[BaseModel]] = {"decidir": DecisionRequest, "listar": Pen
 class DecisionSettings(EnvSettings):
     # The orchestrator to resume; empty: do not resume (the local stack resumes in-process).
     resume_function: str = Field(ORCHESTRATOR_FUNCTION_NAME, alias="RESUME_FUNCTION")
+    # The hash-chained audit table (issue 11): decisions and refusals are appended there.
+    audit_table: str | None = Field(None, alias="AUDIT_TABLE")
 
 
 def parse(event: Any) -> Request:
@@ -49,9 +52,12 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         logger.info("invalid event", extra={"erros": err.problems})
         return {"ok": False, "erro": {"codigo": "entrada_invalida", "detalhes": err.problems}}
     aws = AwsSettings.from_env()
-    ledger = Ledger(LedgerSettings.from_env().table_name, client("dynamodb", aws))
+    settings = DecisionSettings.from_env()
+    dynamodb = client("dynamodb", aws)
+    chain = AuditChain(settings.audit_table, dynamodb) if settings.audit_table else None
+    ledger = Ledger(LedgerSettings.from_env().table_name, dynamodb, audit_chain=chain)
     answer = handle(request, ledger, approvers=ApprovalSettings.from_env().approvers,
-                    resume=_resume_port(DecisionSettings.from_env(), aws))
+                    resume=_resume_port(settings, aws))
     logger.info("approval request handled", extra={"acao": request.acao, "ok": answer["ok"]})
     return answer
 

@@ -96,6 +96,9 @@ class RefundService:
     gateway: PaymentGatewayClient
     read_gateway_token: Callable[[], str]  # reads the secret; called only after a claim
     claim_lease_s: int
+    # Past this many seconds from the first possible send, the gateway may have
+    # forgotten the key (Stripe: 24 h) and a re-send could debit again.
+    idempotency_window_s: int = 23 * 3600
 
     def issue(self, req: RefundRequest) -> ToolResponse:
         chave = refund_idempotency_key(req.conversaId, req.pedidoId)
@@ -204,6 +207,11 @@ class RefundService:
                                              status=step(existing.status, Event.RECONCILE_TAKEN).to)
         except ClaimTaken as taken:
             return taken.existing, False
+        if self.past_idempotency_window(claim):
+            count_for_tool(Metric.PAST_IDEMPOTENCY_WINDOW, TOOL)
+            heard = _Heard(Event.WINDOW_EXPIRED, detalhe="janela de idempotência do gateway expirada: "
+                                                         "conciliar manualmente")
+            return self.transition(claim, heard), True
         if token is None:
             try:
                 token = self.read_gateway_token()
@@ -211,6 +219,10 @@ class RefundService:
                 heard = _Heard(Event.SECRET_FAILED, detalhe=f"conciliação: segredo {type(err).__name__}")
                 return self.transition(claim, heard), True
         return self.transition(claim, self._send(claim, token)), True
+
+    def past_idempotency_window(self, claim: RefundClaim) -> bool:
+        """True when the gateway may no longer hold this claim's key."""
+        return self.ledger.now_ms() - claim.first_possible_send_ms() >= self.idempotency_window_s * 1000
 
     def finish_executed(self, claim: RefundClaim) -> RefundClaim:
         """An executed claim whose ERP update was lost (a crash between the ledger and
@@ -260,13 +272,30 @@ class RefundService:
 
     @staticmethod
     def _heard_refund(refund: GatewayRefund) -> _Heard:
-        return _Heard(Event.APPROVED if refund.approved else Event.DECLINED, refund=refund)
+        # Only an explicit decline releases money: a status this client does not
+        # know (a gateway's "pending") may still debit, so it holds like no answer.
+        if refund.approved:
+            return _Heard(Event.APPROVED, refund=refund)
+        if refund.declined:
+            return _Heard(Event.DECLINED, refund=refund)
+        return _Heard(Event.NO_ANSWER, detalhe=f"status não final do gateway: {refund.status[:40]!r}")
 
     # -- 3. settle --------------------------------------------------------------------
     def transition(self, claim: RefundClaim, heard: _Heard) -> RefundClaim:
         """Apply one row of the table: the ledger first (fenced), then the money."""
         nxt = step(claim.status, heard.event)
         refund = heard.refund
+        if nxt.money is Money.RELEASE:
+            # The ledger write and the release commit under the order's row lock, the
+            # lock a new request holds while it reads and retakes the claim: no request
+            # can take the released key and reserve it again between the two, and so
+            # have its fresh reservation freed by this release landing late.
+            with self.orders.transaction():
+                self.orders.lock_row(claim.pedido_id)
+                claim = self.ledger.settle_claim(claim, nxt.to, detalhe=heard.detalhe,
+                                                 transacao_gateway=refund.transacao if refund else None)
+                self.orders.release(chave=claim.chave, pedido_id=claim.pedido_id)
+            return claim
         claim = self.ledger.settle_claim(
             claim, nxt.to,
             transacao_gateway=refund.transacao if refund else None,
@@ -280,7 +309,4 @@ class RefundService:
             with self.orders.transaction():
                 self.orders.apply_executed(chave=claim.chave, pedido_id=claim.pedido_id, valor=claim.valor)
             claim = self.ledger.mark_erp_updated(claim)
-        elif nxt.money is Money.RELEASE:
-            with self.orders.transaction():
-                self.orders.release(chave=claim.chave, pedido_id=claim.pedido_id)
         return claim

@@ -266,7 +266,9 @@ def process(event: Any, context: Any, env: dict[str, str], *, execute: Execute, 
 
 def on_event(event: Any, context: Any) -> None:
     # The event carries no secrets, but log only its type: never the URL's signature.
-    logger.info("%s %s", event.get("RequestType") if isinstance(event, dict) else type(event).__name__,
+    # Both values come from the caller before any check: repr-quoted (no forged
+    # lines) and clipped (no megabyte log line).
+    logger.info("%.100r %.100r", event.get("RequestType") if isinstance(event, dict) else type(event).__name__,
                 event.get("LogicalResourceId") if isinstance(event, dict) else "")
     env = {k: os.environ.get(k, "") for k in ("AWS_REGION", "STACK_ID", "LOGICAL_RESOURCE_ID", "CLUSTER_ARN",
                                               "SECRET_ARN", "DATABASE")}

@@ -244,6 +244,39 @@ def _orchestrator_default_bus(t):
             stmt["Resource"] = [stmt["Resource"], {"Fn::Join": ["", [
                 "arn:", {"Ref": "AWS::Partition"}, ":events:", {"Ref": "AWS::Region"}, ":",
                 {"Ref": "AWS::AccountId"}, ":event-bus/default"]]}]
+def _audit_statement(t):
+    for stmt in _policy_of(t, Ids.ORCHESTRATOR_ROLE):
+        if stmt["Resource"] == {"Fn::GetAtt": [Ids.AUDIT_TABLE, "Arn"]}:
+            return stmt
+    raise AssertionError("no audit-table statement on the orchestrator's role")
+
+
+def _audit_update_item(t):
+    stmt = _audit_statement(t)
+    stmt["Action"] = [*stmt["Action"], "dynamodb:UpdateItem"]
+
+
+def _audit_delete_item(t):
+    stmt = _audit_statement(t)
+    stmt["Action"] = [*stmt["Action"], "dynamodb:DeleteItem"]
+
+
+def _audit_batch_write(t):
+    stmt = _audit_statement(t)
+    stmt["Action"] = [*stmt["Action"], "dynamodb:BatchWriteItem"]  # BatchWriteItem can delete
+
+
+def _audit_delete_by_tool(t):
+    _policy_of(t, Ids.role(TOOLS["atualizar_cadastro"])).append(
+        {"Effect": "Allow", "Action": "dynamodb:DeleteItem", "Resource": {"Fn::GetAtt": [Ids.AUDIT_TABLE, "Arn"]}})
+
+
+def _decision_audit_delete_item(t):
+    for stmt in _policy_of(t, Ids.DECISION_ROLE):
+        if stmt["Resource"] == {"Fn::GetAtt": [Ids.AUDIT_TABLE, "Arn"]}:
+            stmt["Action"] = [*stmt["Action"], "dynamodb:DeleteItem"]
+            return
+    raise AssertionError("no audit-table statement on the decision role")
 
 
 def _new_role(t):
@@ -274,6 +307,11 @@ MUTATIONS = {
     "decision: DeleteItem": _decision_delete_item,
     "decision: the gateway secret": _decision_gateway_secret,
     "orchestrator: PutEvents on the default bus": _orchestrator_default_bus,
+    "audit: UpdateItem": _audit_update_item,
+    "audit: DeleteItem": _audit_delete_item,
+    "audit: BatchWriteItem": _audit_batch_write,
+    "audit: a tool deletes": _audit_delete_by_tool,
+    "audit: the decision role deletes": _decision_audit_delete_item,
 }
 
 
@@ -299,3 +337,32 @@ def test_widening_the_contract_itself_breaks_its_own_rules():
                 assert resource == "*" or "*" not in resource
             for policy in role.managed_policies:
                 assert policy is contract.ENI_MANAGEMENT
+
+
+@pytest.mark.infra
+@pytest.mark.parametrize("variant", ["default", "bedrock+imported", "teardown=functions", "teardown=database-users"])
+def test_no_role_may_update_or_delete_an_audit_record(all_synths, variant):
+    """On the synthesized template: every statement that names the audit table
+    allows exactly PutItem and Query; none allows a write that changes or removes
+    a record. The table keeps deletion protection and point-in-time recovery."""
+    synth = all_synths[variant]
+    audit_arn = {"Fn::GetAtt": [Ids.AUDIT_TABLE, "Arn"]}
+    seen = []
+    for res in synth.template["Resources"].values():
+        if res["Type"] != "AWS::IAM::Policy":
+            continue
+        for stmt in res["Properties"]["PolicyDocument"]["Statement"]:
+            resources = stmt["Resource"] if isinstance(stmt["Resource"], list) else [stmt["Resource"]]
+            if audit_arn in resources or "*" in resources:
+                actions = stmt["Action"] if isinstance(stmt["Action"], list) else [stmt["Action"]]
+                if audit_arn in resources:
+                    seen.append(sorted(actions))
+                assert not any(a.startswith("dynamodb:") and a not in ("dynamodb:PutItem", "dynamodb:Query")
+                               for a in actions), stmt
+    if Ids.AUDIT_TABLE in synth.template["Resources"]:
+        # two writers: the orchestrator and the approval decisions (issue 10's audit records)
+        assert seen == [["dynamodb:PutItem", "dynamodb:Query"]] * 2
+        props = synth.template["Resources"][Ids.AUDIT_TABLE]["Properties"]
+        assert props["DeletionProtectionEnabled"] is True
+        assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+        assert synth.template["Resources"][Ids.AUDIT_TABLE]["DeletionPolicy"] == "Retain"
