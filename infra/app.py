@@ -15,7 +15,14 @@ from typing import Any
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from cadencia_shared.catalog import ORCHESTRATOR_FUNCTION_NAME, RECONCILER_FUNCTION_NAME, RECONCILER_PACKAGE, TOOLS
+from cadencia_shared.catalog import (
+    DECISION_FUNCTION_NAME,
+    DECISION_PACKAGE,
+    ORCHESTRATOR_FUNCTION_NAME,
+    RECONCILER_FUNCTION_NAME,
+    RECONCILER_PACKAGE,
+    TOOLS,
+)
 
 from . import contract, packaging
 from .config import StackConfig, from_context
@@ -40,6 +47,11 @@ def asset_specs() -> list[packaging.AssetSpec]:
         sources=(ROOT / "functions" / RECONCILER_PACKAGE, ROOT / "functions" / "emitir_reembolso", shared),
         requirements=ROOT / "requirements" / "lambda-tools.txt",
         include_ca_bundle=True,
+    ))
+    specs.append(packaging.AssetSpec(  # approval decisions: no database, no gateway
+        name=DECISION_FUNCTION_NAME,
+        sources=(ROOT / "functions" / DECISION_PACKAGE, shared),
+        requirements=ROOT / "requirements" / "lambda-tools.txt",
     ))
     specs.append(packaging.AssetSpec(
         name=ORCHESTRATOR_FUNCTION_NAME,

@@ -80,6 +80,10 @@ class StackConfig:
     # long a refund still unsettled with the gateway raises the alarm.
     reconciler_rate_minutes: int = 5
     unsettled_refund_alarm_minutes: int = 30
+    # Approvals (infra/approvals.py): who may decide (comma-separated; empty: nobody,
+    # so every call that needs approval is refused) and the refund threshold in R$.
+    approvers: str = ""
+    approval_threshold: str = "500"
 
     @property
     def uses_bedrock(self) -> bool:
@@ -204,7 +208,27 @@ def from_context(get: Callable[[str], Any]) -> StackConfig:
         reconciler_rate_minutes=_positive(opt("reconcilerRateMinutes", 5), "reconcilerRateMinutes"),
         unsettled_refund_alarm_minutes=_positive(opt("unsettledRefundAlarmMinutes", 30),
                                                  "unsettledRefundAlarmMinutes"),
+        approvers=_approvers(opt("approvers", "")),
+        approval_threshold=_amount(opt("approvalThreshold", "500")),
     )
+
+
+def _approvers(value: Any) -> str:
+    from cadencia_shared.settings import ApprovalSettings
+
+    try:
+        return ",".join(sorted(ApprovalSettings.from_env({"APROVADORES": str(value)}).approvers))
+    except ValueError as err:
+        raise ConfigError(f"context approvers={value!r}: {err}") from None
+
+
+def _amount(value: Any) -> str:
+    from cadencia_shared.settings import ApprovalSettings
+
+    try:
+        return str(ApprovalSettings.from_env({"APROVACAO_LIMITE_REAIS": str(value)}).threshold)
+    except ValueError as err:
+        raise ConfigError(f"context approvalThreshold={value!r}: expected an amount in R$") from None
 
 
 def _positive(value: Any, key: str) -> int:

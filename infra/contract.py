@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from cadencia_shared.catalog import (
     DATABASE_NAME,
+    DECISION_FUNCTION_NAME,
     ORCHESTRATOR_FUNCTION_NAME,
     RECONCILER_DB_USER,
     RECONCILER_FUNCTION_NAME,
@@ -38,6 +39,7 @@ LOG_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
 
 DB_USERS_FUNCTION_NAME = "cadencia-db-users"
 RECONCILER_ROLE_NAME = "cadencia-conciliar-reembolsos-role"
+DECISION_ROLE_NAME = "cadencia-decidir-aprovacao-role"
 STACK_NAME = "CadenciaAgente"
 
 
@@ -74,6 +76,12 @@ class Ids:
     RECONCILER_ROLE = "RefundReconcilerRole"
     RECONCILER_LOG_GROUP = "RefundReconcilerLogGroup"
     RECONCILER_SCHEDULE = "RefundReconcilerSchedule"
+    DECISION_FUNCTION = "ApprovalDecisionFunction"
+    DECISION_ROLE = "ApprovalDecisionRole"
+    DECISION_LOG_GROUP = "ApprovalDecisionLogGroup"
+    HANDOFF_BUS = "HandoffBus"
+    HANDOFF_QUEUE = "HandoffQueue"
+    HANDOFF_RULE = "HandoffRule"
 
     @staticmethod
     def function(tool: ToolSpec) -> str:
@@ -209,6 +217,8 @@ def orchestrator_role(config: StackConfig) -> RoleContract:
               "invoke exactly the three tool Lambdas (unqualified ARNs), nothing else"),
         Grant(("sqs:SendMessage",), (att(Ids.ORCHESTRATOR_DLQ, "Arn"),),
               "dead-letter queue of failed asynchronous invocations (a customer message is never dropped)"),
+        Grant(("events:PutEvents",), (att(Ids.HANDOFF_BUS, "Arn"),),
+              "publish hand-offs and approval requests (masked) on the stack's own bus only"),
         Grant(("dynamodb:PutItem", "dynamodb:Query"), (att(Ids.AUDIT_TABLE, "Arn"),),
               "append to the audit hash chain (read its last link); never UpdateItem/DeleteItem"),
     ]
@@ -245,6 +255,26 @@ def reconciler_role(config: StackConfig) -> RoleContract:
                   f"log in to PostgreSQL as {RECONCILER_DB_USER} only (settle reservations)"),
         ) + _platform(Ids.RECONCILER_LOG_GROUP),
         managed_policies=(ENI_MANAGEMENT,),
+    )
+
+
+def decision_role() -> RoleContract:
+    ledger = att(Ids.LEDGER, "Arn")
+    return RoleContract(
+        logical_id=Ids.DECISION_ROLE,
+        role_name=DECISION_ROLE_NAME,
+        service="lambda.amazonaws.com",
+        purpose=f"Lambda {DECISION_FUNCTION_NAME} (approval decisions; operators invoke it; outside the VPC)",
+        grants=(
+            Grant(("dynamodb:Query",), (f"{ledger}/index/{GSI_UNSETTLED}",),
+                  "list pending approval requests from the ledger's sparse index (never a Scan)"),
+            Grant(("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"), (ledger,),
+                  "read an approval, record one decision (conditional write on its status), append the audit record"),
+            Grant(("lambda:InvokeFunction",), (att(Ids.ORCHESTRATOR_FUNCTION, "Arn"),),
+                  "resume the conversation: the orchestrator runs the approved call (this role runs no tool)"),
+            Grant(("dynamodb:PutItem", "dynamodb:Query"), (att(Ids.AUDIT_TABLE, "Arn"),),
+                  "append decisions and refused decisions to the audit hash chain; never UpdateItem/DeleteItem"),
+        ) + _platform(Ids.DECISION_LOG_GROUP),
     )
 
 
@@ -287,6 +317,7 @@ def build(config: StackConfig) -> list[RoleContract]:
         roles += [tool_role(config, t) for t in TOOLS.values()]
         roles.append(orchestrator_role(config))
         roles.append(reconciler_role(config))
+        roles.append(decision_role())
     if config.demo_database and config.deploy_database_users:
         roles.append(db_users_role())
     if config.demo_database:

@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from .stack import CadenciaStack
 
 
-def add_audit_table(stack: CadenciaStack, orchestrator: lambda_.Function) -> dynamodb.Table:
+def add_audit_table(stack: CadenciaStack, *writers: lambda_.Function) -> dynamodb.Table:
+    """The audit table; each writer (the orchestrator, the approval decisions) may
+    append to it (PutItem, and Query its last link) and gets ``AUDIT_TABLE``."""
     definition = audit_chain.table_definition()
     table = dynamodb.Table(
         stack, "Audit", table_name=definition["TableName"],
@@ -41,9 +43,10 @@ def add_audit_table(stack: CadenciaStack, orchestrator: lambda_.Function) -> dyn
         removal_policy=RemovalPolicy.RETAIN, deletion_protection=True,
     )
     table.node.default_child.override_logical_id(contract.Ids.AUDIT_TABLE)
-    orchestrator.role.add_to_policy(iam.PolicyStatement(actions=["dynamodb:PutItem", "dynamodb:Query"],
-                                                        resources=[table.table_arn]))
-    orchestrator.add_environment("AUDIT_TABLE", table.table_name)
+    for writer in writers:
+        writer.role.add_to_policy(iam.PolicyStatement(actions=["dynamodb:PutItem", "dynamodb:Query"],
+                                                      resources=[table.table_arn]))
+        writer.add_environment("AUDIT_TABLE", table.table_name)
     return table
 
 

@@ -53,6 +53,8 @@ from . import contract, db_users
 from .config import ANTHROPIC_KEY_SECRET_NAME, StackConfig
 from .contract import Ids
 from .packaging import RDS_CA_BUNDLE_NAME, BuiltAsset
+from .approvals import add_approval_decisions, approval_environment
+from .handoffs import add_handoff_bus
 from .controls import add_audit_table, add_control_alarms
 from .reconciler import add_refund_reconciler
 
@@ -117,9 +119,12 @@ class CadenciaStack(Stack):
             for tool in TOOLS.values():
                 self.tool_functions[tool.name] = self._tool_function(tool)
             self.orchestrator = self._orchestrator()
+            self.handoff_bus = add_handoff_bus(self, self.orchestrator, self.orchestrator.role)
             self.reconciler = add_refund_reconciler(self)
+            self.decisions = add_approval_decisions(self)
             add_control_alarms(self)
-            self.audit_table = add_audit_table(self, self.orchestrator)
+            # approval decisions and refusals are audited on the same hash chain
+            self.audit_table = add_audit_table(self, self.orchestrator, self.decisions)
         self._observability()
         self._outputs()
 
@@ -506,6 +511,7 @@ class CadenciaStack(Stack):
             "TOOL_INVOKER": "aws",
             "TOOL_FUNCTIONS": json.dumps({t.name: t.function_name for t in TOOLS.values()}, sort_keys=True),
             "POWERTOOLS_LOG_LEVEL": "INFO",
+            **approval_environment(self),  # the confirmation gate's policy
         }
         if cfg.uses_bedrock:
             role.add_to_policy(iam.PolicyStatement(actions=["bedrock:InvokeModel"],

@@ -26,10 +26,11 @@ from typing import Any, Protocol
 from cadencia_shared.ledger import Attempt, AttemptResult, Ledger
 from cadencia_shared.observability import Metric, count_for_tool
 from cadencia_shared.outcomes import Outcome
+from cadencia_shared.settings import ApprovalSettings
 
 from . import texts
 from .budgets import Limit, TurnBudget, ending_for
-from .invokers import Invocation
+from .invokers import Invocation, ToolInvoker
 from .model import Deadline
 from .steps import Ending, HandOff
 from .tools import ToolCall
@@ -219,9 +220,11 @@ class RetryCeiling:
         self.ledger.record_attempt_result(ctx.notes[RetryCeiling], AttemptResult(result), detail)
 
 
-def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float, breaker_failures: int = 5,
+def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float, invoker: ToolInvoker,
+                     approval: ApprovalSettings, breaker_failures: int = 5,
                      breaker_cooldown_s: float = 30.0) -> list[Control]:
     """The chain, in order (see the module doc). One line per control."""
+    from .approval_gate import ConfirmationGate  # it builds on this module's types
     from .breaker import CircuitBreaker  # its own module (it imports this one)
 
     return [
@@ -230,4 +233,5 @@ def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float, breaker_
         Cancellation(ledger),
         CircuitBreaker(ledger, failures=breaker_failures, cooldown_s=breaker_cooldown_s),
         RetryCeiling(ledger, ceiling),
+        ConfirmationGate(ledger, invoker, approval, reserve_s=reserve_s),
     ]

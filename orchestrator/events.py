@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from cadencia_shared.models import EDGE_CONFIG, ConversationId, CustomerId, CustomerMessage
+from cadencia_shared.models import EDGE_CONFIG, ApprovalId, ConversationId, CustomerId, CustomerMessage
 
 
 class TurnRequest(BaseModel):
@@ -21,7 +21,7 @@ class TurnRequest(BaseModel):
     mensagem: CustomerMessage  # line breaks and emoji joiners allowed; bidi/control characters refused
 
 
-TurnStatus = Literal["ativa", "aguardando_humano", "em_processamento", "erro"]
+TurnStatus = Literal["ativa", "aguardando_humano", "aguardando_aprovacao", "em_processamento", "erro"]
 
 
 class TurnReply(BaseModel):
@@ -33,3 +33,12 @@ class TurnReply(BaseModel):
     status: TurnStatus
     motivo: str  # why the turn ended: resposta, teto, modelo_indisponivel, ...
     duplicada: bool = False
+
+
+class ResumeRequest(BaseModel):
+    """Resume the conversation of a decided approval (sent by the decision Lambda)."""
+
+    model_config = EDGE_CONFIG
+
+    acao: Literal["retomar_aprovacao"]
+    aprovacaoId: ApprovalId

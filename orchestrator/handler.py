@@ -14,7 +14,7 @@ from cadencia_shared.handler import InvalidEvent, parse_event
 from cadencia_shared.ledger import Ledger
 from cadencia_shared.observability import logger_for
 
-from .events import TurnRequest
+from .events import ResumeRequest, TurnRequest
 from .invokers import ToolInvoker
 from .loop import Orchestrator
 from .model import Deadline, build_sdk, model_client
@@ -71,8 +71,23 @@ def _build(settings: OrchestratorSettings) -> Orchestrator:
     )
 
 
+def _resume(event: Any, context: LambdaContext) -> dict[str, Any]:
+    try:
+        request = parse_event(event, ResumeRequest)
+    except InvalidEvent as err:
+        return {"status": "erro", "motivo": "entrada_invalida", "erros": err.problems, "resposta": None}
+    from .resume import Resumer  # only resumes pay for it
+
+    done = Resumer.of(orchestrator(OrchestratorSettings.from_env())).resume(
+        request.aprovacaoId, Deadline(context.get_remaining_time_in_millis))
+    logger.info("approval resumed", extra={"motivo": done.motivo, "status": done.status})
+    return {"status": done.status, "motivo": done.motivo, "resposta": done.resposta, "conversaId": done.conversaId}
+
+
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
+    if isinstance(event, dict) and "acao" in event:
+        return _resume(event, context)
     try:
         request = parse_event(event, TurnRequest)
     except InvalidEvent as err:

@@ -19,14 +19,19 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return list(content)
 
 
-def append_user_text(messages: list[Message], text: str) -> list[Message]:
+def _append_text(messages: list[Message], role: str, text: str) -> list[Message]:
+    """``text`` as ``role``'s turn, joined to a last message of the same role so roles alternate."""
     out = list(messages)
     block = {"type": "text", "text": text}
-    if out and out[-1]["role"] == "user":
-        out[-1] = {"role": "user", "content": [*_blocks(out[-1]["content"]), block]}
+    if out and out[-1]["role"] == role:
+        out[-1] = {"role": role, "content": [*_blocks(out[-1]["content"]), block]}
     else:
-        out.append({"role": "user", "content": [block]})
+        out.append({"role": role, "content": [block]})
     return out
+
+
+def append_user_text(messages: list[Message], text: str) -> list[Message]:
+    return _append_text(messages, "user", text)
 
 
 def _starts_cleanly(message: Message) -> bool:
@@ -57,6 +62,11 @@ def trim(messages: list[Message], max_messages: int) -> list[Message]:
     out = out[first:]
     out[0] = {"role": "user", "content": [b for b in _blocks(out[0]["content"]) if b.get("type") != "tool_result"]}
     return out
+
+
+def append_assistant_text(messages: list[Message], text: str) -> list[Message]:
+    """A person's reply, written as the agent's turn (the model reads it later)."""
+    return _append_text(messages, "assistant", text)
 
 
 def text_of(content: list[dict[str, Any]]) -> str:

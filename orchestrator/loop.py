@@ -11,6 +11,7 @@
        RunAgain (pause_turn) ─► next round
        ShrinkContext ─► trim once, then hand off
        HandOff (refusal, context, round budget) ─► aguardando_humano
+       AwaitApproval (confirmation gate) ─► aguardando_aprovacao (no model call until decided)
     model error (429/529/5xx/timeout) ─► bounded retry in model.py ─► clean failure reply
 
 The model only ever *proposes*: every limit, every approval and what counts as
@@ -49,14 +50,14 @@ from cadencia_shared.ledger import (
 )
 from cadencia_shared.observability import Metric, count
 
-from . import history, texts
+from . import handoffs, history, texts
 from .budgets import Limit, TurnBudget, ending_for
 from .events import TurnReply, TurnRequest
 from .controls import Control, default_controls
 from .invokers import ToolInvoker
 from .model import ContextWindowExceeded, Deadline, ModelClient, ModelUnavailable
 from .settings import OrchestratorSettings
-from .steps import Diagnosis, Ending, HandOff, RunAgain, RunTools, ShrinkContext, Step, next_step, step_for_model_error
+from .steps import AwaitApproval, Diagnosis, Ending, HandOff, RunAgain, RunTools, ShrinkContext, Step, next_step, step_for_model_error
 from .tool_round import ToolRound
 from .tools import definitions
 
@@ -76,6 +77,7 @@ class _Outcome:
     status: ConversationStatus
     reply: str
     reason: str
+    event: handoffs.Detail | None = None  # published once the outcome is committed
 
 
 @dataclass
@@ -97,6 +99,7 @@ class Orchestrator:
         invoker: ToolInvoker,
         logger: Logger | None = None,
         controls: Sequence[Control] | None = None,
+        events: handoffs.Publisher | None = None,
     ) -> None:
         self.settings = settings
         self.ledger = ledger
@@ -104,11 +107,13 @@ class Orchestrator:
         self.invoker = invoker
         if controls is None:
             controls = default_controls(ledger, ceiling=settings.ceiling, reserve_s=settings.reserve_s,
+                                        invoker=invoker, approval=settings.approval,
                                         breaker_failures=settings.breaker_failures,
                                         breaker_cooldown_s=settings.breaker_cooldown_s)
         self.tool_round = ToolRound(invoker, controls)
         self.tools = definitions(strict=settings.strict_tools)
         self.log = logger or Logger(service="orchestrator")
+        self.events = events if events is not None else handoffs.publisher_for(settings)
 
     # -- the turn ---------------------------------------------------------------
     def handle(self, req: TurnRequest, deadline: Deadline) -> TurnReply:
@@ -136,7 +141,7 @@ class Orchestrator:
             raise ConversationBusyError(req.conversaId) from None
 
         try:
-            reply = self._commit(req, state, inbound, self._turn(req, state, deadline))
+            reply, committed = self._commit(req, state, inbound, self._turn(req, state, deadline))
         except StaleConversation:
             self.ledger.append_audit(conversa_id=req.conversaId, evento="COMMIT_CONCORRENTE_REJEITADO",
                                      detalhes={"mensagemId": req.mensagemId, "versao": state.versao})
@@ -146,20 +151,27 @@ class Orchestrator:
             self.ledger.release_conversation(state)
             self.ledger.finish_inbound(inbound, resposta=None, ok=False)
             raise
+        if committed.event is not None:  # only what was committed is announced
+            self.events.publish(committed.event)
         return reply
 
-    def _commit(self, req: TurnRequest, state: ConversationState, inbound: Any, outcome: _Outcome) -> TurnReply:
+    def _commit(self, req: TurnRequest, state: ConversationState, inbound: Any,
+                outcome: _Outcome) -> tuple[TurnReply, _Outcome]:
         """The new state and "this message was answered" commit in one transaction,
-        fenced on the lease and on no pending cancellation."""
+        fenced on the lease and on no pending cancellation. Returns the reply and
+        the outcome actually committed (its hand-off event is published after)."""
         try:
-            return self._write(req, state, inbound, outcome)
+            return self._write(req, state, inbound, outcome), outcome
         except CancellationPending:
             # The operator's command came after the last check: it wins over what
-            # this turn decided (a tool result that arrived late included).
+            # this turn decided (a tool result that arrived late included). Whatever
+            # this turn would have announced (an approval request) is not: the
+            # cancellation's hand-off is.
             self._record_limit(req, Limit.CANCELLED, {"verificadoNo": "commit"})
             ending = ending_for(Limit.CANCELLED)
-            return self._write(req, state, inbound, _Outcome(
-                outcome.messages, ConversationStatus.WAITING_HUMAN, ending.text, ending.reason))
+            cancelled = _Outcome(outcome.messages, ConversationStatus.WAITING_HUMAN, ending.text, ending.reason,
+                                 handoffs.hand_off(req.conversaId, ending.reason, req.mensagemId))
+            return self._write(req, state, inbound, cancelled), cancelled
 
     def _write(self, req: TurnRequest, state: ConversationState, inbound: Any, outcome: _Outcome) -> TurnReply:
         reply = self._reply(req, outcome.reply, outcome.status.value, outcome.reason)
@@ -173,6 +185,10 @@ class Orchestrator:
         if state.status is ConversationStatus.WAITING_HUMAN:
             # A human owns the conversation now: the model is not consulted.
             return _Outcome(messages, ConversationStatus.WAITING_HUMAN, texts.WAITING_HUMAN, "aguardando_humano")
+        if state.status is ConversationStatus.WAITING_APPROVAL:
+            # A call awaits a person's decision; the decision resumes the conversation.
+            return _Outcome(messages, ConversationStatus.WAITING_APPROVAL, texts.STILL_AWAITING_APPROVAL,
+                            "aguardando_aprovacao")
         turn = _TurnState(req, deadline, history.trim(messages, self.settings.history_max_messages),
                           self._budget())
         while True:
@@ -250,7 +266,12 @@ class Orchestrator:
             count(Metric.HUMAN_HANDOFFS, {"Motivo": step.reason})
             self.ledger.append_audit(conversa_id=turn.request.conversaId, evento="ENCAMINHADO_PARA_HUMANO",
                                      detalhes={"motivo": step.reason, "mensagemId": turn.request.mensagemId})
-            return _Outcome(turn.messages, ConversationStatus.WAITING_HUMAN, step.text, step.reason)
+            return _Outcome(turn.messages, ConversationStatus.WAITING_HUMAN, step.text, step.reason,
+                            handoffs.hand_off(turn.request.conversaId, step.reason, turn.request.mensagemId))
+        if isinstance(step, AwaitApproval):
+            event = None if step.request is None else handoffs.approval_requested(turn.request.conversaId,
+                                                                                 step.request)
+            return _Outcome(turn.messages, ConversationStatus.WAITING_APPROVAL, step.text, step.reason, event)
         if step.keep:
             self._keep_without_running(turn.messages, step.keep)
         return _Outcome(turn.messages, ConversationStatus.ACTIVE, step.text, step.reason)

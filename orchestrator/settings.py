@@ -9,7 +9,7 @@ from pydantic import Field, Json
 
 from cadencia_shared.aws import AwsSettings
 from cadencia_shared.catalog import TOOLS
-from cadencia_shared.settings import EnvSettings, LedgerSettings
+from cadencia_shared.settings import ApprovalSettings, EnvSettings, LedgerSettings
 
 
 class ModelProvider(StrEnum):
@@ -53,13 +53,17 @@ class OrchestratorSettings(EnvSettings):
         default_factory=lambda: {name: spec.function_name for name, spec in TOOLS.items()}, alias="TOOL_FUNCTIONS"
     )
     strict_tools: bool = Field(True, alias="STRICT_TOOLS")
+    # The stack's EventBridge bus for hand-offs and approval requests (orchestrator/handoffs.py).
+    event_bus: str | None = Field(None, alias="EVENT_BUS_NAME")
     # The hash-chained audit table (cadencia_shared.audit_chain); unset: audit
     # records stay ``auditoria#`` items of the ledger (tests that read them there).
     audit_table: str | None = Field(None, alias="AUDIT_TABLE")
     ledger: LedgerSettings = Field(default_factory=LedgerSettings)
+    approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
     aws: AwsSettings = Field(default_factory=AwsSettings)
 
     @classmethod
     def from_env(cls, environ=None):  # type: ignore[override]
         base = super().from_env(environ)
-        return base.model_copy(update={"ledger": LedgerSettings.from_env(environ), "aws": AwsSettings.from_env(environ)})
+        return base.model_copy(update={"ledger": LedgerSettings.from_env(environ), "aws": AwsSettings.from_env(environ),
+                                       "approval": ApprovalSettings.from_env(environ)})

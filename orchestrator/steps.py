@@ -59,6 +59,20 @@ class HandOff:
 
 
 @dataclass(frozen=True)
+class AwaitApproval:
+    """End the turn; the conversation waits for a person's decision on a call
+    (issue 10). The customer is told a person will check it; the model is not
+    consulted again until the decision resumes the conversation."""
+
+    text: str
+    reason: str
+    diagnosis: Diagnosis | None = None
+    # A request created by this call (its event's detail); None when it already existed.
+    request: dict[str, Any] | None = None
+    limit: str | None = None  # as ``Reply.limit`` (never set by the gate; the loop reads it on every ending)
+
+
+@dataclass(frozen=True)
 class RunTools:
     content: Content  # the assistant message, as stored
     blocks: list[Any] = field(default_factory=list)  # the SDK's blocks, as the model sent them
@@ -74,8 +88,8 @@ class ShrinkContext:
     pass
 
 
-Ending = Reply | HandOff
-Step = Reply | HandOff | RunTools | RunAgain | ShrinkContext
+Ending = Reply | HandOff | AwaitApproval
+Step = Reply | HandOff | AwaitApproval | RunTools | RunAgain | ShrinkContext
 
 
 def next_step(response: Any) -> Step:

@@ -35,6 +35,37 @@ TOOL_UNAVAILABLE = (
 EMPTY_REPLY = "Certo! Posso ajudar com mais alguma coisa?"
 IN_PROGRESS = "Recebi sua mensagem e já estou cuidando dela."
 
+# Approvals (issue 10): each sentence true when said — nothing has moved yet.
+AWAITING_APPROVAL = (
+    "Esse reembolso precisa da aprovação de uma pessoa da nossa equipe. Já enviei o pedido para análise "
+    "e te aviso por aqui assim que houver uma decisão. Nenhum valor foi movimentado até agora."
+)
+STILL_AWAITING_APPROVAL = (
+    "Seu pedido de reembolso ainda está em análise por uma pessoa da nossa equipe. "
+    "Te aviso por aqui assim que houver uma decisão."
+)
+NO_APPROVER = (
+    "Esse reembolso precisa da aprovação de uma pessoa, e não consigo concluí-lo automaticamente — "
+    "vou encaminhar para um atendente humano. Nenhum valor foi movimentado."
+)
+APPROVAL_DENIED = "Seu pedido de reembolso do pedido {pedidoId} foi analisado e não foi aprovado. Nenhum valor foi movimentado."
+APPROVAL_UNUSABLE = (
+    "A aprovação do seu pedido de reembolso não pôde ser usada (expirou ou não confere com o pedido) — "
+    "vou encaminhar para um atendente humano. Nenhum valor foi movimentado."
+)
+# After an approved call ran: by what the tool answered (its outcome), never more.
+APPROVED_EXECUTED = "Seu reembolso de R$ {valor} do pedido {pedidoId} foi aprovado e emitido."
+APPROVED_ALREADY = "O reembolso do pedido {pedidoId} já tinha sido processado; nenhum valor novo foi movimentado."
+APPROVED_UNCONFIRMED = (
+    "Seu reembolso do pedido {pedidoId} foi aprovado. Ainda estou aguardando a confirmação do meio de pagamento "
+    "e te aviso assim que ela chegar."
+)
+# Not "nothing moved": a tool that timed out may have reached the gateway.
+APPROVED_NOT_DONE = (
+    "Seu reembolso do pedido {pedidoId} foi aprovado, mas não consegui confirmar a emissão agora — "
+    "vou encaminhar para um atendente humano conferir."
+)
+
 SYSTEM_PROMPT = """Você é o assistente de atendimento da Cadência no WhatsApp. Responda sempre em \
 português do Brasil, com frases curtas e cordiais.
 

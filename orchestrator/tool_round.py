@@ -7,8 +7,8 @@ keeps repeating) ─► unknown tool / invalid arguments: ``is_error`` ─► th
 before-steps in order (any may refuse) ─► invoke ─► the after-steps in reverse.
 
 A refusal may end the turn (``Refusal.ending``): the round still answers every
-block, then the first hand-off wins over any other ending, so the customer hears
-about the first call a human must look at.
+block, then the first hand-off wins over any other ending (then a wait for approval),
+so the customer hears about the first call a human must look at.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .controls import CallContext, CallOutcome, Control, Refusal
 from .events import TurnRequest
 from .invokers import Invocation, InvocationStatus, ToolInvoker
 from .model import Deadline
-from .steps import Ending, HandOff
+from .steps import AwaitApproval, Ending, HandOff
 from .tools import ToolCall, validation_errors
 
 
@@ -39,7 +39,8 @@ class RoundResult:
     @property
     def ending(self) -> Ending | None:
         handoffs = [e for e in self.endings if isinstance(e, HandOff)]
-        return (handoffs or self.endings or [None])[0]
+        waits = [e for e in self.endings if isinstance(e, AwaitApproval)]
+        return (handoffs or waits or self.endings or [None])[0]
 
 
 class ToolRound:

@@ -15,6 +15,8 @@ code, not the schema, holds authority.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,6 +94,20 @@ def validation_errors(tool: str, tool_input: Any) -> list[str]:
     except ValidationError as err:
         return describe(err)
     return []
+
+
+def tool_version(tool: str, release: str) -> str:
+    """A tool's version for approvals: its input schema (as the model sees it) and
+    the release. A new schema or release names a new version, so approvals given
+    for the old one are never found again (they are bound to the version)."""
+    material = json.dumps(INPUT_SCHEMAS[tool], sort_keys=True, separators=(",", ":")) + "\x00" + release
+    return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+def canonical_input(tool: str, tool_input: dict[str, Any]) -> dict[str, Any]:
+    """The arguments as the tool's own types read them (strictly), optional fields
+    left out: the form that is hashed, shown to the approver and executed."""
+    return ARGUMENTS[tool].model_validate(tool_input, strict=True).model_dump(exclude_none=True)
 
 
 @dataclass(frozen=True)

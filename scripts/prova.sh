@@ -10,9 +10,10 @@
 # orchestrator and tool Lambdas), writes resultado-minima.json,
 # resultado-producao.json (+ .resumo.json) and resultado-comparacao.png in
 # resultados/, prints the comparison, then (round 3) runs a tool whose Lambda keeps
-# failing through the production design (resultado-disjuntor.json) and brings the
-# stack down. Exits non-zero if the production design made any duplicate debit, or
-# if the failing tool was called more than the breaker's N times.
+# failing through the production design (resultado-disjuntor.json), then the
+# approvals section (scripts/prova_aprovacoes.py), and brings the stack down. Exits
+# non-zero if the production design made any duplicate debit, if the failing tool
+# was called more than the breaker's N times, or if an approvals figure differs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -66,3 +67,9 @@ $PY -m scripts.harness.comparar "$OUT/resultado-minima.json" "$OUT/resultado-pro
 # -- Round 3: a tool whose Lambda keeps failing (injected): the circuit breaker --
 echo
 $PY -m scripts.harness.disjuntor --saida "$OUT/resultado-disjuntor.json" "${EXTRA[@]}"
+
+# -- Approvals (issue 10): refunds above R$ 500 with no approver, then one approved -----
+# A section of its own (the rounds above keep their figures): its own orders, debits
+# counted on the gateway; non-zero when any figure differs from the expected one.
+echo
+$PY -m scripts.prova_aprovacoes

@@ -115,7 +115,8 @@ def test_a_control_added_to_the_default_chain_hands_off_through_the_real_loop(mo
     model = ScriptedModel(tool_use(*REFUND), text_reply("não deveria ser pedido"))
     invoker = CountingInvoker()
     orch, _ = build(model, ledger, invoker, controls=lambda cfg: [
-        *default_controls(ledger, ceiling=cfg.ceiling, reserve_s=cfg.reserve_s),
+        *default_controls(ledger, ceiling=cfg.ceiling, reserve_s=cfg.reserve_s, invoker=invoker,
+                          approval=cfg.approval),
         Closed("emitir_reembolso", HandOff("Um atendente humano vai cuidar do seu reembolso.", "fechado")),
     ])
     reply = orch.handle(_request("conv-closed"), Deadline.after(60))

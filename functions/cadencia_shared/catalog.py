@@ -5,6 +5,22 @@ stack all read this, so a tool is renamed in exactly one place."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
+
+
+@dataclass(frozen=True)
+class ApprovalPolicy:
+    """When a call of an irreversible tool needs a person's approval (issue 10).
+
+    Decided by code and configuration, never by the model: a call needs approval
+    when ``amount_field`` is above the threshold (``APROVACAO_LIMITE_REAIS``,
+    default ``default_threshold``) or, with ``second_refund``, when the order was
+    already (partly) refunded by someone else. The orchestrator's confirmation
+    gate (orchestrator/approval_gate.py) applies it."""
+
+    amount_field: str = "valor"
+    default_threshold: Decimal = Decimal("500")
+    second_refund: bool = True
 
 
 @dataclass(frozen=True)
@@ -20,6 +36,7 @@ class ToolSpec:
     timeout_s: int
     irreversible: bool = False
     subject_field: str | None = "pedidoId"  # which input field scopes the retry ceiling
+    approval: ApprovalPolicy | None = None  # None: the confirmation gate lets every call through
 
     @property
     def handler(self) -> str:
@@ -40,6 +57,7 @@ EMITIR_REEMBOLSO = ToolSpec(
     package="emitir_reembolso",
     timeout_s=8,
     irreversible=True,
+    approval=ApprovalPolicy(),
 )
 ATUALIZAR_CADASTRO = ToolSpec(
     name="atualizar_cadastro",
@@ -59,7 +77,16 @@ RECONCILER_PACKAGE = "conciliar_reembolsos"
 # Every PostgreSQL user the agent's Lambdas log in as (one per Lambda).
 DB_USERS: tuple[str, ...] = (*(t.db_user for t in TOOLS.values()), RECONCILER_DB_USER)
 
+# The approval decisions Lambda (not a tool: operators invoke it, scripts/aprovar.py).
+DECISION_FUNCTION_NAME = "cadencia-decidir-aprovacao"
+DECISION_PACKAGE = "decidir_aprovacao"
+
 ORCHESTRATOR_FUNCTION_NAME = "cadencia-orquestrador"
+# Hand-offs and approval requests (issue 10): the stack's own bus, and the queue its
+# default rule delivers them to (a helpdesk may add rules of its own).
+HANDOFF_BUS_NAME = "cadencia-agente"
+HANDOFF_QUEUE_NAME = "cadencia-encaminhamentos"
+HANDOFF_EVENT_SOURCE = "cadencia.agente"
 LEDGER_TABLE = "cadencia-agente-execucoes"
 GATEWAY_SECRET_NAME = "cadencia/gateway-pagamento"
 DATABASE_NAME = "cadencia"

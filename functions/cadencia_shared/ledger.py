@@ -15,9 +15,16 @@ reivindicacao          ``reivindicacao#{chaveIdempotencia}``      PutItem attrib
 contador_tentativas    ``contador#{conversa}#{assunto}#{tool}``   UpdateItem ADD (atomic number)
 tentativa              ``tentativa#{conversa}#{assunto}#{tool}#n`` PutItem attribute_not_exists
 conversa               ``conversa#{conversa}``                    UpdateItem with version fence
-                                                                  (+ no pending cancellation)
+                                                                  (+ no pending cancellation;
+                                                                  ``pendencia = humano`` while
+                                                                  aguardando_humano)
 mensagem               ``mensagem#{conversa}#{mensagemId}``       PutItem attribute_not_exists
 auditoria              ``auditoria#{uuid}``                       PutItem attribute_not_exists
+primeiro_reembolso     ``primeiro-reembolso#{pedido}``            PutItem attribute_not_exists (or
+                                                                  the same conversation)
+aprovacao              ``aprovacao#{approval_id(...)}``           PutItem attribute_not_exists;
+                                                                  decided/consumed by a conditional
+                                                                  UpdateItem on its status
 =====================  =========================================  ===============================
 
 ``chaveIdempotencia`` keeps Lab 87's format ``{conversaId}#{pedidoId}#reembolso``.
@@ -28,6 +35,7 @@ so no two different tuples can produce the same key.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 import uuid
@@ -56,6 +64,11 @@ GSI_UNSETTLED_PARTITION = "pendencia"
 # claims behind it. ``registradoEm`` keeps its meaning (creation, ``porConversa``).
 GSI_UNSETTLED_SORT = "visitadoEm"
 UNSETTLED_MARK = "reembolso"
+# Approval requests awaiting a decision share that sparse index under their own
+# partition value: operators list them with a Query, never a Scan.
+APPROVAL_PENDING_MARK = "aprovacao"
+# ... and conversations waiting for a person (aguardando_humano), for scripts/atendente.py.
+HUMAN_PENDING_MARK = "humano"
 TTL_ATTRIBUTE = "expiraEm"
 
 ATTEMPT_EVENT = "TENTATIVA_DE_FERRAMENTA_REGISTRADA"
@@ -72,6 +85,8 @@ class ItemType(StrEnum):
     CONVERSATION = "conversa"
     INBOUND = "mensagem"
     AUDIT = "auditoria"
+    APPROVAL = "aprovacao"
+    FIRST_REFUND = "primeiro_reembolso"
 
 
 class ClaimStatus(StrEnum):
@@ -115,6 +130,7 @@ class InboundStatus(StrEnum):
 class ConversationStatus(StrEnum):
     ACTIVE = "ativa"
     WAITING_HUMAN = "aguardando_humano"
+    WAITING_APPROVAL = "aguardando_aprovacao"  # a call awaits a person's decision (issue 10)
 
 
 DETAIL_MAX = 200  # characters of a claim's ``detalhe``: a note for people, never a whole body
@@ -130,6 +146,18 @@ def clip_detail(detalhe: str) -> str:
 def refund_idempotency_key(conversa_id: str, pedido_id: str) -> str:
     """Lab 87's key: one refund per (conversation, order)."""
     return f"{_id(conversa_id)}#{_id(pedido_id)}#reembolso"
+
+
+def approval_id(conversa_id: str, ferramenta: str, versao: str, argumentos_sha256: str) -> str:
+    """One approval request per (conversation, tool, tool version, canonical
+    arguments): the same call asked again finds the same record, and any other
+    conversation, amount or version is a different record. Short enough to type."""
+    material = "\x00".join((_id(conversa_id), _id(ferramenta), _id(versao), _id(argumentos_sha256)))
+    return hashlib.sha256(material.encode()).hexdigest()[:32]
+
+
+def approval_pk(approval: str) -> str:
+    return f"aprovacao#{_id(approval)}"
 
 
 def _id(value: str) -> str:
@@ -629,6 +657,28 @@ class Ledger:
             ExpressionAttributeValues=self._ser(values),
         )
 
+    def first_refund_conversation(self, *, pedido_id: str, conversa_id: str) -> str:
+        """The conversation that first asked to refund this order: this one, when its
+        conditional PutItem wins (or it already owns the mark), else the owner's id.
+        Race-free: two conversations asking at once get one owner, so the other's
+        refund is a second refund (the confirmation gate asks a person)."""
+        pk = f"primeiro-reembolso#{_id(pedido_id)}"
+        try:
+            self.client.put_item(
+                TableName=self.table_name,
+                Item=self._ser({TABLE_KEY: pk, "tipo": ItemType.FIRST_REFUND.value, "conversaDona": _id(conversa_id),
+                                "pedidoId": pedido_id, "criadoEm": self._iso()}),
+                ConditionExpression="attribute_not_exists(pk) OR conversaDona = :c",
+                ExpressionAttributeValues=self._ser({":c": conversa_id}),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as err:
+            if not self._condition_failed(err):
+                raise
+            old = self._old_item(err) or self._get(pk) or {}
+            return str(old.get("conversaDona", ""))
+        return conversa_id
+
     # durable conversations ------------------------------------------------------
     def acquire_conversation(
         self, *, conversa_id: str, cliente_id: int, lease_s: int
@@ -686,6 +736,16 @@ class Ledger:
             return None
         return ConversationState.from_item(conversa_id, item, dono=item.get("dono", ""))
 
+    def waiting_for_a_person(self, *, limit: int = 100) -> list[tuple[str, str]]:
+        """(conversation id, waiting since) of conversations handed to a person, oldest
+        first: a Query on the sparse index, never a Scan."""
+        resp = self.client.query(
+            TableName=self.table_name, IndexName=GSI_UNSETTLED, KeyConditionExpression="#pend = :pend",
+            ExpressionAttributeNames={"#pend": GSI_UNSETTLED_PARTITION},
+            ExpressionAttributeValues=self._ser({":pend": HUMAN_PENDING_MARK}), ScanIndexForward=True, Limit=limit)
+        items = [self._de(i) for i in resp.get("Items", [])]
+        return [(i[TABLE_KEY].removeprefix("conversa#"), i[GSI_SORT]) for i in items]
+
     def commit_conversation(
         self,
         state: ConversationState,
@@ -700,6 +760,19 @@ class Ledger:
         and, given ``inbound``, mark that message answered with ``resposta`` in the
         same transaction: the state and "this message was answered" commit together
         or not at all (so a redelivery can neither be lost nor run twice)."""
+        values = {":m": _encode_messages(mensagens), ":st": status.value, ":um": 1, ":zero": 0,
+                  ":agora": self._iso(), ":v": state.versao, ":dono": state.dono}
+        # A conversation waiting for a person is in the sparse index (people list it with
+        # a Query); any other status takes it out. The index's sort key is the claims'
+        # ``visitadoEm`` (an item without it is not in the index): set to when the wait
+        # began, kept while it lasts (``registradoEm`` too, what operators are shown).
+        if status is ConversationStatus.WAITING_HUMAN:
+            waiting = (", #pend = :humano, registradoEm = if_not_exists(registradoEm, :agora), "
+                       "#visita = if_not_exists(#visita, :agora)")
+            values[":humano"] = HUMAN_PENDING_MARK
+            removed = ""
+        else:
+            waiting, removed = "", ", #pend, registradoEm, #visita"
         # An operator's cancellation wins over whatever the turn decided: the commit
         # of a turn that did not end as cancelled is refused while one is pending;
         # the cancelled turn's commit consumes it.
@@ -711,22 +784,13 @@ class Ledger:
             "Key": self._key(f"conversa#{state.conversa_id}"),
             "UpdateExpression": (
                 "SET mensagensZ = :m, #st = :st, versao = versao + :um, atualizadoEm = :agora, "
-                "turnos = if_not_exists(turnos, :zero) + :um REMOVE dono, leaseAteMs"
+                f"turnos = if_not_exists(turnos, :zero) + :um{waiting} REMOVE dono, leaseAteMs{removed}"
                 + (f", {CANCELLATION_ATTRIBUTE}" if cancelled else "")
             ),
             "ConditionExpression": fence,
-            "ExpressionAttributeNames": {"#st": "status"},
-            "ExpressionAttributeValues": self._ser(
-                {
-                    ":m": _encode_messages(mensagens),
-                    ":st": status.value,
-                    ":um": 1,
-                    ":zero": 0,
-                    ":agora": self._iso(),
-                    ":v": state.versao,
-                    ":dono": state.dono,
-                }
-            ),
+            "ExpressionAttributeNames": {"#st": "status", "#pend": GSI_UNSETTLED_PARTITION,
+                                         "#visita": GSI_UNSETTLED_SORT},
+            "ExpressionAttributeValues": self._ser(values),
         }
         try:
             if inbound is None:

@@ -20,7 +20,7 @@ import math
 import re
 import unicodedata
 from decimal import Decimal
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -197,3 +197,39 @@ class ToolRequest(BaseModel):
 
     conversaId: ConversationId
     clienteId: CustomerId
+
+
+# -- approvals (issue 10) --------------------------------------------------------
+
+APPROVAL_ID_PATTERN = r"\A[0-9a-f]{32}\Z"  # ledger.approval_id: 32 hex digits
+APPROVER_PATTERN = r"\A[a-z0-9][a-z0-9._@-]{0,63}\Z"  # an operator's login, e-mail or IAM user name
+
+ApprovalId = _id_type(APPROVAL_ID_PATTERN, "aprovacaoId")
+ApproverId = _id_type(APPROVER_PATTERN, "aprovador")
+Justification = Annotated[str, Strict(), StringConstraints(strip_whitespace=True, min_length=3, max_length=500),
+                          SingleLineText]
+
+
+class DecisionRequest(BaseModel):
+    """A person's decision on one approval request (the decision Lambda's event)."""
+
+    model_config = EDGE_CONFIG
+
+    acao: Literal["decidir"]
+    aprovacaoId: ApprovalId
+    decisao: Literal["aprovar", "negar"]
+    aprovador: ApproverId
+    justificativa: Justification
+
+
+class PendingListRequest(BaseModel):
+    model_config = EDGE_CONFIG
+
+    acao: Literal["listar"]
+
+
+class ShowRequest(BaseModel):
+    model_config = EDGE_CONFIG
+
+    acao: Literal["mostrar"]
+    aprovacaoId: ApprovalId

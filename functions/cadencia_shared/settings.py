@@ -9,13 +9,16 @@ edge instead of a ``KeyError`` deep inside a request.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
+from decimal import Decimal
 from enum import Enum
 from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from .catalog import DATABASE_NAME, LEDGER_TABLE
+from .models import APPROVER_PATTERN, OrderId
 
 
 class EnvSettings(BaseModel):
@@ -75,3 +78,33 @@ class DatabaseSettings(EnvSettings):
 
 class LedgerSettings(EnvSettings):
     table_name: str = Field(LEDGER_TABLE, alias="LEDGER_TABLE")
+
+
+class ApprovalSettings(EnvSettings):
+    """The approval policy's configuration (issue 10), read by the orchestrator's
+    confirmation gate and by whoever records decisions (scripts/aprovar.py)."""
+
+    # Above this amount (R$) a refund needs a person; unset: the tool's catalog default.
+    threshold: Decimal | None = Field(None, alias="APROVACAO_LIMITE_REAIS", ge=0, max_digits=12, decimal_places=2)
+    # Who may decide: comma-separated identities. Empty: nobody, so the gate refuses
+    # every call that needs approval (it never executes one).
+    approvers_csv: str = Field("", alias="APROVADORES", max_length=4000)
+    validity_s: int = Field(24 * 3600, alias="APROVACAO_VALIDADE_S", ge=60, le=7 * 24 * 3600)
+    # Part of each tool's version: a new release invalidates pending approvals.
+    release: OrderId = Field("local", alias="VERSAO_RELEASE")  # the same anchored id pattern as an order
+
+    @field_validator("approvers_csv")
+    @classmethod
+    def _each_approver_an_id(cls, value: str) -> str:
+        bad = [a for a in _split(value) if not re.fullmatch(APPROVER_PATTERN, a)]
+        if bad:
+            raise ValueError(f"APROVADORES: {len(bad)} identidade(s) fora do padrão {APPROVER_PATTERN}")
+        return value
+
+    @property
+    def approvers(self) -> frozenset[str]:
+        return frozenset(_split(self.approvers_csv))
+
+
+def _split(csv: str) -> list[str]:
+    return [a.strip() for a in csv.split(",") if a.strip()]

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from cadencia_shared.catalog import HANDOFF_BUS_NAME
 from cadencia_shared.audit_chain import AUDIT_TABLE
 from cadencia_shared.ledger import ItemType, Ledger
 from orchestrator import handler
@@ -31,6 +32,7 @@ def orchestrator_environment(state: Any, *, model_env: dict[str, str], tool_envs
         "AUDIT_TABLE": AUDIT_TABLE,
         "TOOL_INVOKER": "local",
         "LOCAL_TOOL_ENVIRONMENTS": str(tool_envs_file),
+        "EVENT_BUS_NAME": HANDOFF_BUS_NAME,  # hand-offs reach the local bus and its queue
     }
 
 

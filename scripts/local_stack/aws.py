@@ -21,6 +21,7 @@ from botocore.config import Config
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from cadencia_shared.catalog import HANDOFF_BUS_NAME, HANDOFF_EVENT_SOURCE, HANDOFF_QUEUE_NAME
 from cadencia_shared.audit_chain import AUDIT_TABLE
 from cadencia_shared.audit_chain import table_definition as audit_table_definition
 from cadencia_shared.ledger import TTL_ATTRIBUTE, table_definition
@@ -67,12 +68,27 @@ def provision(endpoint: str, *, table_name: str, secret_name: str, gateway_token
     ddb = session_client("dynamodb", endpoint)
     if table_name not in ddb.list_tables()["TableNames"]:
         reset_ledger(ddb, table_name)
+    provision_handoffs(session_client("events", endpoint), session_client("sqs", endpoint))
     sm = session_client("secretsmanager", endpoint)
     value = json.dumps({"token": gateway_token})
     try:
         sm.create_secret(Name=secret_name, SecretString=value)
     except sm.exceptions.ResourceExistsException:
         sm.put_secret_value(SecretId=secret_name, SecretString=value)
+
+
+def provision_handoffs(events: Any, sqs: Any) -> str:
+    """The hand-off bus, its queue and the default rule between them (as the CDK
+    stack's infra/handoffs.py); idempotent. Returns the queue's URL."""
+    if HANDOFF_BUS_NAME not in {b["Name"] for b in events.list_event_buses()["EventBuses"]}:
+        events.create_event_bus(Name=HANDOFF_BUS_NAME)
+    queue_url = sqs.create_queue(QueueName=HANDOFF_QUEUE_NAME)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    events.put_rule(Name="encaminhamentos-para-fila", EventBusName=HANDOFF_BUS_NAME,
+                    EventPattern=json.dumps({"source": [HANDOFF_EVENT_SOURCE]}))
+    events.put_targets(Rule="encaminhamentos-para-fila", EventBusName=HANDOFF_BUS_NAME,
+                       Targets=[{"Id": "fila", "Arn": arn}])
+    return queue_url
 
 
 def reset_ledger(ddb: Any, table_name: str) -> None:

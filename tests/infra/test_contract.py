@@ -62,7 +62,10 @@ def test_database_and_secret_scoping(default_synth, variant_synth):
                 if action == "secretsmanager:GetSecretValue" and resource == contract.ref(Ids.GATEWAY_SECRET):
                     assert role_id in {Ids.role(EMITIR_REEMBOLSO), Ids.RECONCILER_ROLE}, \
                         f"{role_id} can read the gateway secret"
-                if action == "lambda:InvokeFunction":
+                if action == "lambda:InvokeFunction" and role_id == Ids.DECISION_ROLE:
+                    # Decisions resume the conversation through the orchestrator; never a tool.
+                    assert resource == contract.att(Ids.ORCHESTRATOR_FUNCTION, "Arn")
+                elif action == "lambda:InvokeFunction":
                     assert role_id == Ids.ORCHESTRATOR_ROLE
                     assert resource in {contract.att(Ids.function(t), "Arn") for t in TOOLS.values()}
                 if action.startswith("rds-db:"):
@@ -173,11 +176,15 @@ def _trust_widened(t):
         {"Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"AWS": "arn:aws:iam::111122223333:root"}})
 
 
-def _reconciler_statement(t, action):
-    for stmt in _policy_of(t, Ids.RECONCILER_ROLE):
+def _statement(t, role_id, action):
+    for stmt in _policy_of(t, role_id):
         if stmt["Action"] == action or action in stmt["Action"]:
             return stmt
-    raise AssertionError(f"no {action} statement on the reconciler's role")
+    raise AssertionError(f"no {action} statement on {role_id}")
+
+
+def _reconciler_statement(t, action):
+    return _statement(t, Ids.RECONCILER_ROLE, action)
 
 
 def _reconciler_query_whole_table(t):
@@ -207,6 +214,36 @@ def _reconciler_invokes_refund(t):
                                               "Resource": {"Fn::GetAtt": [Ids.function(EMITIR_REEMBOLSO), "Arn"]}})
 
 
+def _decision_statement(t, action):
+    return _statement(t, Ids.DECISION_ROLE, action)
+
+
+def _decision_invokes_refund(t):
+    stmt = _decision_statement(t, "lambda:InvokeFunction")
+    stmt["Resource"] = [stmt["Resource"], {"Fn::GetAtt": [Ids.function(EMITIR_REEMBOLSO), "Arn"]}]
+
+
+def _decision_scan(t):
+    stmt = _decision_statement(t, "dynamodb:Query")
+    stmt["Action"] = ["dynamodb:Query", "dynamodb:Scan"]
+
+
+def _decision_delete_item(t):
+    stmt = _decision_statement(t, "dynamodb:UpdateItem")
+    stmt["Action"] = [*stmt["Action"], "dynamodb:DeleteItem"]
+
+
+def _decision_gateway_secret(t):
+    _policy_of(t, Ids.DECISION_ROLE).append({"Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
+                                            "Resource": {"Ref": Ids.GATEWAY_SECRET}})
+
+
+def _orchestrator_default_bus(t):
+    for stmt in _policy_of(t, Ids.ORCHESTRATOR_ROLE):
+        if stmt["Action"] == "events:PutEvents":
+            stmt["Resource"] = [stmt["Resource"], {"Fn::Join": ["", [
+                "arn:", {"Ref": "AWS::Partition"}, ":events:", {"Ref": "AWS::Region"}, ":",
+                {"Ref": "AWS::AccountId"}, ":event-bus/default"]]}]
 def _audit_statement(t):
     for stmt in _policy_of(t, Ids.ORCHESTRATOR_ROLE):
         if stmt["Resource"] == {"Fn::GetAtt": [Ids.AUDIT_TABLE, "Arn"]}:
@@ -234,6 +271,14 @@ def _audit_delete_by_tool(t):
         {"Effect": "Allow", "Action": "dynamodb:DeleteItem", "Resource": {"Fn::GetAtt": [Ids.AUDIT_TABLE, "Arn"]}})
 
 
+def _decision_audit_delete_item(t):
+    for stmt in _policy_of(t, Ids.DECISION_ROLE):
+        if stmt["Resource"] == {"Fn::GetAtt": [Ids.AUDIT_TABLE, "Arn"]}:
+            stmt["Action"] = [*stmt["Action"], "dynamodb:DeleteItem"]
+            return
+    raise AssertionError("no audit-table statement on the decision role")
+
+
 def _new_role(t):
     t["Resources"]["ShadowRole"] = copy.deepcopy(t["Resources"][Ids.role(EMITIR_REEMBOLSO)])
 
@@ -257,10 +302,16 @@ MUTATIONS = {
     "reconciler: PutItem": _reconciler_put_item,
     "reconciler: the refund tool's db user": _reconciler_refund_db_user,
     "reconciler: invoke the refund Lambda": _reconciler_invokes_refund,
+    "decision: invoke the refund Lambda": _decision_invokes_refund,
+    "decision: Scan": _decision_scan,
+    "decision: DeleteItem": _decision_delete_item,
+    "decision: the gateway secret": _decision_gateway_secret,
+    "orchestrator: PutEvents on the default bus": _orchestrator_default_bus,
     "audit: UpdateItem": _audit_update_item,
     "audit: DeleteItem": _audit_delete_item,
     "audit: BatchWriteItem": _audit_batch_write,
     "audit: a tool deletes": _audit_delete_by_tool,
+    "audit: the decision role deletes": _decision_audit_delete_item,
 }
 
 
@@ -309,7 +360,8 @@ def test_no_role_may_update_or_delete_an_audit_record(all_synths, variant):
                 assert not any(a.startswith("dynamodb:") and a not in ("dynamodb:PutItem", "dynamodb:Query")
                                for a in actions), stmt
     if Ids.AUDIT_TABLE in synth.template["Resources"]:
-        assert seen == [["dynamodb:PutItem", "dynamodb:Query"]]
+        # two writers: the orchestrator and the approval decisions (issue 10's audit records)
+        assert seen == [["dynamodb:PutItem", "dynamodb:Query"]] * 2
         props = synth.template["Resources"][Ids.AUDIT_TABLE]["Properties"]
         assert props["DeletionProtectionEnabled"] is True
         assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}

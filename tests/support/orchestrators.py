@@ -20,9 +20,13 @@ from .anthropic_fake import ScriptedModel
 class CountingInvoker:
     """Counts invocations per tool, then delegates (or answers a canned payload)."""
 
-    def __init__(self, inner: ToolInvoker | None = None, answer: dict[str, Any] | None = None) -> None:
+    def __init__(self, inner: ToolInvoker | None = None, answer: dict[str, Any] | None = None,
+                 refunded: str = "0.00") -> None:
         self.inner = inner
         self.answer = answer
+        # What a canned status read says was refunded already (the confirmation
+        # gate reads it before a refund); a canned ``answer`` for other tools keeps it.
+        self.refunded = refunded
         self.calls: Counter[str] = Counter()
         self.events: list[tuple[str, dict[str, Any]]] = []
 
@@ -31,6 +35,11 @@ class CountingInvoker:
         self.events.append((tool.name, event))
         if self.inner is not None:
             return self.inner.invoke(tool, event)
+        status_read = {"ok": True, "resultado": "consultado", "dados": {"valorReembolsado": self.refunded}}
+        canned_for_another_tool = self.answer is not None and self.answer.get("ok") \
+            and self.answer.get("resultado") != "consultado"
+        if tool.name == "consultar_status_pedido" and (self.answer is None or canned_for_another_tool):
+            return Invocation(InvocationStatus.OK, payload={**status_read, "ferramenta": tool.name})
         payload = self.answer or {"ferramenta": tool.name, "ok": True, "resultado": "consultado", "dados": {}}
         return Invocation(InvocationStatus.OK, payload={**payload, "ferramenta": tool.name})
 

@@ -1,0 +1,240 @@
+"""Approval requests: durable ledger items a person decides (issue 10).
+
+An approval binds ONE call: the tool, its version (hash of its input schema and
+the release), the SHA-256 of its canonical arguments, the conversation and an
+expiry. Its key is ``ledger.approval_id`` of exactly those, so an approval for
+R$ 50 is not found when R$ 500 is asked, one from conversation A is not found
+in B, and a new tool version looks for a new record.
+
+Every transition is ONE conditional write on the item's status, so two operators
+deciding at once get one winner, and the execution consumes an approval once:
+
+    pendente ──decide (before expiry, an allowed approver)──► aprovada ──consume──► consumida
+        └─────────────────────────────────────────────────► negada
+
+Pending items carry ``pendencia = aprovacao`` (the ledger's sparse index): the
+operators' list is a Query, and a decided item leaves the index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from decimal import Decimal
+from enum import StrEnum
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from .ledger import (
+    APPROVAL_PENDING_MARK,
+    GSI_SORT,
+    GSI_UNSETTLED,
+    GSI_UNSETTLED_PARTITION,
+    GSI_UNSETTLED_SORT,
+    TABLE_KEY,
+    TTL_ATTRIBUTE,
+    ItemType,
+    Ledger,
+    approval_id,
+    approval_pk,
+)
+
+# Decided records stay readable for audits this long after their expiry.
+RETENTION_S = 90 * 24 * 3600
+
+
+class ApprovalStatus(StrEnum):
+    PENDING = "pendente"
+    APPROVED = "aprovada"
+    DENIED = "negada"
+    CONSUMED = "consumida"  # the approved call was handed to the tool (its idempotency key guards the rest)
+
+
+class DecisionRefused(Exception):
+    """A decision that was not recorded: unknown, expired, already decided, or an
+    approver who is not on the configured list. ``reason`` is a wire name."""
+
+    def __init__(self, reason: str, record: ApprovalRecord | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.record = record
+
+
+def canonical_arguments(arguments: dict[str, Any]) -> tuple[str, str]:
+    """(canonical JSON, its SHA-256): sorted keys, no separators' spaces, amounts as
+    JSON numbers (a Decimal 500.00 and a float 500.0 are one amount, written 500.0:
+    the tools refuse amounts as strings, and the stored arguments are what runs)."""
+    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_decimal)
+    return text, hashlib.sha256(text.encode()).hexdigest()
+
+
+def _decimal(value: Any) -> float:
+    # Exact for the tools' amounts (≤ 12 digits, 2 decimals): repr of the float
+    # is the shortest string that reads back as the same number.
+    if isinstance(value, Decimal):
+        return float(value)
+    raise TypeError(f"not canonical JSON: {type(value).__name__}")
+
+
+@dataclass(frozen=True)
+class ApprovalRecord:
+    id: str
+    ferramenta: str
+    versao_ferramenta: str
+    argumentos: dict[str, Any]
+    argumentos_sha256: str
+    conversa_id: str
+    cliente_id: int
+    valor: Decimal
+    motivo: str  # why approval is required (acima_do_limite, segundo_reembolso, ...)
+    status: ApprovalStatus
+    criado_em: str
+    expira_em_ms: int
+    decidido_por: str | None = None
+    justificativa: str | None = None
+    decidido_em: str | None = None
+
+    def expired(self, now_ms: int) -> bool:
+        return now_ms >= self.expira_em_ms
+
+    def binds(self, *, conversa_id: str, ferramenta: str, versao: str, argumentos_sha256: str) -> bool:
+        """Defence in depth beyond the key: every bound field equal, and the stored
+        arguments still hash to the stored digest (an edited item never runs)."""
+        return (self.conversa_id == conversa_id and self.ferramenta == ferramenta
+                and self.versao_ferramenta == versao and self.argumentos_sha256 == argumentos_sha256
+                and canonical_arguments(self.argumentos)[1] == argumentos_sha256)
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> ApprovalRecord:
+        return cls(
+            id=item["aprovacaoId"], ferramenta=item["ferramenta"], versao_ferramenta=item["versaoFerramenta"],
+            argumentos=json.loads(item["argumentos"]), argumentos_sha256=item["argumentosSha256"],
+            conversa_id=item["conversaId"], cliente_id=int(item["clienteId"]), valor=Decimal(item["valor"]),
+            motivo=item["motivo"], status=ApprovalStatus(item["status"]), criado_em=item["criadoEm"],
+            expira_em_ms=int(item["expiraEmMs"]), decidido_por=item.get("decididoPor"),
+            justificativa=item.get("justificativa"), decidido_em=item.get("decididoEm"),
+        )
+
+
+class ApprovalStore:
+    """Typed operations on approval items, through the ledger's table and client."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def get(self, approval: str) -> ApprovalRecord | None:
+        item = self.ledger._get(approval_pk(approval))  # noqa: SLF001 - the ledger's own read helper
+        return ApprovalRecord.from_item(item) if item else None
+
+    def find(self, *, conversa_id: str, ferramenta: str, versao: str, argumentos_sha256: str) -> ApprovalRecord | None:
+        return self.get(approval_id(conversa_id, ferramenta, versao, argumentos_sha256))
+
+    def request(self, *, ferramenta: str, versao: str, argumentos: dict[str, Any], conversa_id: str,
+                cliente_id: int, valor: Decimal, motivo: str, validade_s: int) -> tuple[ApprovalRecord, bool]:
+        """Create the request once; the same call asked again gets the existing
+        record back (pending, approved, denied or consumed), unless it expired
+        without being used, when a fresh request replaces it. Returns (record, created)."""
+        text, digest = canonical_arguments(argumentos)
+        now = self.ledger.now_ms()
+        record = ApprovalRecord(
+            id=approval_id(conversa_id, ferramenta, versao, digest), ferramenta=ferramenta, versao_ferramenta=versao,
+            argumentos=json.loads(text), argumentos_sha256=digest, conversa_id=conversa_id, cliente_id=cliente_id,
+            valor=valor, motivo=motivo, status=ApprovalStatus.PENDING, criado_em=self.ledger._iso(now),  # noqa: SLF001
+            expira_em_ms=now + validade_s * 1000,
+        )
+        item = {
+            TABLE_KEY: approval_pk(record.id), "tipo": ItemType.APPROVAL.value, "aprovacaoId": record.id,
+            "ferramenta": ferramenta, "versaoFerramenta": versao, "argumentos": text, "argumentosSha256": digest,
+            "conversaId": conversa_id, "clienteId": cliente_id, "valor": valor, "motivo": motivo,
+            "status": record.status.value, "criadoEm": record.criado_em, "expiraEmMs": record.expira_em_ms,
+            GSI_SORT: f"{record.criado_em}#aprovacao#{record.id}", GSI_UNSETTLED_PARTITION: APPROVAL_PENDING_MARK,
+            # the sparse index's sort key (main's visit rotation): creation order, oldest first
+            GSI_UNSETTLED_SORT: f"{record.criado_em}#aprovacao#{record.id}",
+            TTL_ATTRIBUTE: record.expira_em_ms // 1000 + RETENTION_S,
+        }
+        try:
+            # A request that expired undecided (or approved but never used) is
+            # replaced by a fresh one; a denied or consumed one never is.
+            self.ledger.client.put_item(
+                TableName=self.ledger.table_name, Item=self.ledger._ser(item),  # noqa: SLF001
+                ConditionExpression="attribute_not_exists(pk) OR (expiraEmMs <= :agora AND #st IN (:p, :a))",
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues=self.ledger._ser({  # noqa: SLF001
+                    ":agora": now, ":p": ApprovalStatus.PENDING.value, ":a": ApprovalStatus.APPROVED.value}),
+            )
+        except ClientError as err:
+            if not self.ledger._condition_failed(err):  # noqa: SLF001
+                raise
+            existing = self.get(record.id)
+            assert existing is not None  # a condition failed on attribute_not_exists: it exists
+            return existing, False
+        return record, True
+
+    def pending(self, *, limit: int = 100) -> list[ApprovalRecord]:
+        """Undecided requests, oldest first (expired ones included: the operator sees them
+        as expired, and deciding them is refused)."""
+        resp = self.ledger.client.query(
+            TableName=self.ledger.table_name, IndexName=GSI_UNSETTLED, KeyConditionExpression="#pend = :pend",
+            ExpressionAttributeNames={"#pend": GSI_UNSETTLED_PARTITION},
+            ExpressionAttributeValues=self.ledger._ser({":pend": APPROVAL_PENDING_MARK}),  # noqa: SLF001
+            ScanIndexForward=True, Limit=limit,
+        )
+        return [ApprovalRecord.from_item(self.ledger._de(i)) for i in resp.get("Items", [])]  # noqa: SLF001
+
+    def decide(self, approval: str, *, approve: bool, approver: str, justification: str,
+               allowed_approvers: frozenset[str]) -> ApprovalRecord:
+        """Record one decision: pendente → aprovada/negada, in one conditional write
+        that also requires the request unexpired. Raises DecisionRefused."""
+        if approver not in allowed_approvers:
+            raise DecisionRefused("aprovador_nao_autorizado")
+        status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
+        now = self.ledger.now_ms()
+        values = {":pendente": ApprovalStatus.PENDING.value, ":st": status.value, ":por": approver,
+                  ":just": justification, ":agora": self.ledger._iso(now), ":agora_ms": now}  # noqa: SLF001
+        try:
+            self.ledger.client.update_item(
+                TableName=self.ledger.table_name, Key=self.ledger._key(approval_pk(approval)),  # noqa: SLF001
+                UpdateExpression="SET #st = :st, decididoPor = :por, justificativa = :just, decididoEm = :agora "
+                                 "REMOVE #pend",
+                ConditionExpression="attribute_exists(pk) AND #st = :pendente AND expiraEmMs > :agora_ms",
+                ExpressionAttributeNames={"#st": "status", "#pend": GSI_UNSETTLED_PARTITION},
+                ExpressionAttributeValues=self.ledger._ser(values),  # noqa: SLF001
+            )
+        except ClientError as err:
+            if not self.ledger._condition_failed(err):  # noqa: SLF001
+                raise
+            raise self._why_refused(approval, now) from None
+        record = self.get(approval)
+        assert record is not None
+        return record
+
+    def _why_refused(self, approval: str, now_ms: int) -> DecisionRefused:
+        record = self.get(approval)
+        if record is None:
+            return DecisionRefused("aprovacao_inexistente")
+        if record.status is not ApprovalStatus.PENDING:
+            return DecisionRefused("aprovacao_ja_decidida", record)
+        return DecisionRefused("aprovacao_expirada", record)
+
+    def consume(self, record: ApprovalRecord) -> bool:
+        """aprovada → consumida, once, and only before the expiry. True: this caller
+        consumed it; False: someone already did (or it expired, or was never approved)."""
+        now = self.ledger.now_ms()
+        try:
+            self.ledger.client.update_item(
+                TableName=self.ledger.table_name, Key=self.ledger._key(approval_pk(record.id)),  # noqa: SLF001
+                UpdateExpression="SET #st = :consumida, consumidaEm = :agora",
+                ConditionExpression="#st = :aprovada AND expiraEmMs > :agora_ms AND argumentosSha256 = :sha",
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues=self.ledger._ser({  # noqa: SLF001
+                    ":consumida": ApprovalStatus.CONSUMED.value, ":aprovada": ApprovalStatus.APPROVED.value,
+                    ":agora": self.ledger._iso(now), ":agora_ms": now, ":sha": record.argumentos_sha256,  # noqa: SLF001
+                }),
+            )
+        except ClientError as err:
+            if self.ledger._condition_failed(err):  # noqa: SLF001
+                return False
+            raise
+        return True

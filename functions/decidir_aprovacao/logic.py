@@ -1,0 +1,64 @@
+"""The decision Lambda's rules (no AWS call inline: the store and the resume port
+are passed in).
+
+A decision is ONE conditional write (``ApprovalStore.decide``): single-use,
+refused when expired, already decided, or by someone not on ``APROVADORES``.
+Only after it is recorded is the conversation resumed; the resume is a separate,
+repeatable step (the orchestrator's), so a lost resume is retried, never a
+second decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from cadencia_shared.approvals import ApprovalRecord, ApprovalStore, DecisionRefused
+from cadencia_shared.ledger import Ledger
+from cadencia_shared.masking import mask_arguments, mask_identifier
+from cadencia_shared.models import DecisionRequest, PendingListRequest, ShowRequest
+
+Request = DecisionRequest | PendingListRequest | ShowRequest
+
+
+def masked(record: ApprovalRecord, now_ms: int) -> dict[str, Any]:
+    """What an operator sees: the call to decide on, personal data masked."""
+    return {
+        "aprovacaoId": record.id, "ferramenta": record.ferramenta, "versaoFerramenta": record.versao_ferramenta,
+        "argumentos": mask_arguments(record.argumentos), "argumentosSha256": record.argumentos_sha256,
+        "conversaId": mask_identifier(record.conversa_id), "clienteId": mask_identifier(record.cliente_id, keep=2),
+        "valor": format(record.valor, "f"), "motivo": record.motivo, "status": record.status.value,
+        "criadoEm": record.criado_em, "expirada": record.expired(now_ms), "decididoPor": record.decidido_por,
+    }
+
+
+def handle(request: Request, ledger: Ledger, *, approvers: frozenset[str],
+           resume: Callable[[str], None]) -> dict[str, Any]:
+    store = ApprovalStore(ledger)
+    now = ledger.now_ms()
+    if isinstance(request, PendingListRequest):
+        return {"ok": True, "pendentes": [masked(r, now) for r in store.pending()]}
+    if isinstance(request, ShowRequest):
+        record = store.get(request.aprovacaoId)
+        if record is None:
+            return _error("aprovacao_inexistente")
+        return {"ok": True, "aprovacao": masked(record, now)}
+    try:
+        record = store.decide(request.aprovacaoId, approve=request.decisao == "aprovar", approver=request.aprovador,
+                              justification=request.justificativa, allowed_approvers=approvers)
+    except DecisionRefused as refused:
+        ledger.append_audit(conversa_id=refused.record.conversa_id if refused.record else None,
+                            evento="DECISAO_DE_APROVACAO_RECUSADA",
+                            detalhes={"aprovacaoId": request.aprovacaoId, "motivo": refused.reason,
+                                      "aprovador": request.aprovador})
+        return _error(refused.reason)
+    # The justification stays on the record (the model reads it on a denial), not in the audit.
+    ledger.append_audit(conversa_id=record.conversa_id, evento="APROVACAO_DECIDIDA",
+                        detalhes={"aprovacaoId": record.id, "status": record.status.value,
+                                  "aprovador": record.decidido_por, "argumentosSha256": record.argumentos_sha256})
+    resume(record.id)
+    return {"ok": True, "aprovacao": masked(record, now)}
+
+
+def _error(code: str) -> dict[str, Any]:
+    return {"ok": False, "erro": {"codigo": code}}

@@ -1,0 +1,194 @@
+"""The confirmation gate (issue 10): an irreversible call its policy flags runs
+only with a person's approval bound to exactly that call.
+
+Placed after the retry ceiling: a call the ceiling refuses never asks anyone,
+and every call that runs — an approved one included — was counted.
+
+    policy says no approval needed ─────────────────────────────► pass
+    needed, no approver configured ─► refuse, hand off (never executes)
+    needed ─► the approval for (conversation, tool, version, SHA-256 of the canonical arguments):
+        none / expired unused ─► create a request ─► the conversation waits (AwaitApproval)
+        pendente              ─► still waiting
+        negada                ─► is_error with the approver's reason; the customer is told
+        aprovada              ─► consume it (one conditional write) ─► pass
+        consumida             ─► pass (the same call again: the refund's idempotency key
+                                 answers it, so no second debit can follow)
+
+Whether an order was already refunded is read twice. The ERP's own figure
+(``valorReembolsado``, through the status tool, which the orchestrator may already
+invoke: no new privilege) knows refunds made in other conversations or outside the
+agent; the ledger cannot (a refund claim is keyed by conversation and order). But
+two conversations asking at once both read "nothing refunded" there, so every
+refund call first takes the ledger's conditional mark of the order's first
+refunder (``Ledger.first_refund_conversation``): the loser's refund is a second
+refund. The mark stays even when the first refund never happened (conservative:
+a person is asked). When the ERP's figure cannot be read the gate assumes a prior
+refund (fail closed).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+from enum import StrEnum
+from typing import Any
+
+from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalStore, canonical_arguments
+from cadencia_shared.catalog import CONSULTAR_STATUS_PEDIDO, ApprovalPolicy
+from cadencia_shared.ledger import Ledger
+from cadencia_shared.settings import ApprovalSettings
+
+from . import texts
+from .controls import CallContext, CallOutcome, Refusal
+from .invokers import ToolInvoker
+from .steps import AwaitApproval, HandOff, Reply
+from .tools import ToolCall, canonical_input, tool_version
+
+
+class ApprovalRefusal(StrEnum):
+    """The ``erro`` the model reads when the gate stops a call (wire names)."""
+
+    AWAITING = "aguardando_aprovacao"
+    DENIED = "aprovacao_negada"
+    NO_APPROVER = "aprovacao_sem_aprovador"
+    UNUSABLE = "aprovacao_inutilizavel"  # expired, or not bound to this exact call
+
+
+class Why(StrEnum):
+    """Why a call needs approval (``motivo`` of the request)."""
+
+    ABOVE_THRESHOLD = "acima_do_limite"
+    SECOND_REFUND = "segundo_reembolso"
+    PRIOR_REFUNDS_UNKNOWN = "reembolsos_anteriores_desconhecidos"
+
+
+class ConfirmationGate:
+    def __init__(self, ledger: Ledger, invoker: ToolInvoker, settings: ApprovalSettings, *, reserve_s: float) -> None:
+        self.ledger = ledger
+        self.store = ApprovalStore(ledger)
+        self.invoker = invoker
+        self.settings = settings
+        self.reserve_s = reserve_s
+
+    # -- the policy -------------------------------------------------------------
+    def why_approval(self, call: ToolCall, policy: ApprovalPolicy, ctx: CallContext) -> Why | None:
+        # Prior refunds first: every refund call marks its conversation as the order's
+        # first refunder (race-free), also when the amount alone needs approval.
+        prior = self._prior_refund(call, ctx) if policy.second_refund else False
+        amount = Decimal(str(call.arguments[policy.amount_field]))
+        threshold = policy.default_threshold if self.settings.threshold is None else self.settings.threshold
+        if amount > threshold:
+            return Why.ABOVE_THRESHOLD
+        if prior is None:
+            return Why.PRIOR_REFUNDS_UNKNOWN
+        return Why.SECOND_REFUND if prior else None
+
+    def _prior_refund(self, call: ToolCall, ctx: CallContext) -> bool | None:
+        """True: the order was refunded, or another conversation asked first; None: unknown."""
+        key = call.idempotency_key
+        if key is not None and self.ledger.get_claim(key) is not None:
+            # This conversation's own refund of this order, asked again: its
+            # idempotency key answers it, no new money can move.
+            return False
+        # Two conversations asking at once both read "nothing refunded" from the ERP;
+        # the ledger's conditional mark makes one of them the second.
+        owner = self.ledger.first_refund_conversation(pedido_id=str(call.order_id), conversa_id=call.conversation_id)
+        if owner != call.conversation_id:
+            return True
+        refunded = self._refunded_in_erp(call, ctx)
+        return None if refunded is None else refunded > 0
+
+    def _refunded_in_erp(self, call: ToolCall, ctx: CallContext) -> Decimal | None:
+        if ctx.deadline.remaining_s() - self.reserve_s < CONSULTAR_STATUS_PEDIDO.timeout_s + call.spec.timeout_s:
+            return None
+        event = {"pedidoId": call.order_id, "conversaId": call.conversation_id, "clienteId": call.customer_id}
+        answer = self.invoker.invoke(CONSULTAR_STATUS_PEDIDO, event)
+        data = (answer.payload or {}).get("dados") if answer.answered and (answer.payload or {}).get("ok") else None
+        try:
+            return Decimal(str(data["valorReembolsado"])) if isinstance(data, dict) else None
+        except (KeyError, InvalidOperation):
+            return None
+
+    # -- the control ------------------------------------------------------------
+    def before(self, ctx: CallContext) -> Refusal | None:
+        call = ctx.call
+        policy = call.spec.approval
+        if policy is None:
+            return None
+        why = self.why_approval(call, policy, ctx)
+        if why is None:
+            return None
+        if not self.settings.approvers:
+            self._audit(call, "APROVACAO_SEM_APROVADOR", {"motivo": why.value})
+            return Refusal(ApprovalRefusal.NO_APPROVER,
+                           {"mensagem": "Esta chamada exige aprovação humana e não há aprovador; não foi executada. "
+                                        "Não tente novamente."},
+                           ending=HandOff(texts.NO_APPROVER, "aprovacao_sem_aprovador"))
+        return self._with_approval(call, policy, why)
+
+    def _with_approval(self, call: ToolCall, policy: ApprovalPolicy, why: Why) -> Refusal | None:
+        version = tool_version(call.spec.name, self.settings.release)
+        arguments = canonical_input(call.spec.name, call.arguments)
+        digest = canonical_arguments(arguments)[1]
+        record, created = self.store.request(
+            ferramenta=call.spec.name, versao=version, argumentos=arguments, conversa_id=call.conversation_id,
+            cliente_id=call.customer_id, valor=Decimal(str(arguments[policy.amount_field])), motivo=why.value,
+            validade_s=self.settings.validity_s,
+        )
+        bound = record.binds(conversa_id=call.conversation_id, ferramenta=call.spec.name, versao=version,
+                             argumentos_sha256=digest)
+        if bound and self._usable(record):
+            return None
+        if record.status is ApprovalStatus.DENIED:
+            return self._denied(call, record)
+        if record.status is ApprovalStatus.PENDING and bound and not record.expired(self.ledger.now_ms()):
+            if created:
+                self._audit_record(record, "APROVACAO_SOLICITADA")
+            return self._awaiting(record, created)
+        # Consumed or approved but expired, or a record that does not bind this
+        # call: never executes; a person takes over.
+        self._audit(call, "APROVACAO_INVALIDA", {"aprovacaoId": record.id, "status": record.status.value,
+                                                  "vinculada": bound})
+        return Refusal(ApprovalRefusal.UNUSABLE, {"mensagem": "Aprovação expirada ou que não confere; não executada."},
+                       ending=HandOff(texts.APPROVAL_UNUSABLE, "aprovacao_inutilizavel"))
+
+    def _usable(self, record: ApprovalRecord) -> bool:
+        if record.expired(self.ledger.now_ms()):
+            return False
+        if record.status is ApprovalStatus.APPROVED:
+            if self.store.consume(record):
+                self._audit_record(record, "APROVACAO_CONSUMIDA")
+                return True
+            fresh = self.store.get(record.id)  # lost the race: consumed by the winner?
+            return fresh is not None and fresh.status is ApprovalStatus.CONSUMED
+        return record.status is ApprovalStatus.CONSUMED
+
+    @staticmethod
+    def _awaiting(record: ApprovalRecord, created: bool) -> Refusal:
+        request = {"aprovacaoId": record.id, "ferramenta": record.ferramenta, "motivo": record.motivo,
+                   "pedidoId": record.argumentos.get("pedidoId"), "valor": format(record.valor, "f"),
+                   "expiraEmMs": record.expira_em_ms} if created else None
+        return Refusal(ApprovalRefusal.AWAITING,
+                       {"aprovacaoId": record.id,
+                        "mensagem": "Esta chamada aguarda a aprovação de uma pessoa e NÃO foi executada. "
+                                    "Não tente novamente: a conversa continua quando houver uma decisão."},
+                       ending=AwaitApproval(texts.AWAITING_APPROVAL, "aguardando_aprovacao", request=request))
+
+    def _denied(self, call: ToolCall, record: ApprovalRecord) -> Refusal:
+        return Refusal(ApprovalRefusal.DENIED,
+                       {"aprovacaoId": record.id, "motivo": record.justificativa,
+                        "mensagem": "A aprovação foi negada; a chamada não foi executada. Não tente novamente."},
+                       ending=Reply(texts.APPROVAL_DENIED.format(pedidoId=call.order_id), "aprovacao_negada"))
+
+    def _audit(self, call: ToolCall, event: str, details: dict[str, Any]) -> None:
+        self.ledger.append_audit(conversa_id=call.conversation_id, evento=event,
+                                 detalhes={"ferramenta": call.spec.name, "pedidoId": call.order_id, **details})
+
+    def _audit_record(self, record: ApprovalRecord, event: str) -> None:
+        self.ledger.append_audit(conversa_id=record.conversa_id, evento=event, detalhes={
+            "aprovacaoId": record.id, "ferramenta": record.ferramenta, "versaoFerramenta": record.versao_ferramenta,
+            "argumentosSha256": record.argumentos_sha256, "valor": str(record.valor), "motivo": record.motivo,
+            "status": record.status.value})
+
+    def after(self, ctx: CallContext, outcome: CallOutcome) -> None:
+        return None
+

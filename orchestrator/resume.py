@@ -1,0 +1,166 @@
+"""Resuming a conversation after a person decided an approval (issue 10).
+
+The decision (``ApprovalStore.decide``) is recorded first and is durable; this
+step may run later, and again, safely:
+
+    lease the conversation (busy: ConversationBusyError, retry later — the decision waits)
+    not aguardando_aprovacao: nothing to do (already resumed, or a human took over)
+    negada   ─► an is_error tool_result with the approver's reason; the customer is told
+    aprovada ─► EXACTLY the approved call — tool and arguments from the record, not a
+                new model turn — through the same control chain (ceiling, then the gate,
+                which consumes the approval once) and the refund's own idempotency key
+    commit (fenced) with the conversation active again
+
+The executed call enters the history as an assistant ``tool_use`` carrying the
+record's arguments and its ``tool_result``, so the model later sees what ran.
+A crash after the approval is consumed but before the commit leaves the
+conversation waiting: the rerun passes the gate on the consumed record and the
+refund's idempotency key answers it — it never debits twice.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from decimal import Decimal
+from types import SimpleNamespace
+from typing import Any
+
+from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalStore, canonical_arguments
+from cadencia_shared.ledger import CancellationPending, ConversationBusy, ConversationStatus, Ledger
+from cadencia_shared.outcomes import Outcome
+
+from . import handoffs, history, texts
+from .budgets import Limit, ending_for
+from .events import TurnRequest
+from .controls import default_controls
+from .invokers import ToolInvoker
+from .loop import ConversationBusyError, Orchestrator
+from .model import Deadline
+from .settings import OrchestratorSettings
+from .steps import HandOff
+from .tool_round import RoundResult, ToolRound
+
+
+@dataclass(frozen=True)
+class Resumed:
+    conversaId: str
+    aprovacaoId: str
+    resposta: str | None  # what the customer is told (None: nothing to say)
+    status: str  # the conversation's status afterwards
+    motivo: str
+
+
+# What the customer hears after an approved call ran, by what the tool answered.
+_APPROVED_TEXT: dict[str, str] = {
+    Outcome.EXECUTED: texts.APPROVED_EXECUTED,
+    Outcome.BLOCKED_BY_IDEMPOTENCY: texts.APPROVED_ALREADY,
+    Outcome.OUTCOME_UNKNOWN: texts.APPROVED_UNCONFIRMED,
+    Outcome.IN_PROGRESS_ELSEWHERE: texts.APPROVED_UNCONFIRMED,
+}
+
+
+@dataclass(frozen=True)
+class Resumer:
+    """What resuming needs: no model (no new model turn), the ledger, and the same
+    control chain and invoker as the orchestrator's tool rounds."""
+
+    settings: OrchestratorSettings
+    ledger: Ledger
+    tool_round: ToolRound
+    events: handoffs.Publisher
+
+    @classmethod
+    def of(cls, orchestrator: Orchestrator) -> Resumer:
+        return cls(orchestrator.settings, orchestrator.ledger, orchestrator.tool_round, orchestrator.events)
+
+    @classmethod
+    def build(cls, settings: OrchestratorSettings, ledger: Ledger, invoker: ToolInvoker) -> Resumer:
+        controls = default_controls(ledger, ceiling=settings.ceiling, reserve_s=settings.reserve_s, invoker=invoker,
+                                    approval=settings.approval, breaker_failures=settings.breaker_failures,
+                                    breaker_cooldown_s=settings.breaker_cooldown_s)
+        return cls(settings, ledger, ToolRound(invoker, controls), handoffs.publisher_for(settings))
+
+    def resume(self, approval: str, deadline: Deadline) -> Resumed:
+        record = ApprovalStore(self.ledger).get(approval)
+        if record is None or record.status is ApprovalStatus.PENDING:
+            return Resumed("", approval, None, "", "nada_a_retomar")
+        lease_s = max(self.settings.conversation_lease_s, int(deadline.remaining_s()) + 30)
+        try:
+            state = self.ledger.acquire_conversation(conversa_id=record.conversa_id, cliente_id=record.cliente_id,
+                                                     lease_s=lease_s)
+        except ConversationBusy:
+            raise ConversationBusyError(record.conversa_id) from None
+        if state.status is not ConversationStatus.WAITING_APPROVAL:
+            self.ledger.release_conversation(state)
+            return Resumed(record.conversa_id, approval, None, state.status.value, "nada_a_retomar")
+        try:
+            messages, status, text, reason = self._decided(record, list(state.mensagens), deadline)
+            try:
+                self.ledger.commit_conversation(state, mensagens=messages, status=status)
+            except CancellationPending:
+                # An operator cancelled while the conversation waited (issue 11): the
+                # cancellation wins, as in the loop's commit; a person takes over.
+                ending = ending_for(Limit.CANCELLED)
+                status, text, reason = ConversationStatus.WAITING_HUMAN, ending.text, ending.reason
+                self.ledger.commit_conversation(state, mensagens=messages, status=status, cancelled=True)
+        except BaseException:
+            self.ledger.release_conversation(state)
+            raise
+        self.ledger.append_audit(conversa_id=record.conversa_id, evento="CONVERSA_RETOMADA_APOS_APROVACAO",
+                                 detalhes={"aprovacaoId": approval, "status": record.status.value, "motivo": reason})
+        if status is ConversationStatus.WAITING_HUMAN:
+            self.events.publish(handoffs.hand_off(record.conversa_id, reason))
+        return Resumed(record.conversa_id, approval, text, status.value, reason)
+
+    def _decided(self, record: ApprovalRecord, messages: list[dict[str, Any]],
+                 deadline: Deadline) -> tuple[list[dict[str, Any]], ConversationStatus, str, str]:
+        """The decision into the history: the approved call as an assistant tool_use
+        with the RECORD's arguments, then its tool_result."""
+        block = SimpleNamespace(type="tool_use", id=f"toolu_aprovacao_{record.id}", name=record.ferramenta,
+                                input=dict(record.argumentos))
+        seen = history.tool_use_ids(messages)
+        messages.append({"role": "assistant", "content": [
+            {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}]})
+        order = record.argumentos.get("pedidoId")
+        if canonical_arguments(record.argumentos)[1] != record.argumentos_sha256:
+            # Edited after it was requested: what would run is not what was decided.
+            self.ledger.append_audit(conversa_id=record.conversa_id, evento="APROVACAO_INVALIDA",
+                                     detalhes={"aprovacaoId": record.id, "status": record.status.value,
+                                               "vinculada": False})
+            body = {"erro": "aprovacao_inutilizavel", "mensagem": "Aprovação inválida; a chamada não foi executada."}
+            messages.append({"role": "user", "content": [history.tool_result(block.id, _json(body), is_error=True)]})
+            return messages, ConversationStatus.WAITING_HUMAN, texts.APPROVAL_UNUSABLE, "aprovacao_inutilizavel"
+        if record.status is ApprovalStatus.DENIED:
+            body = {"erro": "aprovacao_negada", "aprovacaoId": record.id, "motivo": record.justificativa,
+                    "mensagem": "A aprovação foi negada; a chamada não foi executada. Não tente novamente."}
+            messages.append({"role": "user", "content": [history.tool_result(block.id, _json(body), is_error=True)]})
+            return messages, ConversationStatus.ACTIVE, texts.APPROVAL_DENIED.format(pedidoId=order), "aprovacao_negada"
+        request = TurnRequest(conversaId=record.conversa_id, clienteId=record.cliente_id,
+                              mensagemId=f"aprovacao-{record.id}", mensagem="(aprovação)")
+        done = self.tool_round.run(request, [block], deadline, seen)
+        messages.append({"role": "user", "content": done.results})
+        status, text, reason = _after_approved_call(done, record)
+        return messages, status, text, reason
+
+
+def _after_approved_call(done: RoundResult, record: ApprovalRecord) -> tuple[ConversationStatus, str, str]:
+    """What the customer hears: only what the tool's answer shows (never more)."""
+    order = record.argumentos.get("pedidoId")
+    result = done.results[0]
+    if isinstance(done.ending, HandOff):
+        return ConversationStatus.WAITING_HUMAN, done.ending.text, "aprovada_nao_executada"
+    if result.get("is_error"):
+        return ConversationStatus.WAITING_HUMAN, texts.APPROVED_NOT_DONE.format(pedidoId=order), \
+            "aprovada_nao_executada"
+    answered = json.loads(result["content"]).get("resultado", "")
+    template = _APPROVED_TEXT.get(answered, texts.APPROVED_UNCONFIRMED)
+    return ConversationStatus.ACTIVE, template.format(pedidoId=order, valor=_reais(record)), "aprovada_executada"
+
+
+def _reais(record: ApprovalRecord) -> str:
+    return format(record.valor.quantize(Decimal("0.01")), "f").replace(".", ",")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
