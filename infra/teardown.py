@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cadencia_shared.catalog import DB_USERS as CATALOG_DB_USERS
 from cadencia_shared.catalog import GATEWAY_SECRET_NAME, LEDGER_TABLE, ORCHESTRATOR_FUNCTION_NAME, TOOLS
 
 from . import contract
@@ -37,7 +38,7 @@ from .config import ANTHROPIC_KEY_SECRET_NAME
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTION_NAMES = [t.function_name for t in TOOLS.values()] + [ORCHESTRATOR_FUNCTION_NAME]
 ROLE_NAMES = [contract.role_name_for(t) for t in TOOLS.values()] + ["cadencia-orquestrador-role"]
-DB_USERS = [t.db_user for t in TOOLS.values()]
+DB_USERS = list(CATALOG_DB_USERS)  # the tools' users and the WhatsApp channel's
 SECRET_NAMES = [GATEWAY_SECRET_NAME, ANTHROPIC_KEY_SECRET_NAME]
 
 

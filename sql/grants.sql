@@ -21,18 +21,20 @@ DECLARE
     t text;
     cols text;
 BEGIN
-    FOREACH u IN ARRAY ARRAY['cadencia_agente_consulta', 'cadencia_agente_reembolso', 'cadencia_agente_cadastro'] LOOP
+    FOREACH u IN ARRAY ARRAY['cadencia_agente_consulta', 'cadencia_agente_reembolso', 'cadencia_agente_cadastro',
+                             'cadencia_canal_whatsapp'] LOOP
         IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = u) THEN
             EXECUTE format('CREATE USER %I WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE', u);
         END IF;
         EXECUTE format('GRANT rds_iam TO %I', u);
         -- Start from nothing: table-level privileges ...
-        EXECUTE format('REVOKE ALL ON TABLE clientes, pedidos, reembolsos FROM %I', u);
+        EXECUTE format('REVOKE ALL ON TABLE clientes, pedidos, reembolsos, canais_whatsapp FROM %I', u);
         -- ... and column-level ones, which REVOKE ALL ON TABLE leaves in place.
         FOR t, cols IN
             SELECT table_name, string_agg(quote_ident(column_name), ', ')
               FROM information_schema.columns
-             WHERE table_schema = current_schema() AND table_name IN ('clientes', 'pedidos', 'reembolsos')
+             WHERE table_schema = current_schema()
+               AND table_name IN ('clientes', 'pedidos', 'reembolsos', 'canais_whatsapp')
              GROUP BY table_name
         LOOP
             EXECUTE format('REVOKE ALL (%s) ON TABLE %I FROM %I', cols, t, u);
@@ -64,3 +66,7 @@ GRANT UPDATE (valor, status, atualizado_em) ON reembolsos TO cadencia_agente_ree
 -- PostgreSQL requires SELECT on every column an UPDATE's WHERE clause reads.
 GRANT SELECT (id) ON clientes TO cadencia_agente_cadastro;
 GRANT UPDATE (endereco, telefone, email) ON clientes TO cadencia_agente_cadastro;
+
+-- WhatsApp channel: which customer a number belongs to, nothing else (no name,
+-- no telefone, no other table): wa_id for the WHERE clause, cliente_id to answer.
+GRANT SELECT (wa_id, cliente_id) ON canais_whatsapp TO cadencia_canal_whatsapp;

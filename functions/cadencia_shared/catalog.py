@@ -44,6 +44,11 @@ ATUALIZAR_CADASTRO = ToolSpec(
 
 TOOLS: dict[str, ToolSpec] = {t.name: t for t in (CONSULTAR_STATUS_PEDIDO, EMITIR_REEMBOLSO, ATUALIZAR_CADASTRO)}
 
+# Database users that are not tools: the WhatsApp channel's identity lookup.
+WHATSAPP_DB_USER = "cadencia_canal_whatsapp"
+CHANNEL_DB_USERS = (WHATSAPP_DB_USER,)
+DB_USERS = (*(t.db_user for t in TOOLS.values()), *CHANNEL_DB_USERS)
+
 ORCHESTRATOR_FUNCTION_NAME = "cadencia-orquestrador"
 LEDGER_TABLE = "cadencia-agente-execucoes"
 GATEWAY_SECRET_NAME = "cadencia/gateway-pagamento"

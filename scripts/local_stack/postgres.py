@@ -27,7 +27,7 @@ from typing import Any
 import psycopg
 from psycopg import conninfo, sql
 
-from cadencia_shared.catalog import DATABASE_NAME, TOOLS
+from cadencia_shared.catalog import DATABASE_NAME, DB_USERS
 
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 SETUP_SCRIPTS = ("schema.sql", "grants.sql", "demo.sql")
@@ -137,14 +137,10 @@ def apply_sql(info: PostgresInfo, scripts: tuple[str, ...] = SETUP_SCRIPTS) -> N
         for name in scripts:
             conn.execute((SQL_DIR / name).read_text())
         # Local only: in AWS these users have no password and log in with IAM tokens.
-        for spec in TOOLS.values():
-            password = info.users.get(spec.db_user) or secrets.token_urlsafe(18)
-            info.users[spec.db_user] = password
-            conn.execute(
-                sql.SQL("ALTER ROLE {} PASSWORD {}").format(
-                    sql.Identifier(spec.db_user), sql.Literal(password)
-                )
-            )
+        for user in DB_USERS:
+            password = info.users.get(user) or secrets.token_urlsafe(18)
+            info.users[user] = password
+            conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(user), sql.Literal(password)))
 
 
 def stop_cluster(info: PostgresInfo) -> None:
