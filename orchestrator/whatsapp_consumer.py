@@ -59,7 +59,7 @@ def sender(settings: OrchestratorSettings, channel: SenderSettings) -> Sender:
             graph=GraphClient(channel.graph_base_url, channel.send_timeout_s),
             access_token=lambda: str(secrets.get(channel.access_token_name, max_age=300) or "").strip(),
             attempts=channel.send_attempts, backoff_base_s=channel.backoff_base_s,
-            send_timeout_s=channel.send_timeout_s,
+            send_timeout_s=channel.send_timeout_s, lease_s=max(channel.send_lease_s, int(channel.send_timeout_s) + 2),
         )
     return _senders[key]
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from cadencia_shared.observability import count
 
 from .graph import GraphClient, NotSent, OutsideServiceWindow, SendOutcomeUnknown, TextReply
-from .outbox import Outbox, OutboxStatus, OutgoingReply, SendClaim
+from .outbox import FAILED_SENDS_METRIC, Outbox, OutboxStatus, OutgoingReply, SendClaim
 
 
 class NoTimeToSend(Exception):
@@ -30,9 +30,15 @@ class NoTimeToSend(Exception):
     claimed, so a later invocation (the message's redelivery) sends it."""
 
 
+class SendInProgress(Exception):
+    """Another sender holds this reply's record (``enviando``, lease not expired):
+    the message is retried later, when the record is final or the lease expired
+    (then ``desconhecido``, alarmed): never left unresolved, never sent twice."""
+
+
 class DeliveryMetric:
     SENT = "RespostasWhatsappEnviadas"
-    FAILED = "EnviosWhatsappFalhos"  # {Motivo}: alarmed
+    FAILED = FAILED_SENDS_METRIC  # {Motivo}: alarmed
 
 
 @dataclass
@@ -58,8 +64,11 @@ class Sender:
             if time_left_s is not None and time_left_s() < self.send_timeout_s + 1:
                 raise NoTimeToSend(reply.answers)
             claim = self.outbox.claim(reply.answers, lease_s=self.lease_s)
-            if claim is None:  # sent, being sent, or final: nothing to do here
-                return self.outbox.status(reply.answers) or OutboxStatus.UNKNOWN
+            if claim is None:  # sent, being sent, or final: nothing to send from here
+                current = self.outbox.status(reply.answers)
+                if current is OutboxStatus.SENDING:
+                    raise SendInProgress(reply.answers)
+                return current or OutboxStatus.UNKNOWN
             status = self._attempt(claim, token)
             if status is not OutboxStatus.RETRY:
                 return status

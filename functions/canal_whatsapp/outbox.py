@@ -25,8 +25,10 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from cadencia_shared.ledger import INBOUND_TTL_S, TABLE_KEY, TTL_ATTRIBUTE, Ledger
+from cadencia_shared.observability import count
 
 ITEM_TYPE = "envio"
+FAILED_SENDS_METRIC = "EnviosWhatsappFalhos"  # {Motivo}: alarmed
 
 
 class OutboxStatus(StrEnum):
@@ -138,6 +140,8 @@ class Outbox:
         except ClientError as err:
             if not self._condition_failed(err):
                 raise
+            return
+        count(FAILED_SENDS_METRIC, {"Motivo": "remetente_interrompido"})  # once: the write above is conditional
 
     def finish(self, claim: SendClaim, status: OutboxStatus, *, detail: str | None = None) -> None:
         """Record the outcome, only while ``claim`` still owns the record."""

@@ -36,3 +36,6 @@ class SenderSettings(EnvSettings):
     send_timeout_s: float = Field(5.0, alias="WHATSAPP_SEND_TIMEOUT_S", gt=0, le=30)
     send_attempts: int = Field(3, alias="WHATSAPP_SEND_ATTEMPTS", ge=1, le=6)
     backoff_base_s: float = Field(0.5, alias="WHATSAPP_BACKOFF_BASE_S", ge=0, le=5)
+    # How long a claimed send may stay "enviando" before it counts as an unknown
+    # outcome; longer than one send (its timeout) by a margin.
+    send_lease_s: int = Field(60, alias="WHATSAPP_SEND_LEASE_S", ge=2, le=900)

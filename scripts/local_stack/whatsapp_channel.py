@@ -48,12 +48,12 @@ TURN_TIMEOUT_S = 25
 MAX_RECEIVES = 5
 
 
-def provision_queues(sqs: Any, suffix: str) -> tuple[str, str]:
+def provision_queues(sqs: Any, suffix: str, visibility_s: int = LOCAL_VISIBILITY_S) -> tuple[str, str]:
     dlq = sqs.create_queue(QueueName=f"cadencia-whatsapp-dlq-{suffix}.fifo", Attributes={"FifoQueue": "true"})
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq["QueueUrl"], AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     queue = sqs.create_queue(
         QueueName=f"cadencia-whatsapp-entrada-{suffix}.fifo",
-        Attributes={"FifoQueue": "true", "VisibilityTimeout": str(LOCAL_VISIBILITY_S),
+        Attributes={"FifoQueue": "true", "VisibilityTimeout": str(visibility_s),
                     "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVES})},
     )
     return queue["QueueUrl"], dlq["QueueUrl"]
@@ -115,6 +115,9 @@ def serve_ingress(port_file: Path) -> None:
         def do_POST(self) -> None:  # noqa: N802
             self._call("POST")
 
+        def do_PUT(self) -> None:  # noqa: N802 - a Function URL passes every method to the code
+            self._call("PUT")
+
     http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     tmp = port_file.with_suffix(".tmp")
     tmp.write_text(str(http.server_address[1]))
@@ -153,13 +156,15 @@ def run_consumer(queue_url: str) -> None:
                 sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
             else:
                 sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"],
-                                              VisibilityTimeout=RETRY_AFTER_S)
+                                              VisibilityTimeout=int(os.environ.get("LOCAL_RETRY_AFTER_S",
+                                                                                   RETRY_AFTER_S)))
 
 
 # -- the whole channel, for tests, scripts/conversa.py and prova ---------------------------
 class LocalChannel:
     def __init__(self, state: Any, *, model_env: dict[str, str], consumers: int = 1,
-                 log_level: str = "WARNING", sender_env: dict[str, str] | None = None) -> None:
+                 log_level: str = "WARNING", sender_env: dict[str, str] | None = None,
+                 visibility_s: int = LOCAL_VISIBILITY_S) -> None:
         self.state = state
         self.model_env = model_env
         self.consumers = consumers
@@ -175,7 +180,7 @@ class LocalChannel:
         suffix = secrets.token_hex(4)
         self.names = {k: f"cadencia/whatsapp/{k}-{suffix}" for k in ("app-secret", "verify-token", "access-token")}
         self.sqs = session_client("sqs", state.aws_endpoint)
-        self.queue_url, self.dlq_url = provision_queues(self.sqs, suffix)
+        self.queue_url, self.dlq_url = provision_queues(self.sqs, suffix, visibility_s)
         self.ingress_url = ""
 
     # -- environments (the stack sets the AWS equivalents) -------------------------------

@@ -67,6 +67,11 @@ class FakeCloudApi:
         with self._lock:
             self._injections.extend(_Injection(200, None, seconds) for _ in range(n))
 
+    def reset(self) -> None:
+        with self._lock:
+            self.sent.clear()
+            self._injections.clear()
+
     def sent_to(self, wa_id: str) -> list[SentMessage]:
         with self._lock:
             return [m for m in self.sent if m.to == wa_id]
