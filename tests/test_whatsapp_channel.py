@@ -238,3 +238,23 @@ def test_nothing_personal_or_secret_reaches_the_consumer_logs(channel):
     log = _consumer_logs(channel)
     for secret in (ANA, text, channel.api.access_token, channel.app_secret, json.dumps(text)[1:-1]):
         assert secret not in log
+
+
+def test_conversa_py_chats_as_a_customer_through_the_channel(local_stack, erp):
+    """The terminal chat, driven through stdin like a person (it finds the session's
+    local stack through CADENCIA_LOCAL_STACK_DIR and starts its own channel)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, str(root / "scripts" / "conversa.py"), "--numero", "5541991234567"],
+        input="qual o status do pedido 6200?\n/repetir\n/imagem\n/sair\n", capture_output=True, text=True,
+        timeout=300, cwd=root, env={**__import__("os").environ, "COLUMNS": "200"},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert "Seu pedido 6200 está com status: entregue." in out
+    assert "redelivery absorvida" in out
+    assert "só consigo ler mensagens de texto" in out
+    assert out.count("Seu pedido 6200") == 1

@@ -19,6 +19,8 @@ mensagem               ``mensagem#{conversa}#{mensagemId}``       PutItem attrib
 auditoria              ``auditoria#{uuid}``                       PutItem attribute_not_exists
 =====================  =========================================  ===============================
 
+``envio#{wamid}`` (the WhatsApp reply outbox) is owned by ``canal_whatsapp.outbox``.
+
 ``chaveIdempotencia`` keeps Lab 87's format ``{conversaId}#{pedidoId}#reembolso``.
 Identifiers may not contain ``#`` (the models at the edges enforce ``ID_PATTERN``),
 so no two different tuples can produce the same key.
