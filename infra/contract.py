@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cadencia_shared.catalog import DATABASE_NAME, ORCHESTRATOR_FUNCTION_NAME, TOOLS, ToolSpec
+from cadencia_shared.catalog import DATABASE_NAME, ORCHESTRATOR_FUNCTION_NAME, TOOLS, WHATSAPP_DB_USER, ToolSpec
 
 from .config import StackConfig
 
@@ -29,6 +29,9 @@ XRAY_ACTIONS = ("xray:PutTraceSegments", "xray:PutTelemetryRecords")
 LOG_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
 
 DB_USERS_FUNCTION_NAME = "cadencia-db-users"
+WHATSAPP_CONSUMER_FUNCTION_NAME = "cadencia-orquestrador-whatsapp"
+WHATSAPP_INGRESS_ROLE_NAME = "cadencia-canal-whatsapp-role"
+WHATSAPP_CONSUMER_ROLE_NAME = "cadencia-orquestrador-whatsapp-role"
 STACK_NAME = "CadenciaAgente"
 
 
@@ -60,6 +63,17 @@ class Ids:
     FLOW_LOG_ROLE = "VpcFlowLogRole"
     FLOW_LOG_GROUP = "VpcFlowLogGroup"
     DYNAMODB_ENDPOINT = "DynamoDbEndpoint"
+    WHATSAPP_APP_SECRET = "WhatsAppAppSecret"
+    WHATSAPP_VERIFY_TOKEN = "WhatsAppVerifyToken"
+    WHATSAPP_ACCESS_TOKEN = "WhatsAppAccessToken"
+    WHATSAPP_QUEUE = "WhatsAppQueue"
+    WHATSAPP_DLQ = "WhatsAppDlq"
+    WHATSAPP_INGRESS_FUNCTION = "WhatsAppIngressFunction"
+    WHATSAPP_INGRESS_ROLE = "WhatsAppIngressRole"
+    WHATSAPP_INGRESS_LOG_GROUP = "WhatsAppIngressLogGroup"
+    WHATSAPP_CONSUMER_FUNCTION = "WhatsAppConsumerFunction"
+    WHATSAPP_CONSUMER_ROLE = "WhatsAppConsumerRole"
+    WHATSAPP_CONSUMER_LOG_GROUP = "WhatsAppConsumerLogGroup"
 
     @staticmethod
     def function(tool: ToolSpec) -> str:
@@ -211,6 +225,52 @@ def orchestrator_role(config: StackConfig) -> RoleContract:
     )
 
 
+def _model_grant(config: StackConfig) -> Grant:
+    if config.uses_bedrock:
+        return Grant(("bedrock:InvokeModel",), bedrock_model_arns(config),
+                     f"call the configured model {config.model_id} and nothing else")
+    return Grant(("secretsmanager:GetSecretValue",), (ref(Ids.ANTHROPIC_SECRET),), "read the Anthropic API key")
+
+
+def whatsapp_ingress_role(config: StackConfig) -> RoleContract:
+    return RoleContract(
+        logical_id=Ids.WHATSAPP_INGRESS_ROLE,
+        role_name=WHATSAPP_INGRESS_ROLE_NAME,
+        service="lambda.amazonaws.com",
+        purpose="Lambda cadencia-canal-whatsapp-entrada (the webhook behind the Function URL; in the VPC)",
+        grants=(
+            Grant(("rds-db:connect",), (dbuser_arn(config, WHATSAPP_DB_USER),),
+                  f"log in to PostgreSQL as {WHATSAPP_DB_USER} only: SELECT (wa_id, cliente_id) on canais_whatsapp"),
+            Grant(("sqs:SendMessage",), (att(Ids.WHATSAPP_QUEUE, "Arn"),),
+                  "enqueue a verified message on the FIFO queue (group = conversation, dedup = wamid)"),
+            Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_APP_SECRET), ref(Ids.WHATSAPP_VERIFY_TOKEN)),
+                  "the App Secret (signature check) and the verify token (subscription handshake)"),
+        ) + _platform(Ids.WHATSAPP_INGRESS_LOG_GROUP),
+        managed_policies=(ENI_MANAGEMENT,),
+    )
+
+
+def whatsapp_consumer_role(config: StackConfig) -> RoleContract:
+    return RoleContract(
+        logical_id=Ids.WHATSAPP_CONSUMER_ROLE,
+        role_name=WHATSAPP_CONSUMER_ROLE_NAME,
+        service="lambda.amazonaws.com",
+        purpose=f"Lambda {WHATSAPP_CONSUMER_FUNCTION_NAME} (the orchestrator fed by the WhatsApp queue; outside "
+                "the VPC)",
+        grants=(
+            Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (att(Ids.LEDGER, "Arn"),),
+                  "the orchestrator's ledger items, plus the reply outbox (envio#{wamid})"),
+            Grant(("lambda:InvokeFunction",), tuple(att(Ids.function(t), "Arn") for t in TOOLS.values()),
+                  "invoke exactly the three tool Lambdas (unqualified ARNs), nothing else"),
+            Grant(("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"),
+                  (att(Ids.WHATSAPP_QUEUE, "Arn"),), "what the event source mapping needs to consume the queue"),
+            Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_ACCESS_TOKEN),),
+                  "the Cloud API access token, to send the reply"),
+            _model_grant(config),
+        ) + _platform(Ids.WHATSAPP_CONSUMER_LOG_GROUP),
+    )
+
+
 def db_users_role() -> RoleContract:
     return RoleContract(
         logical_id=Ids.DB_USERS_ROLE,
@@ -246,6 +306,7 @@ def build(config: StackConfig) -> list[RoleContract]:
     if config.deploy_functions:
         roles += [tool_role(config, t) for t in TOOLS.values()]
         roles.append(orchestrator_role(config))
+        roles += [whatsapp_ingress_role(config), whatsapp_consumer_role(config)]
     if config.demo_database and config.deploy_database_users:
         roles.append(db_users_role())
     if config.demo_database:
