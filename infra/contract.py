@@ -210,12 +210,7 @@ def orchestrator_role(config: StackConfig) -> RoleContract:
         Grant(("sqs:SendMessage",), (att(Ids.ORCHESTRATOR_DLQ, "Arn"),),
               "dead-letter queue of failed asynchronous invocations (a customer message is never dropped)"),
     ]
-    if config.uses_bedrock:
-        grants.append(Grant(("bedrock:InvokeModel",), bedrock_model_arns(config),
-                            f"call the configured model {config.model_id} and nothing else"))
-    else:
-        grants.append(Grant(("secretsmanager:GetSecretValue",), (ref(Ids.ANTHROPIC_SECRET),),
-                            "read the Anthropic API key"))
+    grants.append(_model_grant(config))
     return RoleContract(
         logical_id=Ids.ORCHESTRATOR_ROLE,
         role_name="cadencia-orquestrador-role",
