@@ -103,6 +103,11 @@ def _record_handler(record: SQSRecord, context: LambdaContext) -> None:
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     processor = SqsFifoPartialProcessor()
+    # With batch size 1 every failure is an "entire batch" failure, which Powertools
+    # raises by default: a busy conversation would then count as a function error
+    # (and trip the Errors alarm). Report it as a batch item failure instead; what
+    # keeps failing reaches the DLQ, which is alarmed.
+    processor.raise_on_entire_batch_failure = False
     return process_partial_response(
         event=event, record_handler=lambda record: _record_handler(record, context), processor=processor,
         context=context,

@@ -258,3 +258,31 @@ def test_conversa_py_chats_as_a_customer_through_the_channel(local_stack, erp):
     assert "redelivery absorvida" in out
     assert "só consigo ler mensagens de texto" in out
     assert out.count("Seu pedido 6200") == 1
+
+
+def test_a_busy_record_is_a_batch_item_failure_not_a_function_error(local_stack, erp, model_env, ledger):
+    """The consumer's handler called as the event source mapping calls it: a record
+    that cannot run now is reported in batchItemFailures and the invocation succeeds
+    (Powertools would raise on an 'entire batch' failure, i.e. every failure at batch size 1)."""
+    from orchestrator import handler as direct_handler
+    from orchestrator import whatsapp_consumer
+    from orchestrator.invokers.local import LocalContext, function_environment
+    from scripts.local_stack.whatsapp_channel import sqs_event
+
+    with LocalChannel(local_stack, model_env=model_env, consumers=0) as ch:
+        env = ch.consumer_environment()
+        ledger.acquire_conversation(conversa_id="wa-1002-20260324", cliente_id=1002, lease_s=60)
+        body = QueuedMessage(tipo=QueuedKind.TEXT, mensagemId="wamid.BUSY" + str(time.time_ns()), waId=BRUNO,
+                             phoneNumberId=BUSINESS_PHONE_NUMBER_ID, conversaId="wa-1002-20260324", clienteId=1002,
+                             mensagem="ocupada").model_dump_json(exclude_none=True)
+        message = {"MessageId": "m-1", "ReceiptHandle": "r-1", "Body": body, "MD5OfBody": "x",
+                   "Attributes": {"MessageGroupId": "wa-1002-20260324", "ApproximateReceiveCount": "1"}}
+        with function_environment(env):
+            direct_handler.reset()
+            whatsapp_consumer.reset()
+            result = whatsapp_consumer.lambda_handler(sqs_event(message, "arn:aws:sqs:us-east-1:1:q.fifo"),
+                                                      LocalContext("cadencia-orquestrador-whatsapp", timeout_s=20))
+            direct_handler.reset()
+            whatsapp_consumer.reset()
+        assert result == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
+        assert ch.api.sent_to(BRUNO) == []
