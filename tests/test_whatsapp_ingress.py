@@ -153,3 +153,50 @@ def test_other_methods_are_refused(channel):
     with pytest.raises(HTTPError) as err:
         urllib.request.urlopen(urllib.request.Request(channel.ingress_url, method="PUT", data=b"x"), timeout=10)
     assert err.value.code == 405
+
+
+def _json_values():
+    from hypothesis import strategies as st
+
+    leaves = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=30))
+    return st.recursive(leaves, lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(st.text(max_size=12), c,
+                                                                                                max_size=4)),
+                        max_leaves=20)
+
+
+def test_hostile_signed_payloads_never_crash_the_ingress_nor_enqueue(channel, queue):
+    """Any JSON at all, correctly signed (only Meta could do that): 200 or 400, never an
+    exception; and a 400 enqueues nothing. Real adapters: SQS on moto, the ERP as the
+    channel's DB user, the secrets in (moto's) Secrets Manager."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from canal_whatsapp import handler
+    from canal_whatsapp.ingress import HttpRequest
+    from orchestrator.invokers.local import function_environment
+
+    base = json.loads(_body())
+    message = base["entry"][0]["changes"][0]["value"]["messages"][0]
+
+    @given(st.one_of(
+        _json_values(),
+        st.fixed_dictionaries({"object": st.just("whatsapp_business_account"), "entry": _json_values()}),
+        st.dictionaries(st.sampled_from(sorted(message)), _json_values(), max_size=4).map(
+            lambda o: {**base, "entry": [{**base["entry"][0], "changes": [{"field": "messages", "value": {
+                **base["entry"][0]["changes"][0]["value"], "messages": [{**message, **o}]}}]}]}),
+    ))
+    @settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
+    def attack(payload):
+        body = json.dumps(payload).encode()
+        with function_environment(channel.ingress_environment()):
+            handler.reset()
+            response = handler.ingress().handle(HttpRequest(
+                method="POST", body=body, headers={"x-hub-signature-256": _signed(body, channel.app_secret)}))
+        assert response.status in (200, 400)
+        enqueued = queue()  # drained after every example
+        if response.status == 400:
+            assert enqueued == []
+
+    attack()
+    handler.reset()
+    queue()
