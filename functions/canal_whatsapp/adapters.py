@@ -28,7 +28,7 @@ class SqsFifoQueue:
 class SecretsManagerChannelSecrets:
     """Each secret is a plain string, created without a value by the stack and filled
     by the deployer. An empty value verifies nothing (every request 401/403); a
-    secret that cannot be read raises, so the webhook answers 500 and Meta retries."""
+    secret that cannot be read raises, so the webhook answers 502 and Meta retries."""
 
     def __init__(self, secrets_client: Any, *, app_secret_name: str, verify_token_name: str) -> None:
         self.provider = SecretsProvider(boto3_client=secrets_client)

@@ -9,7 +9,7 @@
          ─► statuses: counted, not stored
 
 Anything rejected answers 401/400, enqueues nothing and counts a metric. An
-adapter failure answers 500, so the Cloud API delivers the webhook again; what
+adapter failure raises (the Function URL answers 502), so the Cloud API delivers the webhook again; what
 was already enqueued is absorbed by the dedupe (SQS FIFO + the ledger).
 """
 
