@@ -15,7 +15,7 @@ from typing import Any
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from cadencia_shared.catalog import ORCHESTRATOR_FUNCTION_NAME, TOOLS
+from cadencia_shared.catalog import ORCHESTRATOR_FUNCTION_NAME, RECONCILER_FUNCTION_NAME, RECONCILER_PACKAGE, TOOLS
 from canal_whatsapp.settings import INGRESS_FUNCTION_NAME
 
 from . import contract, packaging
@@ -32,10 +32,16 @@ def asset_specs() -> list[packaging.AssetSpec]:
             name=tool.function_name,
             sources=(ROOT / "functions" / tool.package, shared),
             requirements=ROOT / "requirements" / "lambda-tools.txt",
-            include_ca_bundle=True,  # only the tools talk to PostgreSQL
+            include_ca_bundle=True,  # the tools talk to PostgreSQL
         )
         for tool in TOOLS.values()
     ]
+    specs.append(packaging.AssetSpec(  # the reconciler runs the refund's own state machine
+        name=RECONCILER_FUNCTION_NAME,
+        sources=(ROOT / "functions" / RECONCILER_PACKAGE, ROOT / "functions" / "emitir_reembolso", shared),
+        requirements=ROOT / "requirements" / "lambda-tools.txt",
+        include_ca_bundle=True,
+    ))
     specs.append(packaging.AssetSpec(
         name=ORCHESTRATOR_FUNCTION_NAME,
         sources=(ROOT / "orchestrator", shared),
@@ -62,7 +68,8 @@ def build_app(context: Mapping[str, Any] | None = None, *, outdir: str | None = 
               nag: bool = True, progress=_stderr) -> tuple[cdk.App, CadenciaStack, StackConfig]:
     app = cdk.App(context=dict(context or {}), outdir=outdir, analytics_reporting=False)
     config = from_context(app.node.try_get_context)
-    assets = packaging.build_all(asset_specs(), progress) if config.deploy_functions else {}
+    assets = packaging.build_all(asset_specs(), progress, allow_unverified_db_tls=config.allow_unverified_db_tls) \
+        if config.deploy_functions else {}
     stack = CadenciaStack(app, contract.STACK_NAME, config=config, assets=assets)
     if nag:
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))

@@ -24,7 +24,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 
-from cadencia_shared.catalog import DATABASE_NAME, LEDGER_TABLE, TOOLS, WHATSAPP_DB_USER
+from cadencia_shared.catalog import LEDGER_TABLE, TOOLS, WHATSAPP_DB_USER
 from cadencia_shared.observability import NAMESPACE
 from canal_whatsapp.settings import (
     ACCESS_TOKEN_NAME,
@@ -37,7 +37,6 @@ from canal_whatsapp.settings import (
 from . import contract
 from .config import ANTHROPIC_KEY_SECRET_NAME
 from .contract import Ids
-from .packaging import RDS_CA_BUNDLE_NAME
 
 if TYPE_CHECKING:
     from .stack import CadenciaStack
@@ -109,11 +108,9 @@ def _ingress(stack: CadenciaStack, queue: sqs.Queue, secrets: dict[str, secretsm
                            description=f"{INGRESS_FUNCTION_NAME}: egress to PostgreSQL and HTTPS (SQS, Secrets Manager)")
     sg.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS via the NAT (SQS, Secrets Manager)")
     stack.allow_database_from(sg)
-    env = {"WHATSAPP_QUEUE_URL": queue.queue_url, "WHATSAPP_APP_SECRET_NAME": APP_SECRET_NAME,
-           "WHATSAPP_VERIFY_TOKEN_NAME": VERIFY_TOKEN_NAME, "DB_HOST": stack.db_endpoint, "DB_PORT": stack.db_port,
-           "DB_NAME": DATABASE_NAME, "DB_USER": WHATSAPP_DB_USER, "DB_AUTH": "iam", "POWERTOOLS_LOG_LEVEL": "INFO"}
-    if stack.assets[INGRESS_FUNCTION_NAME].ca_bundle:
-        env["DB_SSL_ROOT_CERT"] = f"/var/task/{RDS_CA_BUNDLE_NAME}"
+    env = {**stack.db_environment(INGRESS_FUNCTION_NAME, WHATSAPP_DB_USER),  # verify-full TLS, its own user
+           "WHATSAPP_QUEUE_URL": queue.queue_url, "WHATSAPP_APP_SECRET_NAME": APP_SECRET_NAME,
+           "WHATSAPP_VERIFY_TOKEN_NAME": VERIFY_TOKEN_NAME}
     fn = lambda_.Function(
         stack, Ids.WHATSAPP_INGRESS_FUNCTION + "Resource", function_name=INGRESS_FUNCTION_NAME,
         description="WhatsApp webhook: signature, identity, ordered queue", runtime=stack.runtime,
@@ -178,17 +175,20 @@ def _consumer(stack: CadenciaStack, queue: sqs.Queue, access_token: secretsmanag
 
 
 def _alarms(stack: CadenciaStack, dlq: sqs.Queue, function_names: list[str]) -> None:
-    stack.alarm("WhatsAppDlqAlarm", dlq.metric_approximate_number_of_messages_visible(
+    """The channel's alarms, all in ``stack.extra_alarms``: the alarm topic's policy
+    lets CloudWatch publish only for the alarms it lists."""
+    alarms = stack.extra_alarms
+    alarms.append(stack.alarm("WhatsAppDlqAlarm", dlq.metric_approximate_number_of_messages_visible(
         period=Duration.minutes(5), statistic="Maximum"),
-        "A WhatsApp message failed every attempt and waits in the dead-letter queue: its customer got no reply.")
+        "A WhatsApp message failed every attempt and waits in the dead-letter queue: its customer got no reply."))
     for reason in FAILED_SEND_REASONS:
         metric = cw.Metric(namespace=NAMESPACE, metric_name="EnviosWhatsappFalhos", dimensions_map={"Motivo": reason},
                            statistic="Sum", period=Duration.minutes(5))
-        stack.alarm(f"WhatsAppSendFailed{contract.pascal(reason)}Alarm", metric,
-                    f"A WhatsApp reply was not sent ({reason}): a person must answer that customer.")
+        alarms.append(stack.alarm(f"WhatsAppSendFailed{contract.pascal(reason)}Alarm", metric,
+                                  f"A WhatsApp reply was not sent ({reason}): a person must answer that customer."))
     for name in function_names:
         p = contract.pascal(name.removeprefix("cadencia-").replace("-", "_"))
         for metric_name in ("Errors", "Throttles"):
             metric = cw.Metric(namespace="AWS/Lambda", metric_name=metric_name, dimensions_map={"FunctionName": name},
                                statistic="Sum", period=Duration.minutes(5))
-            stack.alarm(f"{p}{metric_name}Alarm", metric, f"{name}: {metric_name} in 5 minutes")
+            alarms.append(stack.alarm(f"{p}{metric_name}Alarm", metric, f"{name}: {metric_name} in 5 minutes"))

@@ -65,6 +65,9 @@ class StackConfig:
     reserved_concurrency: bool = True
     ledger_deletion_protection: bool = True
     teardown: str = ""
+    # The tools verify the database server with the RDS CA bundle (verify-full);
+    # without the bundle the build fails unless this explicit opt-out is given.
+    allow_unverified_db_tls: bool = False
     tool_concurrency: Mapping[str, int] = field(default_factory=lambda: {
         # Refunds are irreversible: 5 concurrent at most caps what a runaway
         # loop could do per second, and keeps DB connections bounded.
@@ -73,6 +76,10 @@ class StackConfig:
         "atualizar_cadastro": 5,
     })
     orchestrator_concurrency: int = 20  # bounds model spend and ledger load
+    # Refund reconciler (infra/reconciler.py): how often a pass runs, and after how
+    # long a refund still unsettled with the gateway raises the alarm.
+    reconciler_rate_minutes: int = 5
+    unsettled_refund_alarm_minutes: int = 30
 
     @property
     def uses_bedrock(self) -> bool:
@@ -191,9 +198,21 @@ def from_context(get: Callable[[str], Any]) -> StackConfig:
         reserved_concurrency=_bool(opt("reservedConcurrency", True), "reservedConcurrency"),
         ledger_deletion_protection=_bool(opt("ledgerDeletionProtection", True), "ledgerDeletionProtection"),
         teardown=teardown,
+        allow_unverified_db_tls=_bool(opt("allowUnverifiedDbTls", False), "allowUnverifiedDbTls"),
         tool_concurrency=concurrency,
         orchestrator_concurrency=int(opt("orchestratorConcurrency", 20)),
+        reconciler_rate_minutes=_positive(opt("reconcilerRateMinutes", 5), "reconcilerRateMinutes"),
+        unsettled_refund_alarm_minutes=_positive(opt("unsettledRefundAlarmMinutes", 30),
+                                                 "unsettledRefundAlarmMinutes"),
     )
+
+
+def _positive(value: Any, key: str) -> int:
+    text = str(value).strip()
+    number = int(text) if text.isdecimal() and not isinstance(value, bool) else 0
+    if number < 1:
+        raise ConfigError(f"context {key}={value!r}: expected a positive whole number of minutes")
+    return number
 
 
 def from_mapping(values: Mapping[str, Any]) -> StackConfig:

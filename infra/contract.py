@@ -17,7 +17,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cadencia_shared.catalog import DATABASE_NAME, ORCHESTRATOR_FUNCTION_NAME, TOOLS, WHATSAPP_DB_USER, ToolSpec
+from cadencia_shared.catalog import (
+    DATABASE_NAME,
+    ORCHESTRATOR_FUNCTION_NAME,
+    RECONCILER_DB_USER,
+    RECONCILER_FUNCTION_NAME,
+    TOOLS,
+    WHATSAPP_DB_USER,
+    ToolSpec,
+)
+from cadencia_shared.ledger import GSI_UNSETTLED
 
 from .config import StackConfig
 
@@ -29,6 +38,7 @@ XRAY_ACTIONS = ("xray:PutTraceSegments", "xray:PutTelemetryRecords")
 LOG_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
 
 DB_USERS_FUNCTION_NAME = "cadencia-db-users"
+RECONCILER_ROLE_NAME = "cadencia-conciliar-reembolsos-role"
 WHATSAPP_CONSUMER_FUNCTION_NAME = "cadencia-orquestrador-whatsapp"
 WHATSAPP_INGRESS_ROLE_NAME = "cadencia-canal-whatsapp-role"
 WHATSAPP_CONSUMER_ROLE_NAME = "cadencia-orquestrador-whatsapp-role"
@@ -63,6 +73,10 @@ class Ids:
     FLOW_LOG_ROLE = "VpcFlowLogRole"
     FLOW_LOG_GROUP = "VpcFlowLogGroup"
     DYNAMODB_ENDPOINT = "DynamoDbEndpoint"
+    RECONCILER_FUNCTION = "RefundReconcilerFunction"
+    RECONCILER_ROLE = "RefundReconcilerRole"
+    RECONCILER_LOG_GROUP = "RefundReconcilerLogGroup"
+    RECONCILER_SCHEDULE = "RefundReconcilerSchedule"
     WHATSAPP_APP_SECRET = "WhatsAppAppSecret"
     WHATSAPP_VERIFY_TOKEN = "WhatsAppVerifyToken"
     WHATSAPP_ACCESS_TOKEN = "WhatsAppAccessToken"
@@ -187,7 +201,7 @@ def tool_role(config: StackConfig, tool: ToolSpec) -> RoleContract:
             Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (ledger,),
                   "claim the idempotency key (conditional PutItem), read and settle the claim"),
             Grant(("secretsmanager:GetSecretValue",), (ref(Ids.GATEWAY_SECRET),),
-                  "read the payment-gateway token, only after the claim succeeded; the only role that can"),
+                  "read the payment-gateway token, only after the claim succeeded (only this role and the reconciler's can)"),
         ]
     elif tool.name == "atualizar_cadastro":
         grants.append(Grant(("dynamodb:PutItem",), (ledger,), "append the audit record of a profile change"))
@@ -217,6 +231,27 @@ def orchestrator_role(config: StackConfig) -> RoleContract:
         service="lambda.amazonaws.com",
         purpose=f"Lambda {ORCHESTRATOR_FUNCTION_NAME} (the loop and its gates; outside the VPC)",
         grants=tuple(grants) + _platform(Ids.ORCHESTRATOR_LOG_GROUP),
+    )
+
+
+def reconciler_role(config: StackConfig) -> RoleContract:
+    ledger = att(Ids.LEDGER, "Arn")
+    return RoleContract(
+        logical_id=Ids.RECONCILER_ROLE,
+        role_name=RECONCILER_ROLE_NAME,
+        service="lambda.amazonaws.com",
+        purpose=f"Lambda {RECONCILER_FUNCTION_NAME} (scheduled refund reconciler; not a tool)",
+        grants=(
+            Grant(("dynamodb:Query",), (f"{ledger}/index/{GSI_UNSETTLED}",),
+                  "list unsettled refund claims from the ledger's sparse index (never a Scan)"),
+            Grant(("dynamodb:GetItem", "dynamodb:UpdateItem"), (ledger,),
+                  "take a claim over and settle it, fenced on its owner (never creates one)"),
+            Grant(("secretsmanager:GetSecretValue",), (ref(Ids.GATEWAY_SECRET),),
+                  "the gateway token, to re-send an unsettled refund's own request"),
+            Grant(("rds-db:connect",), (dbuser_arn(config, RECONCILER_DB_USER),),
+                  f"log in to PostgreSQL as {RECONCILER_DB_USER} only (settle reservations)"),
+        ) + _platform(Ids.RECONCILER_LOG_GROUP),
+        managed_policies=(ENI_MANAGEMENT,),
     )
 
 
@@ -272,11 +307,14 @@ def db_users_role() -> RoleContract:
         role_name=None,
         service="lambda.amazonaws.com",
         purpose=f"custom resource {DB_USERS_FUNCTION_NAME}: applies sql/schema.sql + sql/grants.sql on "
-                "create/update and sql/revoke.sql on delete, through the RDS Data API (demo cluster only)",
+                "create/update and sql/revoke.sql on delete (statements shipped in its code, never taken from "
+                "the event), through the RDS Data API (demo cluster only)",
         grants=(
             Grant(("rds-data:ExecuteStatement",), (cluster_arn(),), "run one SQL statement per call on the demo cluster"),
             Grant(("secretsmanager:GetSecretValue",), (ref(Ids.CLUSTER_SECRET_ATTACHMENT),),
                   f"the Data API authenticates to database {DATABASE_NAME} with the cluster's master secret"),
+            Grant(("cloudformation:DescribeStackResource",), (ref("AWS::StackId"),),
+                  "act only while CloudFormation is working on its resource in this stack"),
             Grant(LOG_ACTIONS, (att(Ids.DB_USERS_LOG_GROUP, "Arn"),), "write its own log group"),
         ),
     )
@@ -301,6 +339,7 @@ def build(config: StackConfig) -> list[RoleContract]:
     if config.deploy_functions:
         roles += [tool_role(config, t) for t in TOOLS.values()]
         roles.append(orchestrator_role(config))
+        roles.append(reconciler_role(config))
         roles += [whatsapp_ingress_role(config), whatsapp_consumer_role(config)]
     if config.demo_database and config.deploy_database_users:
         roles.append(db_users_role())

@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -93,6 +94,39 @@ def ca_bundle_path() -> Path | None:
     override = os.environ.get("CADENCIA_RDS_CA_BUNDLE")
     path = Path(override) if override else DEFAULT_CA_BUNDLE
     return path if path.is_file() else None
+
+
+MISSING_CA_BUNDLE = (
+    "no RDS CA bundle: the tools would send their IAM auth token to whoever answers TLS. Put AWS's "
+    f"{RDS_CA_BUNDLE_NAME} in infra/certs/ (or set CADENCIA_RDS_CA_BUNDLE to its path); see "
+    "docs/infrastructure.md, 'The RDS CA bundle'. To deploy without server verification anyway "
+    "(sslmode=require), pass -c allowUnverifiedDbTls=true."
+)
+
+
+def check_ca_bundle(path: Path) -> int:
+    """The number of CA certificates in ``path``; fails on anything OpenSSL cannot load as PEM CAs."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    try:
+        context.load_verify_locations(cafile=str(path))
+    except (ssl.SSLError, OSError) as err:
+        raise PackagingError(f"{path} is not a PEM CA bundle: {err}") from err
+    certificates = context.get_ca_certs()
+    if not certificates:
+        raise PackagingError(f"{path} holds no CA certificate")
+    return len(certificates)
+
+
+def _ca_bundle_for(spec: AssetSpec, allow_unverified_db_tls: bool) -> Path | None:
+    if not spec.include_ca_bundle:
+        return None
+    bundle = ca_bundle_path()
+    if bundle is None:
+        if allow_unverified_db_tls:
+            return None
+        raise PackagingError(f"{spec.name}: {MISSING_CA_BUNDLE}")
+    check_ca_bundle(bundle)
+    return bundle
 
 
 def _sha256() -> hashlib._Hash:  # type: ignore[name-defined]
@@ -207,13 +241,17 @@ def _tree_size(path: Path) -> tuple[int, int]:
     return size, files
 
 
-def build_asset(spec: AssetSpec, progress=print) -> BuiltAsset:
-    """Assemble (or reuse) the asset directory of one function."""
+def build_asset(spec: AssetSpec, progress=print, *, allow_unverified_db_tls: bool = False) -> BuiltAsset:
+    """Assemble (or reuse) the asset directory of one function.
+
+    A function that talks to PostgreSQL (``include_ca_bundle``) is not built without
+    the RDS CA bundle unless ``allow_unverified_db_tls`` (the deployer's explicit opt-out).
+    """
     for source in spec.sources:
         if not source.is_dir():
             raise PackagingError(f"{spec.name}: source package {source} does not exist")
+    ca_bundle = _ca_bundle_for(spec, allow_unverified_db_tls)
     deps = build_dependencies(spec.requirements, progress)
-    ca_bundle = ca_bundle_path() if spec.include_ca_bundle else None
     digest = asset_hash(spec, deps.name, ca_bundle)
     final = build_dir() / "assets" / f"{spec.name}-{digest[:16]}"
     reused = _marker(final).exists()
@@ -262,10 +300,11 @@ def _prune(current: Path) -> None:
         shutil.rmtree(stale, ignore_errors=True)
 
 
-def build_all(specs: Sequence[AssetSpec], progress=print) -> dict[str, BuiltAsset]:
+def build_all(specs: Sequence[AssetSpec], progress=print, *,
+              allow_unverified_db_tls: bool = False) -> dict[str, BuiltAsset]:
     built = {}
     for spec in specs:
-        asset = build_asset(spec, progress)
+        asset = build_asset(spec, progress, allow_unverified_db_tls=allow_unverified_db_tls)
         progress(f"[packaging] {asset.describe()}")
         built[spec.name] = asset
     return built

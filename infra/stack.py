@@ -9,13 +9,12 @@ tests compare the two on the synthesized template.
 
 from __future__ import annotations
 
-import hashlib
 import json
-from pathlib import Path
 
 from aws_cdk import (
     Acknowledgment,
     AssetHashType,
+    Aws,
     CfnOutput,
     CustomResource,
     Duration,
@@ -50,16 +49,12 @@ from cadencia_shared.catalog import (
 )
 from cadencia_shared.observability import NAMESPACE, TOOL_DIMENSION, Metric
 
-from . import contract
+from . import contract, db_users
 from .config import ANTHROPIC_KEY_SECRET_NAME, StackConfig
 from .contract import Ids
 from .packaging import RDS_CA_BUNDLE_NAME, BuiltAsset
-from .sqlsplit import split_statements
 from .channel import add_whatsapp_channel
-
-ROOT = Path(__file__).resolve().parents[1]
-SQL_DIR = ROOT / "sql"
-DB_USERS_CODE = Path(__file__).resolve().parent / "db_users_cr"
+from .reconciler import add_refund_reconciler
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12  # must match packaging.LAMBDA_PYTHON_VERSION
 ARCHITECTURE = lambda_.Architecture.ARM_64
@@ -91,13 +86,6 @@ L1_REASON = ("python3.12 is a supported Lambda runtime (Amazon Linux 2023) chose
              "change of packaging.LAMBDA_PYTHON_VERSION together with the project's Python, not a silent bump.")
 
 
-def sql_statements(*names: str) -> list[str]:
-    statements: list[str] = []
-    for name in names:
-        statements += split_statements((SQL_DIR / name).read_text())
-    return statements
-
-
 class CadenciaStack(Stack):
     def __init__(
         self,
@@ -118,11 +106,15 @@ class CadenciaStack(Stack):
         self._network_and_database()
         self.db_users = self._database_users() if config.demo_database and config.deploy_database_users else None
         self.alarm_topic = self._alarm_topic()
+        # Alarms made by other constructs (reconciler, channel): the topic policy lets
+        # CloudWatch publish for exactly these and the stack's own.
+        self.extra_alarms: list[cw.Alarm] = []
         self.tool_functions: dict[str, lambda_.Function] = {}
         if config.deploy_functions:
             for tool in TOOLS.values():
                 self.tool_functions[tool.name] = self._tool_function(tool)
             self.orchestrator = self._orchestrator()
+            self.reconciler = add_refund_reconciler(self)
             add_whatsapp_channel(self)
         self._observability()
         self._outputs()
@@ -269,6 +261,10 @@ class CadenciaStack(Stack):
             principals=[iam.AnyPrincipal()],
             actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
             resources=[self.ledger.table_arn]))
+        # ... and the refund reconciler's Query on the sparse index of unsettled claims.
+        endpoint.add_to_policy(iam.PolicyStatement(
+            principals=[iam.AnyPrincipal()], actions=["dynamodb:Query"],
+            resources=[f"{self.ledger.table_arn}/index/{ledger_schema.GSI_UNSETTLED}"]))
         _pin(endpoint, Ids.DYNAMODB_ENDPOINT)
         return vpc
 
@@ -276,9 +272,16 @@ class CadenciaStack(Stack):
         cfg = self.config
         sg = ec2.SecurityGroup(self, "DbSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
                                description="Demo Aurora cluster: PostgreSQL from the three tool Lambdas only")
+        engine = rds.DatabaseClusterEngine.aurora_postgres(version=AURORA_VERSION)
+        # Every connection must be TLS, the master's included (the tools also verify
+        # the server: sslmode=verify-full with the RDS CA bundle).
+        parameters = rds.ParameterGroup(self, "DbClusterParameters", engine=engine,
+                                        description="Cadencia demo cluster: TLS only",
+                                        parameters={"rds.force_ssl": "1"})
         cluster = rds.DatabaseCluster(
             self, "Db",
-            engine=rds.DatabaseClusterEngine.aurora_postgres(version=AURORA_VERSION),
+            engine=engine,
+            parameter_group=parameters,
             cluster_identifier=DEMO_CLUSTER_IDENTIFIER,
             writer=rds.ClusterInstance.serverless_v2("writer", publicly_accessible=False,
                                                      auto_minor_version_upgrade=True),
@@ -291,6 +294,16 @@ class CadenciaStack(Stack):
             credentials=rds.Credentials.from_generated_secret(DB_ADMIN_USER, secret_name="cadencia/db-admin"),
             default_database_name=DATABASE_NAME,
             iam_authentication=True,
+            # The Data API stays on: it is how the DB-users custom resource reaches the
+            # cluster (isolated subnets) at deploy AND at destroy. Switching it off after
+            # the deploy would make `cdk destroy` (and a rollback) fail to revoke the
+            # users; replacing it by a psycopg connection from a Lambda in the VPC means
+            # bundling psycopg, an ENI and Secrets Manager egress for a function that runs
+            # twice per stack lifetime. What closes the standing path instead: the function
+            # runs only the SQL it ships (the event names a digest), only for this stack
+            # while CloudFormation works on the resource, and answers only CloudFormation's
+            # response bucket; the master secret rotates every 30 days; only this role and
+            # the rotation function are granted to read it (docs/infrastructure.md).
             enable_data_api=True,
             storage_encrypted=True,
             backup=rds.BackupProps(retention=Duration.days(7)),
@@ -302,14 +315,15 @@ class CadenciaStack(Stack):
         _pin(cluster.secret, Ids.CLUSTER_SECRET_ATTACHMENT)  # the SecretTargetAttachment
         _ack(cluster, "AwsSolutions-RDS10", "Demo cluster with synthetic data, removed by scripts/limpeza.sh; "
              "production uses the imported ERP cluster (database=imported), whose protection the ERP owns.")
-        _ack(cluster.node.find_child("Secret"), "AwsSolutions-SMG4", "Master secret of the demo cluster, used only by the Data API "
-             "custom resource at deploy time; rotation needs a rotation Lambda with network access to the cluster "
-             "that the demo does not justify. The tools never use it (IAM auth).")
+        # The master secret rotates (single user: the master's own password) every 30
+        # days; the rotation Lambda runs in the subnets with egress (it must reach
+        # Secrets Manager) and gets ingress to the cluster.
+        cluster.add_rotation_single_user(automatically_after=Duration.days(30), vpc_subnets=self.with_egress)
         return cluster
 
     def _database_users(self) -> CustomResource:
         role = iam.Role(self, "DbUsersRoleResource", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-                        description="Applies the DB users and GRANTs through the RDS Data API")
+                        description="Applies the repository's DB users and GRANTs through the RDS Data API")
         _pin(role, Ids.DB_USERS_ROLE)
         log_group = self._log_group(Ids.DB_USERS_LOG_GROUP, contract.DB_USERS_FUNCTION_NAME)
         assert self.cluster.secret is not None
@@ -317,40 +331,54 @@ class CadenciaStack(Stack):
                                                resources=[self.cluster.cluster_arn]))
         role.add_to_policy(iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"],
                                                resources=[self.cluster.secret.secret_arn]))
+        # Acts only while CloudFormation is working on this very resource (handler.py).
+        role.add_to_policy(iam.PolicyStatement(actions=["cloudformation:DescribeStackResource"],
+                                               resources=[Aws.STACK_ID]))
         role.add_to_policy(iam.PolicyStatement(actions=list(contract.LOG_ACTIONS),
                                                resources=[log_group.log_group_arn]))
+        asset = db_users.build_asset(seed_demo_data=self.config.seed_demo_data)
         fn = lambda_.Function(
             self, "DbUsersFunctionResource",
             function_name=contract.DB_USERS_FUNCTION_NAME,
-            description="Custom resource: sql/schema.sql + grants.sql on create/update, revoke.sql on delete",
+            description="Custom resource: the repository's schema.sql + grants.sql on create/update, revoke.sql on "
+                        "delete (shipped in its code; the event names only their SHA-256)",
             runtime=RUNTIME, architecture=ARCHITECTURE,
             handler="handler.on_event",
-            code=lambda_.Code.from_asset(str(DB_USERS_CODE), exclude=["__pycache__", "*.pyc"]),
+            code=lambda_.Code.from_asset(str(asset.path)),
             role=role, log_group=log_group, timeout=Duration.minutes(5), memory_size=256,
+            environment={
+                # Where and for whom it acts comes from here, never from the event.
+                "STACK_ID": Aws.STACK_ID,
+                "LOGICAL_RESOURCE_ID": Ids.DB_USERS,
+                "CLUSTER_ARN": self.cluster.cluster_arn,
+                "SECRET_ARN": self.cluster.secret.secret_arn,
+                "DATABASE": DATABASE_NAME,
+            },
+            # CloudFormation invokes it asynchronously; a retry after a crash could send a
+            # second, different answer. It answers once or CloudFormation times out.
+            retry_attempts=0,
         )
         _pin(fn, Ids.DB_USERS_FUNCTION)
         _ack(fn, "AwsSolutions-L1", L1_REASON)
         fn.node.add_dependency(role)
-        statements = sql_statements("schema.sql", "grants.sql", *(["demo.sql"] if self.config.seed_demo_data else []))
-        revoke = sql_statements("revoke.sql")
-        digest = hashlib.sha256(json.dumps([statements, revoke]).encode()).hexdigest()
         resource = CustomResource(
             self, "DbUsersResource",
             service_token=fn.function_arn,
             resource_type="Custom::CadenciaDbUsers",
-            properties={
-                "ResourceArn": self.cluster.cluster_arn,
-                "SecretArn": self.cluster.secret.secret_arn,
-                "Database": DATABASE_NAME,
-                "Statements": statements,
-                "RevokeStatements": revoke,
-                "SqlSha256": digest,  # a changed SQL file re-runs the grants on update
-            },
+            # Only the digest: a changed SQL file changes it and re-runs the grants on update.
+            properties={"SqlSha256": asset.sql_sha256},
             service_timeout=Duration.minutes(10),
         )
         _pin(resource, Ids.DB_USERS)
         # After the writer instance exists (the Data API needs it), not just the cluster.
-        resource.node.add_dependency(self.cluster)
+        # Secrets Manager rotates once as soon as the schedule exists, and a Data API call
+        # made while it swaps the master password fails: the schedule comes after the users
+        # (and, on destroy, goes before they are revoked).
+        for child in self.cluster.node.find_all():
+            if isinstance(child, (rds.CfnDBCluster, rds.CfnDBInstance, secretsmanager.CfnSecretTargetAttachment)):
+                resource.node.add_dependency(child)
+            elif isinstance(child, secretsmanager.CfnRotationSchedule):
+                child.node.add_dependency(resource)
         return resource
 
     # --- functions ---------------------------------------------------------------
@@ -384,6 +412,23 @@ class CadenciaStack(Stack):
         return lambda_.Code.from_asset(str(asset.path), asset_hash=asset.asset_hash,
                                        asset_hash_type=AssetHashType.CUSTOM)
 
+    def db_environment(self, function_name: str, db_user: str) -> dict[str, str]:
+        """How a function reaches PostgreSQL as its own user: IAM auth over TLS that
+        verifies the server (the RDS CA bundle ships in its asset)."""
+        env = {
+            "DB_HOST": self.db_endpoint,
+            "DB_PORT": self.db_port,
+            "DB_NAME": DATABASE_NAME,
+            "DB_USER": db_user,
+            "DB_AUTH": "iam",
+            "POWERTOOLS_LOG_LEVEL": "INFO",
+        }
+        if self.assets[function_name].ca_bundle:
+            env.update(DB_SSL_MODE="verify-full", DB_SSL_ROOT_CERT=f"/var/task/{RDS_CA_BUNDLE_NAME}")
+        else:  # only reachable with -c allowUnverifiedDbTls=true (packaging fails otherwise)
+            env["DB_SSL_MODE"] = "require"
+        return env
+
     def _tool_function(self, tool: ToolSpec) -> lambda_.Function:
         cfg = self.config
         role = self._role(Ids.role(tool), contract.role_name_for(tool),
@@ -393,16 +438,7 @@ class CadenciaStack(Stack):
         # rds-db:connect on dbuser:{cluster resource id}/{this tool's user}, nothing wider.
         self.cluster_for_grants.grant_connect(role, tool.db_user)
 
-        env = {
-            "DB_HOST": self.db_endpoint,
-            "DB_PORT": self.db_port,
-            "DB_NAME": DATABASE_NAME,
-            "DB_USER": tool.db_user,
-            "DB_AUTH": "iam",
-            "POWERTOOLS_LOG_LEVEL": "INFO",
-        }
-        if self.assets[tool.function_name].ca_bundle:
-            env["DB_SSL_ROOT_CERT"] = f"/var/task/{RDS_CA_BUNDLE_NAME}"
+        env = self.db_environment(tool.function_name, tool.db_user)
         if tool is EMITIR_REEMBOLSO:
             role.add_to_policy(iam.PolicyStatement(
                 actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
@@ -543,6 +579,21 @@ class CadenciaStack(Stack):
             topic.add_subscription(subscriptions.EmailSubscription(self.config.alarm_email))
         return topic
 
+    def _allow_alarms_to_publish(self, alarms: list[cw.Alarm]) -> None:
+        """enforce_ssl=True makes a TopicPolicy that holds only a Deny and replaces the
+        topic's default policy: without this Allow, CloudWatch cannot publish and no
+        alarm ever notifies. Scoped to this account and to exactly these alarms
+        (aws:SourceAccount, aws:SourceArn: the confused-deputy guard AWS documents for
+        service principals)."""
+        self.alarm_topic.add_to_resource_policy(iam.PolicyStatement(
+            sid="CloudWatchAlarmsPublish",
+            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            actions=["sns:Publish"],
+            resources=[self.alarm_topic.topic_arn],
+            conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                        "ArnEquals": {"aws:SourceArn": [alarm.alarm_arn for alarm in alarms]}},
+        ))
+
     def _tool_metric(self, name: str, tool: ToolSpec, label: str | None = None) -> cw.Metric:
         # No label on alarm metrics: a label turns the alarm into a metric-math alarm.
         return cw.Metric(namespace=NAMESPACE, metric_name=name, dimensions_map={TOOL_DIMENSION: tool.name},
@@ -557,7 +608,7 @@ class CadenciaStack(Stack):
         return alarm
 
     def _observability(self) -> None:
-        alarms: list[cw.IAlarm] = []
+        alarms: list[cw.Alarm] = []
         for tool in TOOLS.values():
             p = contract.pascal(tool.package)
             alarms.append(self._alarm(
@@ -581,6 +632,8 @@ class CadenciaStack(Stack):
                 "OrchestratorDlqAlarm", self.orchestrator_dlq.metric_approximate_number_of_messages_visible(
                     period=Duration.minutes(5), statistic="Maximum"),
                 "A customer message failed every orchestrator attempt and waits in the dead-letter queue."))
+
+        self._allow_alarms_to_publish(alarms + self.extra_alarms)
 
         dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=DASHBOARD_NAME)
         tools = list(TOOLS.values())

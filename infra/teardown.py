@@ -29,19 +29,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cadencia_shared.catalog import DB_USERS as CATALOG_DB_USERS
+from cadencia_shared.catalog import (
+    DB_USERS as ALL_DB_USERS,
+    GATEWAY_SECRET_NAME,
+    LEDGER_TABLE,
+    ORCHESTRATOR_FUNCTION_NAME,
+    RECONCILER_FUNCTION_NAME,
+    TOOLS,
+)
 from canal_whatsapp.settings import ACCESS_TOKEN_NAME, APP_SECRET_NAME, INGRESS_FUNCTION_NAME, VERIFY_TOKEN_NAME
-from cadencia_shared.catalog import GATEWAY_SECRET_NAME, LEDGER_TABLE, ORCHESTRATOR_FUNCTION_NAME, TOOLS
 
 from . import contract
 from .config import ANTHROPIC_KEY_SECRET_NAME
 
 ROOT = Path(__file__).resolve().parents[1]
-FUNCTION_NAMES = ([t.function_name for t in TOOLS.values()] + [ORCHESTRATOR_FUNCTION_NAME]
+FUNCTION_NAMES = ([t.function_name for t in TOOLS.values()] + [ORCHESTRATOR_FUNCTION_NAME, RECONCILER_FUNCTION_NAME]
                   + [INGRESS_FUNCTION_NAME, contract.WHATSAPP_CONSUMER_FUNCTION_NAME])
-ROLE_NAMES = ([contract.role_name_for(t) for t in TOOLS.values()] + ["cadencia-orquestrador-role"]
+ROLE_NAMES = ([contract.role_name_for(t) for t in TOOLS.values()]
+              + ["cadencia-orquestrador-role", contract.RECONCILER_ROLE_NAME]
               + [contract.WHATSAPP_INGRESS_ROLE_NAME, contract.WHATSAPP_CONSUMER_ROLE_NAME])
-DB_USERS = list(CATALOG_DB_USERS)  # the tools' users and the WhatsApp channel's
+DB_USERS = list(ALL_DB_USERS)  # the tools', the reconciler's and the WhatsApp channel's
 SECRET_NAMES = [GATEWAY_SECRET_NAME, ANTHROPIC_KEY_SECRET_NAME, APP_SECRET_NAME, VERIFY_TOKEN_NAME, ACCESS_TOKEN_NAME]
 
 
@@ -275,7 +282,9 @@ def aws_steps(context: list[str], progress: Callable[[str], None], *, dry_run: b
     deploy = ["deploy", "--require-approval", "never"]
     phase1 = _cdk(deploy, [*context, "teardown=functions"])
     phase2 = _cdk(deploy, [*context, "teardown=database-users"])
-    destroy = _cdk(["destroy", "--force"], context)
+    # cdk destroy synthesizes the app first; in a teardown phase the app builds no tool or
+    # orchestrator asset, so destroying needs neither pip nor the RDS CA bundle here.
+    destroy = _cdk(["destroy", "--force"], [*context, "teardown=functions"])
     users_query = "SELECT rolname FROM pg_roles WHERE rolname IN (" + ", ".join(f"'{u}'" for u in DB_USERS) + ")"
 
     if dry_run:

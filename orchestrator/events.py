@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, StringConstraints
+from pydantic import BaseModel, ConfigDict
 
-from cadencia_shared.models import ConversationId, CustomerId
+from cadencia_shared.models import EDGE_CONFIG, ConversationId, CustomerId, CustomerMessage
 
 
 class TurnRequest(BaseModel):
     """One customer message. ``mensagemId`` is the channel's id of the message
     (WhatsApp's ``wamid``): a redelivery carries the same id and is answered once."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = EDGE_CONFIG
 
     conversaId: ConversationId
     clienteId: CustomerId
     mensagemId: ConversationId
-    mensagem: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=4000)]
+    mensagem: CustomerMessage  # line breaks and emoji joiners allowed; bidi/control characters refused
 
 
 TurnStatus = Literal["ativa", "aguardando_humano", "em_processamento", "erro"]

@@ -6,11 +6,10 @@ import json
 from typing import Any
 
 from aws_lambda_powertools.utilities.parameters import SecretsProvider
-from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import ValidationError
 
 from cadencia_shared.aws import client
+from cadencia_shared.handler import InvalidEvent, parse_event
 from cadencia_shared.ledger import Ledger
 from cadencia_shared.observability import logger_for
 
@@ -70,14 +69,13 @@ def _build(settings: OrchestratorSettings) -> Orchestrator:
 
 
 @logger.inject_lambda_context(clear_state=True)
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     try:
-        request = parse(event=event, model=TurnRequest)
-    except ValidationError as err:
-        problems = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors(include_url=False,
-                                                                                          include_input=False)]
-        logger.info("invalid inbound event", extra={"erros": problems})
-        return {"status": "erro", "motivo": "entrada_invalida", "erros": problems, "resposta": None}
+        request = parse_event(event, TurnRequest)
+    except InvalidEvent as err:
+        # Small whatever the event (problems are capped, never the input itself).
+        logger.info("invalid inbound event", extra={"erros": err.problems})
+        return {"status": "erro", "motivo": "entrada_invalida", "erros": err.problems, "resposta": None}
     logger.append_keys(conversaId=request.conversaId, mensagemId=request.mensagemId)
     turn = orchestrator(OrchestratorSettings.from_env())
     reply = turn.handle(request, Deadline(context.get_remaining_time_in_millis))

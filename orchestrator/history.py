@@ -65,3 +65,16 @@ def text_of(content: list[dict[str, Any]]) -> str:
 
 def tool_result(tool_use_id: str, body: str, *, is_error: bool) -> dict[str, Any]:
     return {"type": "tool_result", "tool_use_id": tool_use_id, "content": body, "is_error": is_error}
+
+
+def tool_use_ids(messages: list[Message]) -> set[str]:
+    """Every ``tool_use`` id the model has already sent in this conversation."""
+    return {b["id"] for m in messages if m["role"] == "assistant"
+            for b in _blocks(m["content"]) if b.get("type") == "tool_use"}
+
+
+def not_executed(content: list[dict[str, Any]], body: str) -> list[dict[str, Any]]:
+    """One ``is_error`` result per ``tool_use`` block of ``content``: the answer to
+    calls the code decided not to run, so the history stays valid (every
+    tool_use followed by exactly one tool_result) for the next request."""
+    return [tool_result(b["id"], body, is_error=True) for b in content if b.get("type") == "tool_use"]

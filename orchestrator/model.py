@@ -19,7 +19,14 @@ from typing import Any
 import anthropic
 from anthropic.types import Message
 
+from cadencia_shared.observability import cap_sdk_loggers
+
 from .settings import ModelProvider, OrchestratorSettings
+
+# anthropic's import honours ANTHROPIC_LOG=debug by lowering its loggers (and its
+# HTTP stack's): capped again now that it is imported (request bodies hold
+# personal data; see cadencia_shared.observability).
+cap_sdk_loggers()
 
 
 class ModelErrorClass(StrEnum):
@@ -38,9 +45,9 @@ RETRYABLE = {ModelErrorClass.RATE_LIMITED, ModelErrorClass.OVERLOADED, ModelErro
 
 
 class ModelUnavailable(Exception):
-    def __init__(self, classe: ModelErrorClass, attempts: int, detail: str = "") -> None:
-        super().__init__(f"model unavailable ({classe}) after {attempts} attempt(s) {detail}".strip())
-        self.classe = classe
+    def __init__(self, error_class: ModelErrorClass, attempts: int, detail: str = "") -> None:
+        super().__init__(f"model unavailable ({error_class}) after {attempts} attempt(s) {detail}".strip())
+        self.error_class = error_class
         self.attempts = attempts
 
 
@@ -124,18 +131,18 @@ class ModelClient:
                     model=self.model, max_tokens=self.max_tokens, system=system, tools=tools, messages=messages
                 )
             except anthropic.APIError as err:
-                classe = classify(err)
-                if classe is ModelErrorClass.CONTEXT_WINDOW:
+                error_class = classify(err)
+                if error_class is ModelErrorClass.CONTEXT_WINDOW:
                     raise ContextWindowExceeded(str(err)) from None
-                if classe not in RETRYABLE or attempt >= self.max_attempts:
-                    raise ModelUnavailable(classe, attempt, type(err).__name__) from None
+                if error_class not in RETRYABLE or attempt >= self.max_attempts:
+                    raise ModelUnavailable(error_class, attempt, type(err).__name__) from None
                 # Full jitter, capped; a server's retry-after is honoured only up to the cap.
                 wait = min(self.backoff_cap_s, self.rng.uniform(0, 0.5 * 2**attempt))
                 hinted = _retry_after_s(err)
                 if hinted is not None:
                     wait = min(self.backoff_cap_s, hinted)
                 if deadline.remaining_s() - reserve_s - wait < self.min_call_s:
-                    raise ModelUnavailable(ModelErrorClass.DEADLINE, attempt, f"after {classe}") from None
+                    raise ModelUnavailable(ModelErrorClass.DEADLINE, attempt, f"after {error_class}") from None
                 self.sleep(wait)
 
 

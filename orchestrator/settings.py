@@ -29,7 +29,7 @@ class OrchestratorSettings(EnvSettings):
     model_max_attempts: int = Field(3, alias="MODEL_MAX_ATTEMPTS", ge=1, le=5)
     model_backoff_cap_s: float = Field(4.0, alias="MODEL_BACKOFF_CAP_S", ge=0)
     # The retry ceiling per (conversaId, pedidoId, ferramenta). Lab 87: 4.
-    teto: int = Field(4, alias="TETO_TENTATIVAS", ge=1, le=50)
+    ceiling: int = Field(4, alias="TETO_TENTATIVAS", ge=1, le=50)
     # Model rounds a single customer message may take before a human takes over.
     max_rounds: int = Field(8, alias="MAX_RODADAS_POR_TURNO", ge=1, le=50)
     # Longer than the Lambda timeout, so a live invocation never loses its lease.

@@ -1,11 +1,16 @@
 """The tools as the model sees them, and what the code does with what it asks.
 
-Input schemas are strict (``additionalProperties: false``) and never contain
-``conversaId`` or ``clienteId``: the orchestrator injects both from the inbound
-event, so the model cannot act for another customer or another conversation.
-The schemas use only keywords the Messages API accepts for strict tools; the
-tool Lambdas' own pydantic models re-validate everything (amount precision,
-phone and e-mail formats): the code, not the schema, holds authority.
+Each tool's input schema is derived from its typed arguments model in
+``cadencia_shared.models`` (the same types the tool Lambdas validate with), so a
+pattern or a field exists once. The schema never contains ``conversaId`` or
+``clienteId``: the orchestrator injects both from the inbound event, so the model
+cannot act for another customer or another conversation.
+
+The derived schema keeps only keywords the Messages API accepts for strict tools
+(type, properties, required, additionalProperties, pattern, format, description);
+bounds the API does not enforce (lengths, amount range, cents) are checked here
+with the same pydantic models before anything runs, and again by the tool: the
+code, not the schema, holds authority.
 """
 
 from __future__ import annotations
@@ -13,46 +18,49 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from pydantic import BaseModel, ValidationError
 
 from cadencia_shared.catalog import ATUALIZAR_CADASTRO, CONSULTAR_STATUS_PEDIDO, EMITIR_REEMBOLSO, TOOLS, ToolSpec
+from cadencia_shared.handler import describe
 from cadencia_shared.ledger import refund_idempotency_key
+from cadencia_shared.models import OrderStatusArguments, ProfileArguments, RefundArguments, json_schema_pattern
 
-_ORDER_ID = {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$", "description": "Número do pedido, por exemplo 4821."}
-
-INPUT_SCHEMAS: dict[str, dict[str, Any]] = {
-    CONSULTAR_STATUS_PEDIDO.name: {
-        "type": "object",
-        "properties": {"pedidoId": _ORDER_ID},
-        "required": ["pedidoId"],
-        "additionalProperties": False,
-    },
-    EMITIR_REEMBOLSO.name: {
-        "type": "object",
-        "properties": {
-            "pedidoId": _ORDER_ID,
-            "valor": {"type": "number", "description": "Valor do reembolso em reais, com até duas casas decimais."},
-        },
-        "required": ["pedidoId", "valor"],
-        "additionalProperties": False,
-    },
-    ATUALIZAR_CADASTRO.name: {
-        "type": "object",
-        "properties": {
-            "campos": {
-                "type": "object",
-                "properties": {
-                    "endereco": {"type": "string", "description": "Endereço completo."},
-                    "telefone": {"type": "string", "description": "Telefone brasileiro em E.164, ex.: +5511987654321."},
-                    "email": {"type": "string", "format": "email"},
-                },
-                "additionalProperties": False,
-            }
-        },
-        "required": ["campos"],
-        "additionalProperties": False,
-    },
+ARGUMENTS: dict[str, type[BaseModel]] = {
+    CONSULTAR_STATUS_PEDIDO.name: OrderStatusArguments,
+    EMITIR_REEMBOLSO.name: RefundArguments,
+    ATUALIZAR_CADASTRO.name: ProfileArguments,
 }
+
+_SCHEMA_KEYWORDS = {"type", "properties", "required", "additionalProperties", "pattern", "format", "description"}
+
+
+def _for_the_model(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """pydantic's JSON schema → what the model sees: ``$ref`` inlined, an optional
+    field shown as its type (the model omits it rather than sending null),
+    patterns in their JSON Schema spelling, other keywords dropped."""
+    if "$ref" in node:
+        return _for_the_model(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+    if "anyOf" in node:
+        (present,) = [s for s in node["anyOf"] if s.get("type") != "null"]
+        return _for_the_model({**present, **{k: v for k, v in node.items() if k == "description"}}, defs)
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key not in _SCHEMA_KEYWORDS:
+            continue
+        if key == "properties":
+            value = {name: _for_the_model(sub, defs) for name, sub in value.items()}
+        elif key == "pattern":
+            value = json_schema_pattern(value)
+        out[key] = value
+    return out
+
+
+def input_schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    return _for_the_model(schema, schema.get("$defs", {}))
+
+
+INPUT_SCHEMAS: dict[str, dict[str, Any]] = {name: input_schema(model) for name, model in ARGUMENTS.items()}
 
 DESCRIPTIONS = {
     CONSULTAR_STATUS_PEDIDO.name: "Consulta o status de um pedido do cliente desta conversa (somente leitura).",
@@ -62,8 +70,6 @@ DESCRIPTIONS = {
     ),
     ATUALIZAR_CADASTRO.name: "Atualiza endereço, telefone e/ou e-mail do cadastro do cliente desta conversa.",
 }
-
-_VALIDATORS = {name: Draft202012Validator(schema) for name, schema in INPUT_SCHEMAS.items()}
 
 
 def definitions(*, strict: bool) -> list[dict[str, Any]]:
@@ -78,10 +84,14 @@ def definitions(*, strict: bool) -> list[dict[str, Any]]:
 
 
 def validation_errors(tool: str, tool_input: Any) -> list[str]:
-    return sorted(
-        f"{'/'.join(str(p) for p in e.absolute_path) or '(entrada)'}: {e.message}"
-        for e in _VALIDATORS[tool].iter_errors(tool_input)
-    )
+    """What is wrong with the model's arguments (strictly, by the tool's own types)."""
+    if not isinstance(tool_input, dict):
+        return ["(entrada): deve ser um objeto JSON"]
+    try:
+        ARGUMENTS[tool].model_validate(tool_input, strict=True)
+    except ValidationError as err:
+        return describe(err)
+    return []
 
 
 @dataclass(frozen=True)
@@ -91,11 +101,11 @@ class ToolCall:
     spec: ToolSpec
     tool_use_id: str
     arguments: dict[str, Any]
-    conversa_id: str
-    cliente_id: int
+    conversation_id: str
+    customer_id: int
 
     @property
-    def pedido_id(self) -> str | None:
+    def order_id(self) -> str | None:
         return self.arguments.get("pedidoId")
 
     @property
@@ -104,14 +114,14 @@ class ToolCall:
         tool, which has no order) the customer's record, ``cliente-{id}``."""
         if self.spec.subject_field:
             return str(self.arguments[self.spec.subject_field])
-        return f"cliente-{self.cliente_id}"
+        return f"cliente-{self.customer_id}"
 
     @property
     def idempotency_key(self) -> str | None:
         if self.spec is EMITIR_REEMBOLSO:
-            return refund_idempotency_key(self.conversa_id, str(self.pedido_id))
+            return refund_idempotency_key(self.conversation_id, str(self.order_id))
         return None
 
     def event(self) -> dict[str, Any]:
         # Identity comes last: whatever the model sent, these two win.
-        return {**self.arguments, "conversaId": self.conversa_id, "clienteId": self.cliente_id}
+        return {**self.arguments, "conversaId": self.conversation_id, "clienteId": self.customer_id}

@@ -25,11 +25,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from cadencia_shared.aws import client
+from cadencia_shared.handler import InvalidEvent, parse_event
 from cadencia_shared.ledger import Ledger
 from cadencia_shared.observability import count, logger_for
 from canal_whatsapp.delivery import Sender
 from canal_whatsapp.graph import GraphClient
-from canal_whatsapp.models import QueuedKind, QueuedMessage
+from canal_whatsapp.models import QueuedKind, QueuedMessage, SqsEvent
 from canal_whatsapp.outbox import Outbox, OutgoingReply
 from canal_whatsapp.settings import SenderSettings
 from canal_whatsapp.texts import FIXED_REPLIES
@@ -101,7 +102,14 @@ def _record_handler(record: SQSRecord, context: LambdaContext) -> None:
 
 
 @logger.inject_lambda_context(clear_state=True)
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
+    try:
+        parse_event(event, SqsEvent)  # strict, like every Lambda edge; each body is then a QueuedMessage
+    except InvalidEvent as err:
+        # Not an SQS event: nothing is read, run or sent (and no record is reported failed).
+        logger.info("invalid event", extra={"erros": err.problems})
+        return {"ok": False, "erro": {"codigo": "entrada_invalida",
+                                      "mensagem": "Evento inválido: esperado um evento SQS da fila do WhatsApp."}}
     processor = SqsFifoPartialProcessor()
     # With batch size 1 every failure is an "entire batch" failure, which Powertools
     # raises by default: a busy conversation would then count as a function error

@@ -20,8 +20,10 @@
 # and PGUSER (an admin that may create roles) are required; PGDATABASE defaults to
 # cadencia, PGPORT to 5432. Password: PGPASSWORD, or --iam (aws rds
 # generate-db-auth-token; PGUSER needs rds_iam and the caller rds-db:connect).
-# TLS: with PGSSLROOTCERT=/path/global-bundle.pem the server is verified
-# (verify-full); otherwise the channel is encrypted (require). RDS IAM auth needs TLS.
+# TLS: PGSSLROOTCERT=/path/global-bundle.pem verifies the server (verify-full). The
+# admin's password or IAM token must not go to whoever answers TLS, so without it the
+# script refuses, unless PGSSLMODE is set explicitly (e.g. require, on purpose).
+# SQL runs as the cluster's master, which on RDS is not a superuser (see sql/revoke.sql).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,7 +31,7 @@ cd "$(dirname "$0")/.."
 # one place they are spelled in code; it imports nothing beyond the standard library.
 PY=.venv/bin/python; [ -x "$PY" ] || PY=python3
 USERS=$(PYTHONPATH=functions "$PY" -c \
-  'from cadencia_shared.catalog import TOOLS; print(" ".join(t.db_user for t in TOOLS.values()))')
+  'from cadencia_shared.catalog import DB_USERS; print(" ".join(DB_USERS))')
 mode=apply; with_schema=0; dry_run=0; iam=0
 for arg in "$@"; do
   case "$arg" in
@@ -39,7 +41,7 @@ for arg in "$@"; do
     --check-absent) mode=check-absent ;;
     --dry-run) dry_run=1 ;;
     --iam) iam=1 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "grants.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -48,7 +50,12 @@ done
 : "${PGUSER:?set PGUSER to an admin user}"
 export PGDATABASE="${PGDATABASE:-cadencia}" PGPORT="${PGPORT:-5432}"
 if [ -z "${PGSSLMODE:-}" ]; then
-  if [ -n "${PGSSLROOTCERT:-}" ]; then export PGSSLMODE=verify-full; else export PGSSLMODE=require; fi
+  if [ -z "${PGSSLROOTCERT:-}" ]; then
+    echo "grants.sh: set PGSSLROOTCERT to the RDS CA bundle (global-bundle.pem) to verify the server," \
+         "or set PGSSLMODE explicitly (docs/infrastructure.md, 'The RDS CA bundle')" >&2
+    exit 2
+  fi
+  export PGSSLMODE=verify-full
 fi
 
 files=()

@@ -19,10 +19,12 @@ from scripts.local_stack import postgres
 TABLES = ("clientes", "pedidos", "reembolsos", "canais_whatsapp")
 
 CONTRACT: dict[str, dict[str, set]] = {
-    # Lab 87: SELECT on both tables, nothing else.
+    # SELECT on the columns of pedidos its query reads; nothing on clientes.
     "cadencia_agente_consulta": {
-        "table": {("clientes", "SELECT"), ("pedidos", "SELECT")},
-        "columns": set(),
+        "table": set(),
+        "columns": {("pedidos", c, "SELECT") for c in (
+            "id", "cliente_id", "status", "valor_pedido", "status_reembolso", "valor_reembolsado",
+            "previsao_entrega", "codigo_rastreio")},
     },
     # Lab 87's SELECT (id, valor_pedido) + UPDATE (status_reembolso, valor_reembolsado),
     # SELECT of cliente_id and valor_reembolsado, and its own reservations table
@@ -31,6 +33,18 @@ CONTRACT: dict[str, dict[str, set]] = {
         "table": set(),
         "columns": {
             *{("pedidos", c, "SELECT") for c in ("id", "cliente_id", "valor_pedido", "valor_reembolsado")},
+            *{("pedidos", c, "UPDATE") for c in ("status_reembolso", "valor_reembolsado")},
+            *{("reembolsos", c, "SELECT") for c in ("chave_idempotencia", "pedido_id", "valor", "status")},
+            *{("reembolsos", c, "INSERT") for c in ("chave_idempotencia", "pedido_id", "valor", "status")},
+            *{("reembolsos", c, "UPDATE") for c in ("valor", "status", "atualizado_em")},
+        },
+    },
+    # The reconciler: the refund's settle step only (apply or release a key's
+    # reservation under the order's row lock); no cliente_id, no DELETE.
+    "cadencia_agente_conciliacao": {
+        "table": set(),
+        "columns": {
+            *{("pedidos", c, "SELECT") for c in ("id", "valor_pedido", "valor_reembolsado")},
             *{("pedidos", c, "UPDATE") for c in ("status_reembolso", "valor_reembolsado")},
             *{("reembolsos", c, "SELECT") for c in ("chave_idempotencia", "pedido_id", "valor", "status")},
             *{("reembolsos", c, "INSERT") for c in ("chave_idempotencia", "pedido_id", "valor", "status")},
@@ -169,6 +183,28 @@ def test_every_statement_is_allowed_or_refused_as_the_contract_says(local_stack,
             if _probe(conn, sql):
                 mismatches.append(sql)
     assert mismatches == []
+
+
+def test_no_agent_user_reads_customer_data_it_does_not_need(local_stack, admin):
+    """clientes.cpf is readable by no agent user; the status tool reads nothing of clientes."""
+    readers = {row[0] for row in admin.execute(
+        "SELECT grantee FROM information_schema.column_privileges "
+        "WHERE table_name = 'clientes' AND column_name = 'cpf' AND privilege_type = 'SELECT'").fetchall()}
+    assert readers & set(CONTRACT) == set()
+    consulta = catalog_privileges(admin, "cadencia_agente_consulta")
+    assert {entry for entry in consulta["table"] | consulta["columns"] if entry[0] != "pedidos"} == set()
+    with psycopg.connect(local_stack.postgres.user_conninfo("cadencia_agente_consulta")) as conn:
+        for sql in ("SELECT cpf FROM clientes", "SELECT nome FROM clientes", "SELECT * FROM pedidos"):
+            assert not _probe(conn, sql), sql
+
+
+def test_the_status_tool_query_runs_under_its_grants(local_stack, erp):
+    from consultar_status_pedido.repository import fetch_own_order
+
+    order_id, customer_id = erp.execute("SELECT id, cliente_id FROM pedidos ORDER BY id LIMIT 1").fetchone()
+    with psycopg.connect(local_stack.postgres.user_conninfo("cadencia_agente_consulta")) as conn:
+        row = fetch_own_order(conn, pedido_id=order_id, cliente_id=customer_id)
+    assert row is not None and row["id"] == order_id
 
 
 def test_a_widened_grant_is_detected_and_grants_sql_restores_the_contract(local_stack, admin):

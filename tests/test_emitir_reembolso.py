@@ -192,15 +192,18 @@ def test_ambiguous_answer_after_the_debit_is_reconciled_not_redebited(tools, gat
 
 
 def test_500_before_any_debit_leaves_an_unknown_claim_that_is_reconciled(tools, gateway, mocked_aws):
-    gateway.inject("erro_500")
+    gateway.inject("erro_500", vezes=2)  # the POST and its immediate re-send both fail
     event = _event()
     out = tools(EMITIR_REEMBOLSO, event)
     assert out["resultado"] == "resultado_desconhecido"
+    text = out["dados"]["mensagem"]
+    assert "emitido" not in text and "nada foi debitado" not in text and "processado" not in text
     claim = mocked_aws["ledger"].get_claim(refund_idempotency_key(event["conversaId"], "4821"))
     assert claim.status is ClaimStatus.UNKNOWN
-    # Next attempt: lookup says the key never reached a debit -> retaken and executed once.
+    # Next attempt re-sends the same request: the gateway performs it, once.
     retry = tools(EMITIR_REEMBOLSO, event)
-    assert retry["resultado"] == "executado"
+    assert retry["resultado"] == "bloqueado_por_idempotencia" and retry["dados"]["conciliado"] is True
+    assert retry["dados"]["resultadoOriginal"] == "executado"
     assert len(gateway.debits()) == 1
 
 
@@ -212,6 +215,8 @@ def test_declined_refund_is_final_and_repeats_report_it(tools, gateway, erp):
     again = tools(EMITIR_REEMBOLSO, event)
     assert again["resultado"] == "bloqueado_por_idempotencia"
     assert again["dados"]["resultadoOriginal"] == "recusado_pelo_gateway"
+    assert "processado" not in again["dados"]["mensagem"] and "emitido" not in again["dados"]["mensagem"]
+    assert "recusado" in again["dados"]["mensagem"]
     assert gateway.debits() == []
     assert _refund_row(erp)[0] == Decimal("0.00")
 
@@ -227,25 +232,28 @@ def test_claim_in_progress_under_lease_blocks_without_touching_anything(tools, g
     assert gateway.stats()["reembolso"] == 0 and gateway.stats()["consulta"] == 0
 
 
-def test_abandoned_claim_that_did_debit_is_reconciled_by_lookup(tools, gateway, mocked_aws, local_stack):
-    """A Lambda died after the gateway debited but before recording it."""
+def test_abandoned_claim_that_did_debit_is_reconciled_by_resending(tools, gateway, mocked_aws, local_stack):
+    """A Lambda died after the gateway debited but before recording it: its claim
+    says a send may have happened, so the retry re-sends the same request and the
+    gateway answers the original (a replay), without a lookup or a second debit."""
     from emitir_reembolso.gateway import PaymentGatewayClient
 
     event = _event()
     key = refund_idempotency_key(event["conversaId"], "4821")
     clock = [1_000_000.0]
     ledger = ledger_mod.Ledger("cadencia-agente-execucoes", mocked_aws["dynamodb"], clock=lambda: clock[0])
-    ledger.claim_refund(chave=key, conversa_id=event["conversaId"], pedido_id="4821", cliente_id=1001,
-                        valor=Decimal("50.00"), lease_s=30)
+    claim = ledger.claim_refund(chave=key, conversa_id=event["conversaId"], pedido_id="4821", cliente_id=1001,
+                                valor=Decimal("50.00"), lease_s=30)
+    ledger.settle_claim(claim, ClaimStatus.SENDING)
     PaymentGatewayClient(local_stack.gateway_url, 2).refund(
         idempotency_key=key, pedido_id="4821", valor=Decimal("50.00"), token=local_stack.gateway_token
     )
     # The claim's lease (1970) is long expired in real time.
-    out = tools(EMITIR_REEMBOLSO, event)
+    out = tools(EMITIR_REEMBOLSO, {**event, "valor": 20.0})  # the retry's new amount is never sent
     assert out["resultado"] == "bloqueado_por_idempotencia"
-    assert out["dados"]["conciliado"] is True
+    assert out["dados"]["conciliado"] is True and out["dados"]["valor"] == "50.00"
     assert len(gateway.debits()) == 1
-    assert gateway.stats()["consulta"] == 1
+    assert gateway.stats()["consulta"] == 0 and gateway.stats()["reembolso"] == 2
 
 
 def test_abandoned_claim_that_never_reached_the_gateway_is_executed_once(tools, gateway, mocked_aws):
@@ -383,13 +391,13 @@ def test_an_unknown_outcome_in_one_conversation_holds_the_balance_for_others(too
     tools.overrides[EMITIR_REEMBOLSO.name] = {"GATEWAY_TIMEOUT_S": "1"}
     gateway.inject("timeout_apos_debito", atraso_s=2.5)
     a, b = _event(valor=189.90), _event(valor=189.90)
-    first = tools(EMITIR_REEMBOLSO, a)  # POST times out; the lookup right after finds the debit
+    first = tools(EMITIR_REEMBOLSO, a)  # POST times out; the re-send right after gets the original
     assert first["resultado"] == "executado"  # (the timeout path reconciles immediately)
 
-    # Now make A's outcome truly unknown: debit lost in a timeout AND the lookup failing.
+    # Now make A's outcome truly unknown: debit lost in a timeout AND the re-send failing.
     c = _event(pedidoId="4822", valor=59.00)
     gateway.inject("timeout_apos_debito", atraso_s=2.5)
-    gateway.inject("consulta_erro_500")  # the lookup right after fails too
+    gateway.inject("erro_500")  # the immediate re-send fails too
     unknown = tools(EMITIR_REEMBOLSO, c)
     assert unknown["resultado"] == "resultado_desconhecido"
     other = tools(EMITIR_REEMBOLSO, {**c, "conversaId": c["conversaId"] + "-b"})

@@ -37,9 +37,15 @@ def test_database_settings_explain_what_is_missing():
         DatabaseSettings.from_env({"DB_HOST": "h", "DB_USER": "u", "DB_AUTH": "iam"})
 
 
-def test_iam_auth_uses_tls_and_verifies_the_server_when_the_bundle_is_given():
+def test_iam_auth_verifies_the_server_unless_explicitly_opted_out():
     base = {"DB_HOST": "h", "DB_USER": "u", "DB_AUTH": "iam", "AWS_REGION": "us-east-1"}
-    assert DatabaseSettings.from_env(base).sslmode == "require"
+    with pytest.raises(ValidationError, match="DB_SSL_ROOT_CERT"):
+        DatabaseSettings.from_env(base)  # no silent sslmode=require: the token would go to whoever answers TLS
+    with pytest.raises(ValidationError, match="DB_SSL_ROOT_CERT"):
+        DatabaseSettings.from_env({**base, "DB_SSL_MODE": "verify-full"})
+    with pytest.raises(ValidationError):
+        DatabaseSettings.from_env({**base, "DB_SSL_MODE": "disable"})
+    assert DatabaseSettings.from_env({**base, "DB_SSL_MODE": "require"}).sslmode == "require"
     assert DatabaseSettings.from_env({**base, "DB_SSL_ROOT_CERT": "/opt/global-bundle.pem"}).sslmode == "verify-full"
 
 

@@ -11,7 +11,7 @@ import pytest
 from cadencia_shared.catalog import TOOLS
 from cadencia_shared.ledger import ConversationStatus, ItemType, Ledger
 from orchestrator.events import TurnRequest
-from orchestrator.gates import RetryCeiling
+from orchestrator.controls import RetryCeiling
 from orchestrator.invokers.local import InProcessInvoker
 from orchestrator.model import Deadline
 from orchestrator.tools import ToolCall
@@ -161,10 +161,10 @@ def test_parallel_tool_calls_in_one_response_are_each_gated(mocked_aws):
 def test_fifty_racing_gate_decisions_allow_exactly_four(local_stack):
     """Against the local stack's moto server (requests serialized like DynamoDB)."""
     ledger = Ledger(local_stack.ledger_table, session_client("dynamodb", local_stack.aws_endpoint))
-    ceiling = RetryCeiling(ledger, teto=4)
+    ceiling = RetryCeiling(ledger, limit=4)
     conv = f"conv-race-{uuid.uuid4().hex[:6]}"
     call = ToolCall(spec=TOOLS["emitir_reembolso"], tool_use_id="t", arguments={"pedidoId": "4821", "valor": 1},
-                    conversa_id=conv, cliente_id=1001)
+                    conversation_id=conv, customer_id=1001)
     barrier = threading.Barrier(50)
     decisions: list[tuple[int, bool]] = []
     lock = threading.Lock()

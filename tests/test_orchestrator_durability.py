@@ -327,7 +327,8 @@ def test_no_time_left_for_a_tool_ends_the_turn_without_a_handoff(mocked_aws):
     model = ScriptedModel(default=lambda _: tool_use("consultar_status_pedido", {"pedidoId": "4821"}))
     invoker = CountingInvoker()
     orch, _ = build(model, mocked_aws["ledger"], invoker)
-    reply = orch.handle(_turn("conv-pressa"), Deadline.after(10))  # a model call fits, a tool does not
+    # 7 s - 3 s reserve: a model call (2 s minimum) fits, the status tool's 5 s budget does not.
+    reply = orch.handle(_turn("conv-pressa"), Deadline.after(7))
     assert (reply.resposta, reply.status, reply.motivo) == (customer_texts.OUT_OF_TIME, "ativa", "sem_tempo")
     assert len(model.requests) == 1 and sum(invoker.calls.values()) == 0
     assert [a for a in mocked_aws["ledger"].history("conv-pressa") if a.get("tipo") == "tentativa"] == []

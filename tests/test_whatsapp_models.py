@@ -97,3 +97,79 @@ def test_the_conversation_id_follows_the_sao_paulo_day_of_the_message():
     # 2026-03-02 02:59:59 UTC is still 2026-03-01 in São Paulo (UTC-3).
     assert conversation_id(1001, "1772420399") == "wa-1001-20260301"
     assert conversation_id(1001, "1772420400") == "wa-1001-20260302"
+
+
+# -- the queue contract is the orchestrator's edge (cadencia_shared.models) ---------
+TURN_CHARS = ["\u202e", "\u2066", "\u200b", "\ufeff", "\x1b", "\x00", "\u2028", "\u3164", "\u034f"]
+
+
+@pytest.mark.parametrize("char", TURN_CHARS)
+def test_a_text_the_turn_would_refuse_gets_a_fixed_reply_and_never_becomes_a_turn(char):
+    # Before the merge with the strict edges, such a text was queued as a turn, then
+    # refused by TurnRequest in the consumer on every receive until the DLQ.
+    from canal_whatsapp.ingress import _turn_or_fixed
+    from canal_whatsapp.models import FixedReason, QueuedKind, WebhookMessage
+    from canal_whatsapp.texts import FIXED_REPLIES
+
+    message = WebhookMessage.model_validate({"from": "5511987654321", "id": "wamid.x", "timestamp": "1772420400",
+                                             "type": "text", "text": {"body": f"Rua das Flores{char}, 12"}})
+    common = {"mensagemId": "wamid.x", "waId": "5511987654321", "phoneNumberId": "1"}
+    queued = _turn_or_fixed(message, "wa-1001-20260302", 1001, common)
+    assert queued.tipo is QueuedKind.FIXED_REPLY and queued.motivo is FixedReason.INVALID_TEXT
+    assert queued.mensagem is None and FIXED_REPLIES[queued.motivo]
+    with pytest.raises(ValidationError):
+        QueuedMessage.model_validate_json(json.dumps({
+            "tipo": "texto", "conversaId": "wa-1001-20260302", "clienteId": 1001,
+            "mensagem": f"o{char}i", **common}))
+
+
+def test_line_breaks_and_emoji_joiners_are_still_a_turn():
+    from canal_whatsapp.ingress import _turn_or_fixed
+    from canal_whatsapp.models import QueuedKind, WebhookMessage
+    from orchestrator.events import TurnRequest
+
+    body = "Oi!\nMeu pedido 4821 👨\u200d👩\u200d👧 👍🏽"
+    message = WebhookMessage.model_validate({"from": "5511987654321", "id": "wamid.y", "timestamp": "1772420400",
+                                             "type": "text", "text": {"body": body}})
+    queued = _turn_or_fixed(message, "wa-1001-20260302", 1001,
+                            {"mensagemId": "wamid.y", "waId": "5511987654321", "phoneNumberId": "1"})
+    assert queued.tipo is QueuedKind.TEXT and queued.mensagem == body
+    TurnRequest(conversaId=queued.conversaId, clienteId=queued.clienteId, mensagemId=queued.mensagemId,
+                mensagem=queued.mensagem)
+
+
+# -- the two Lambda events go through cadencia_shared.handler.parse_event -----------
+@pytest.mark.parametrize("event", [
+    None, [], "x", 5, "{\"requestContext\": {\"http\": {\"method\": \"POST\"}}}", {},
+    {"requestContext": {"http": {"method": 5}}}, {"requestContext": {"http": {"method": "POST"}}, "body": b"x"},
+    {"requestContext": {"http": {"method": "POST"}}, "isBase64Encoded": "false"},
+    {"requestContext": {"http": {"method": "POST"}}, "headers": {"x-hub-signature-256": 1}},
+])
+def test_the_webhook_refuses_what_is_not_a_function_url_event(event, monkeypatch):
+    from canal_whatsapp import handler
+    from orchestrator.invokers.local import LocalContext
+
+    def no_ingress():
+        raise AssertionError("the ingress was built for an invalid event")
+
+    monkeypatch.setattr(handler, "ingress", no_ingress)
+    out = handler.lambda_handler(event, LocalContext("cadencia-canal-whatsapp-entrada", timeout_s=10))
+    assert out["statusCode"] == 400 and out["body"] == ""
+
+
+@pytest.mark.parametrize("event", [
+    None, [], "x", {}, {"Records": []}, {"Records": "x"},
+    {"Records": [{"messageId": "1", "body": "{}", "eventSource": "aws:s3"}]},
+    {"Records": [{"messageId": 1, "body": "{}", "eventSource": "aws:sqs"}]},
+    {"Records": [{"messageId": "1", "body": {"tipo": "texto"}, "eventSource": "aws:sqs"}]},
+])
+def test_the_consumer_refuses_what_is_not_an_sqs_event(event, monkeypatch):
+    from orchestrator import whatsapp_consumer
+    from orchestrator.invokers.local import LocalContext
+
+    def no_turn(*args, **kwargs):
+        raise AssertionError("a record was handled for an invalid event")
+
+    monkeypatch.setattr(whatsapp_consumer, "handle_message", no_turn)
+    out = whatsapp_consumer.lambda_handler(event, LocalContext("cadencia-orquestrador-whatsapp", timeout_s=10))
+    assert out["ok"] is False and out["erro"]["codigo"] == "entrada_invalida"

@@ -3,9 +3,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import phonenumbers
-from pydantic import AfterValidator, BaseModel, ConfigDict, EmailStr, StringConstraints, model_validator
+from pydantic import AfterValidator, EmailStr, TypeAdapter
 
-from cadencia_shared.models import ToolRequest
+from cadencia_shared.models import Email, PhoneE164, ProfileFieldsArguments, ToolRequest
 
 
 def _brazilian_e164(value: str) -> str:
@@ -20,25 +20,16 @@ def _brazilian_e164(value: str) -> str:
     return value
 
 
-BrazilianPhone = Annotated[str, AfterValidator(_brazilian_e164)]
-Address = Annotated[str, StringConstraints(strip_whitespace=True, min_length=5, max_length=300, pattern=r"^[^\x00-\x1f\x7f]+$")]
+# The shared types (what the orchestrator also checks), narrowed with what needs the
+# tool's own libraries: a valid Brazilian number, a deliverable-looking address.
+_EMAIL = TypeAdapter(EmailStr)
+BrazilianPhone = Annotated[PhoneE164, AfterValidator(_brazilian_e164)]
+ValidEmail = Annotated[Email, AfterValidator(lambda v: str(_EMAIL.validate_python(v)))]
 
 
-class ProfileFields(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    endereco: Address | None = None
+class ProfileFields(ProfileFieldsArguments):
     telefone: BrazilianPhone | None = None
-    email: EmailStr | None = None
-
-    @model_validator(mode="after")
-    def _at_least_one(self) -> ProfileFields:
-        if not self.changes():
-            raise ValueError("informe ao menos um campo: endereco, telefone ou email")
-        return self
-
-    def changes(self) -> dict[str, str]:
-        return {k: v for k, v in self.model_dump().items() if v is not None}
+    email: ValidEmail | None = None
 
 
 class ProfileUpdateRequest(ToolRequest):

@@ -13,6 +13,11 @@ class ToolSpec:
     function_name: str  # the Lambda (Lab 87's names)
     db_user: str  # the PostgreSQL user the Lambda logs in as
     package: str  # the Python package under functions/
+    # The Lambda's timeout, and so the orchestrator's per-call time budget: a call is
+    # not started with less time left than this, since one cut short by the
+    # orchestrator's own deadline would leave an unknown outcome. infra/stack.py's
+    # TOOL_TIMEOUTS_S must equal it (tests/infra/test_tool_timeouts.py) until infra reads it here.
+    timeout_s: int
     irreversible: bool = False
     subject_field: str | None = "pedidoId"  # which input field scopes the retry ceiling
 
@@ -26,12 +31,14 @@ CONSULTAR_STATUS_PEDIDO = ToolSpec(
     function_name="cadencia-consultar-status-pedido",
     db_user="cadencia_agente_consulta",
     package="consultar_status_pedido",
+    timeout_s=5,
 )
 EMITIR_REEMBOLSO = ToolSpec(
     name="emitir_reembolso",
     function_name="cadencia-emitir-reembolso",
     db_user="cadencia_agente_reembolso",
     package="emitir_reembolso",
+    timeout_s=8,
     irreversible=True,
 )
 ATUALIZAR_CADASTRO = ToolSpec(
@@ -39,15 +46,21 @@ ATUALIZAR_CADASTRO = ToolSpec(
     function_name="cadencia-atualizar-cadastro",
     db_user="cadencia_agente_cadastro",
     package="atualizar_cadastro",
+    timeout_s=5,
     subject_field=None,  # no order: the ceiling is scoped to the customer record
 )
 
 TOOLS: dict[str, ToolSpec] = {t.name: t for t in (CONSULTAR_STATUS_PEDIDO, EMITIR_REEMBOLSO, ATUALIZAR_CADASTRO)}
 
-# Database users that are not tools: the WhatsApp channel's identity lookup.
+# The scheduled reconciler of refunds (not a tool: the model never sees it).
+RECONCILER_FUNCTION_NAME = "cadencia-conciliar-reembolsos"
+RECONCILER_DB_USER = "cadencia_agente_conciliacao"
+RECONCILER_PACKAGE = "conciliar_reembolsos"
+# The WhatsApp channel's identity lookup (not a tool either).
 WHATSAPP_DB_USER = "cadencia_canal_whatsapp"
 CHANNEL_DB_USERS = (WHATSAPP_DB_USER,)
-DB_USERS = (*(t.db_user for t in TOOLS.values()), *CHANNEL_DB_USERS)
+# Every PostgreSQL user the agent's Lambdas log in as (one per Lambda).
+DB_USERS: tuple[str, ...] = (*(t.db_user for t in TOOLS.values()), RECONCILER_DB_USER, *CHANNEL_DB_USERS)
 
 ORCHESTRATOR_FUNCTION_NAME = "cadencia-orquestrador"
 LEDGER_TABLE = "cadencia-agente-execucoes"

@@ -1,8 +1,9 @@
 """The thin-handler kit: parse the event at the edge, run the logic, answer JSON.
 
-Each tool's ``handler.py`` is a few lines around ``tool_handler``: a Powertools
-Parser model for the event, a function from that model to a ``ToolResponse``.
-Validation errors become a typed ``entrada_invalida`` answer (nothing changed);
+Each tool's ``handler.py`` is a few lines around ``tool_handler``: a strict pydantic
+model for the event, a function from that model to a ``ToolResponse``.
+An invalid event (not a JSON object, or failing the model) becomes a typed
+``entrada_invalida`` answer, small whatever the event's size, and nothing changes;
 ``ToolError`` becomes a typed refusal; anything else propagates as a crash.
 """
 
@@ -12,7 +13,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger
-from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ValidationError
 
@@ -21,28 +21,66 @@ from .results import ErrorCode, ToolError, ToolResponse
 
 Model = TypeVar("Model", bound=BaseModel)
 
+# A hostile 5 MB event must produce a small answer (Lambda's response limit is
+# 6 MB) and a small log line: a few problems, each cut short, never the input.
+MAX_PROBLEMS = 5
+MAX_PROBLEM_CHARS = 160
 
-def _describe(err: ValidationError) -> str:
-    parts = []
-    for e in err.errors(include_url=False, include_input=False):
-        where = ".".join(str(p) for p in e["loc"]) or "(evento)"
-        parts.append(f"{where}: {e['msg']}")
-    return "; ".join(parts)
+
+class InvalidEvent(Exception):
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def _clip(text: str, limit: int) -> str:
+    # Field names come from the caller (an unknown key is reported by name): only
+    # printable characters of it reach the answer and the log.
+    text = "".join(c if c.isprintable() else "?" for c in text[:limit])
+    return text if len(text) < limit else text[: limit - 1] + "…"
+
+
+def describe(err: ValidationError) -> list[str]:
+    """At most ``MAX_PROBLEMS`` short lines: where (each path part clipped, since a
+    hostile key can be megabytes long) and what; never the offending value."""
+    found = err.errors(include_url=False, include_input=False, include_context=False)
+    problems = []
+    for e in found[:MAX_PROBLEMS]:
+        where = ".".join(_clip(str(p), 40) for p in e["loc"]) or "(evento)"
+        problems.append(_clip(f"{where}: {e['msg']}", MAX_PROBLEM_CHARS))
+    if len(found) > MAX_PROBLEMS:
+        problems.append(f"… e mais {len(found) - MAX_PROBLEMS} problema(s)")
+    return problems
+
+
+def parse_event(event: Any, model: type[Model]) -> Model:
+    """The event as ``model``, or ``InvalidEvent``.
+
+    Only a JSON object is an event. Powertools' ``parse`` would also decode a string
+    holding JSON, which no caller of these functions sends: a string, a list or
+    null is refused here, before the model sees it.
+    """
+    if not isinstance(event, dict):
+        raise InvalidEvent([f"(evento): deve ser um objeto JSON, recebido {type(event).__name__}"])
+    try:
+        return model.model_validate(event, strict=True)
+    except ValidationError as err:
+        raise InvalidEvent(describe(err)) from None
 
 
 def tool_handler(
     *, ferramenta: str, model: type[Model], logger: Logger
-) -> Callable[[Callable[[Model], ToolResponse]], Callable[[dict[str, Any], LambdaContext], dict[str, Any]]]:
-    def decorate(run: Callable[[Model], ToolResponse]) -> Callable[[dict[str, Any], LambdaContext], dict[str, Any]]:
+) -> Callable[[Callable[[Model], ToolResponse]], Callable[[Any, LambdaContext], dict[str, Any]]]:
+    def decorate(run: Callable[[Model], ToolResponse]) -> Callable[[Any, LambdaContext], dict[str, Any]]:
         @logger.inject_lambda_context(clear_state=True)
-        def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
             try:
-                request = parse(event=event, model=model)
-            except ValidationError as err:
-                logger.info("invalid input", extra={"erros": _describe(err)})
+                request = parse_event(event, model)
+            except InvalidEvent as err:
+                logger.info("invalid input", extra={"erros": err.problems})
                 count_for_tool(Metric.TOOL_REFUSALS, ferramenta)
                 return ToolResponse.failure(
-                    ferramenta, ToolError(ErrorCode.INVALID_INPUT, f"Entrada inválida: {_describe(err)}")
+                    ferramenta, ToolError(ErrorCode.INVALID_INPUT, "Entrada inválida: " + "; ".join(err.problems))
                 ).to_json()
             logger.append_keys(conversaId=getattr(request, "conversaId", None))
             try:

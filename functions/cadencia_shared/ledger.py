@@ -22,7 +22,8 @@ auditoria              ``auditoria#{uuid}``                       PutItem attrib
 ``envio#{wamid}`` (the WhatsApp reply outbox) is owned by ``canal_whatsapp.outbox``.
 
 ``chaveIdempotencia`` keeps Lab 87's format ``{conversaId}#{pedidoId}#reembolso``.
-Identifiers may not contain ``#`` (the models at the edges enforce ``ID_PATTERN``),
+Identifiers may not contain ``#`` (the models at the edges enforce the id patterns of
+``cadencia_shared.models``),
 so no two different tuples can produce the same key.
 """
 
@@ -46,11 +47,12 @@ TABLE_KEY = "pk"
 GSI_BY_CONVERSATION = "porConversa"
 GSI_PARTITION = "conversaId"
 GSI_SORT = "registradoEm"
+# Sparse GSI of refund claims not yet settled with the gateway: only those items
+# carry ``pendencia``, so the reconciler reads its work list without a scan.
+GSI_UNSETTLED = "reembolsosPendentes"
+GSI_UNSETTLED_PARTITION = "pendencia"
+UNSETTLED_MARK = "reembolso"
 TTL_ATTRIBUTE = "expiraEm"
-
-# Identifiers that reach a key: letters, digits and . _ : = + / - (WhatsApp ids
-# are base64-like); never "#", the key separator.
-ID_PATTERN = r"^[A-Za-z0-9._:=+/\-]{1,256}$"
 
 ATTEMPT_EVENT = "TENTATIVA_DE_FERRAMENTA_REGISTRADA"
 INBOUND_TTL_S = 7 * 24 * 3600
@@ -69,14 +71,20 @@ class ItemType(StrEnum):
 
 
 class ClaimStatus(StrEnum):
-    IN_PROGRESS = "em_processamento"  # claimed; the gateway outcome is not known yet
+    IN_PROGRESS = "em_processamento"  # claimed and reserved; no request has left for the key
+    SENDING = "envio_possivel"  # recorded before the POST: one request may be leaving now
+    RECONCILING = "em_conciliacao"  # re-sending the claim's own request to learn its outcome
     EXECUTED = "executado"  # the gateway debited (final)
     DECLINED = "recusado_pelo_gateway"  # the gateway refused it (final)
-    UNKNOWN = "desconhecido"  # sent, but no answer (timeout/5xx): reconcile by key
-    FAILED_BEFORE_GATEWAY = "falhou_antes_do_gateway"  # nothing was sent: may be retaken
+    UNKNOWN = "desconhecido"  # a request may have left, no definitive answer: amount held
+    FAILED_BEFORE_GATEWAY = "falhou_antes_do_gateway"  # proven never sent: may be retaken
 
 
 FINAL_CLAIM_STATUSES = frozenset({ClaimStatus.EXECUTED, ClaimStatus.DECLINED})
+# Claims that leave the reconciler's index when settled. An executed claim leaves
+# it only once the ERP has it too (``mark_erp_updated``), so a crash between the
+# two is finished by the reconciler, not only by a repeat of the conversation.
+SETTLED_CLAIM_STATUSES = frozenset({ClaimStatus.DECLINED, ClaimStatus.FAILED_BEFORE_GATEWAY})
 
 
 class AttemptResult(StrEnum):
@@ -335,6 +343,7 @@ class Ledger:
             "criadoEm": claim.criado_em,
             "atualizadoEm": claim.atualizado_em,
             GSI_SORT: claim.criado_em,
+            GSI_UNSETTLED_PARTITION: UNSETTLED_MARK,
         }
         try:
             self.client.put_item(
@@ -350,16 +359,25 @@ class Ledger:
             raise
         return claim
 
-    def retake_claim(self, existing: RefundClaim, *, valor: Decimal, lease_s: int) -> RefundClaim:
-        """Take over a claim that is not final (failed before the gateway, or stale).
+    def retake_claim(
+        self,
+        existing: RefundClaim,
+        *,
+        valor: Decimal,
+        lease_s: int,
+        status: ClaimStatus = ClaimStatus.IN_PROGRESS,
+    ) -> RefundClaim:
+        """Take over a claim that is not final, as ``status`` under a new owner.
 
         Fenced on the previous owner and status: of two invocations retaking the
         same claim, exactly one wins; the other gets ClaimTaken with the winner.
+        The caller (the refund state machine) decides ``status`` and ``valor``:
+        a claim a request may have left for keeps its own amount.
         """
         now = self.now_ms()
         new = replace(
             existing,
-            status=ClaimStatus.IN_PROGRESS,
+            status=status,
             dono=uuid.uuid4().hex,
             lease_ate_ms=now + lease_s * 1000,
             valor=valor,
@@ -373,10 +391,10 @@ class Ledger:
                 Key=self._key(f"reivindicacao#{existing.chave}"),
                 UpdateExpression=(
                     "SET #st = :novo, dono = :dono, leaseAteMs = :lease, valor = :valor, "
-                    "atualizadoEm = :agora, execucoes = execucoes + :um REMOVE detalhe"
+                    "atualizadoEm = :agora, execucoes = execucoes + :um, #pend = :pend REMOVE detalhe"
                 ),
                 ConditionExpression="dono = :dono_antigo AND #st = :st_antigo",
-                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeNames={"#st": "status", "#pend": GSI_UNSETTLED_PARTITION},
                 ExpressionAttributeValues=self._ser(
                     {
                         ":novo": new.status.value,
@@ -385,6 +403,7 @@ class Ledger:
                         ":valor": valor,
                         ":agora": new.atualizado_em,
                         ":um": 1,
+                        ":pend": UNSETTLED_MARK,
                         ":dono_antigo": existing.dono,
                         ":st_antigo": existing.status.value,
                     }
@@ -406,11 +425,18 @@ class Ledger:
         detalhe: str | None = None,
         valor: Decimal | None = None,
     ) -> RefundClaim:
-        """Record the gateway outcome, fenced on the claim's owner (raises ClaimLost)."""
+        """Record a transition, fenced on the claim's owner (raises ClaimLost). A
+        settled claim leaves the reconciler's sparse index; an unsettled one stays."""
         now = self.now_ms()
-        names = {"#st": "status"}
+        names = {"#st": "status", "#pend": GSI_UNSETTLED_PARTITION}
         values: dict[str, Any] = {":st": status.value, ":agora": self._iso(now), ":dono": claim.dono}
         sets = ["#st = :st", "atualizadoEm = :agora"]
+        if status in SETTLED_CLAIM_STATUSES:
+            tail = " REMOVE #pend"
+        else:
+            sets.append("#pend = :pend")
+            values[":pend"] = UNSETTLED_MARK
+            tail = ""
         if transacao_gateway is not None:
             sets.append("transacaoGateway = :tx")
             values[":tx"] = transacao_gateway
@@ -424,7 +450,7 @@ class Ledger:
             self.client.update_item(
                 TableName=self.table_name,
                 Key=self._key(f"reivindicacao#{claim.chave}"),
-                UpdateExpression="SET " + ", ".join(sets),
+                UpdateExpression="SET " + ", ".join(sets) + tail,
                 ConditionExpression="dono = :dono",
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=self._ser(values),
@@ -442,13 +468,33 @@ class Ledger:
             valor=claim.valor if valor is None else valor,
         )
 
+    def unsettled_claims(self, *, limit: int = 100) -> list[RefundClaim]:
+        """Refund claims not yet settled with the gateway, oldest first: a Query on
+        the sparse index (only unsettled claims are in it), never a Scan."""
+        claims: list[RefundClaim] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self.table_name,
+            "IndexName": GSI_UNSETTLED,
+            "KeyConditionExpression": "#pend = :pend",
+            "ExpressionAttributeNames": {"#pend": GSI_UNSETTLED_PARTITION},
+            "ExpressionAttributeValues": self._ser({":pend": UNSETTLED_MARK}),
+            "ScanIndexForward": True,
+        }
+        while len(claims) < limit:
+            resp = self.client.query(**kwargs, Limit=limit - len(claims))
+            claims.extend(RefundClaim.from_item(self._de(item)) for item in resp.get("Items", []))
+            if "LastEvaluatedKey" not in resp:
+                break
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        return claims
+
     def mark_erp_updated(self, claim: RefundClaim) -> RefundClaim:
         self.client.update_item(
             TableName=self.table_name,
             Key=self._key(f"reivindicacao#{claim.chave}"),
-            UpdateExpression="SET erpAtualizado = :sim",
+            UpdateExpression="SET erpAtualizado = :sim REMOVE #pend",
             ConditionExpression="#st = :executado",
-            ExpressionAttributeNames={"#st": "status"},
+            ExpressionAttributeNames={"#st": "status", "#pend": GSI_UNSETTLED_PARTITION},
             ExpressionAttributeValues=self._ser({":sim": True, ":executado": ClaimStatus.EXECUTED.value}),
         )
         return replace(claim, erp_atualizado=True)
@@ -792,6 +838,7 @@ def table_definition(table_name: str) -> dict[str, Any]:
             {"AttributeName": TABLE_KEY, "AttributeType": "S"},
             {"AttributeName": GSI_PARTITION, "AttributeType": "S"},
             {"AttributeName": GSI_SORT, "AttributeType": "S"},
+            {"AttributeName": GSI_UNSETTLED_PARTITION, "AttributeType": "S"},
         ],
         "KeySchema": [{"AttributeName": TABLE_KEY, "KeyType": "HASH"}],
         "GlobalSecondaryIndexes": [
@@ -802,6 +849,14 @@ def table_definition(table_name: str) -> dict[str, Any]:
                     {"AttributeName": GSI_SORT, "KeyType": "RANGE"},
                 ],
                 "Projection": {"ProjectionType": "ALL"},
-            }
+            },
+            {
+                "IndexName": GSI_UNSETTLED,
+                "KeySchema": [
+                    {"AttributeName": GSI_UNSETTLED_PARTITION, "KeyType": "HASH"},
+                    {"AttributeName": GSI_SORT, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            },
         ],
     }

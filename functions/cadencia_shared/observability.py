@@ -15,12 +15,27 @@ import logging
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-# botocore logs whole response bodies (GetSecretValue's SecretString included) and
-# the signed canonical request (with the session token) at DEBUG. Raising an
-# application's log level to DEBUG must never print a secret, so the AWS SDK's
-# loggers are capped at INFO here, in the module every Lambda imports.
-for _sdk_logger in ("botocore", "boto3", "s3transfer"):
-    logging.getLogger(_sdk_logger).setLevel(logging.INFO)
+# SDKs print what they send and receive at DEBUG:
+# - botocore: whole response bodies (GetSecretValue's SecretString included) and the
+#   signed canonical request (with the session token);
+# - anthropic: every request's options, i.e. the whole conversation (customers'
+#   e-mails, phones, addresses); its HTTP stack (httpx2/httpcore2 for anthropic 2.x;
+#   httpx/httpcore for 0.x-1.x) logs headers and bodies too.
+# Raising an application's log level to DEBUG (or Lambda's root logger, or
+# ANTHROPIC_LOG=debug) must never print a secret or personal data, so these loggers
+# are capped at INFO here, in the module every Lambda imports. INFO keeps what is
+# useful: "HTTP Request: POST … 200 OK" lines and the SDKs' retry notices.
+SDK_LOGGERS = ("botocore", "boto3", "s3transfer", "anthropic", "httpx2", "httpcore2", "httpx", "httpcore")
+
+
+def cap_sdk_loggers() -> None:
+    """Cap the SDK loggers at INFO (again: importing anthropic with
+    ``ANTHROPIC_LOG=debug`` lowers its loggers, so its importer calls this after)."""
+    for name in SDK_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO)
+
+
+cap_sdk_loggers()
 
 NAMESPACE = "Cadencia/AgenteAtendimento"
 TOOL_DIMENSION = "Ferramenta"
@@ -38,6 +53,11 @@ class Metric:
     TOOL_ERRORS = "ErrosDeFerramenta"
     MODEL_ERRORS = "ErrosDoModelo"
     HUMAN_HANDOFFS = "EncaminhamentosHumanos"
+    RECONCILIATIONS = "ConciliacoesDeReembolso"  # {Resultado}: one per claim the reconciler visited
+    OLDEST_UNSETTLED_AGE = "IdadeDoReembolsoPendenteMaisAntigo"  # seconds, after each reconciler pass
+
+
+OUTCOME_DIMENSION = "Resultado"
 
 
 def count(name: str, dimensions: dict[str, str], value: float = 1) -> None:
@@ -45,6 +65,12 @@ def count(name: str, dimensions: dict[str, str], value: float = 1) -> None:
     with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=NAMESPACE) as metric:
         for key, dim_value in dimensions.items():
             metric.add_dimension(name=key, value=dim_value)
+
+
+def seconds(name: str, value: float) -> None:
+    """Emit one EMF gauge in seconds, without dimensions (the reconciler's age alarm)."""
+    with single_metric(name=name, unit=MetricUnit.Seconds, value=value, namespace=NAMESPACE):
+        pass
 
 
 def count_for_tool(name: str, ferramenta: str, value: float = 1) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from enum import Enum
-from typing import Self
+from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
@@ -43,6 +43,11 @@ class DatabaseSettings(EnvSettings):
     # Path of the RDS CA bundle (global-bundle.pem). When given, the server
     # certificate and host name are verified (sslmode=verify-full).
     ssl_root_cert: str | None = Field(None, alias="DB_SSL_ROOT_CERT")
+    # "require" (encrypted, server NOT authenticated) only when the deployer opted
+    # out of the CA bundle (-c allowUnverifiedDbTls=true); the stack writes it.
+    # Without it, IAM auth refuses to start rather than send its token to whoever
+    # answers TLS.
+    ssl_mode: Literal["verify-full", "require"] | None = Field(None, alias="DB_SSL_MODE")
     region: str | None = Field(None, alias="AWS_REGION")
     connect_timeout_s: int = Field(3, alias="DB_CONNECT_TIMEOUT_S", ge=1, le=30)
 
@@ -52,15 +57,20 @@ class DatabaseSettings(EnvSettings):
             raise ValueError("DB_AUTH=password requires DB_PASSWORD")
         if self.auth is DbAuth.IAM and not self.region:
             raise ValueError("DB_AUTH=iam requires AWS_REGION to sign the auth token")
+        if self.ssl_mode == "verify-full" and not self.ssl_root_cert:
+            raise ValueError("DB_SSL_MODE=verify-full requires DB_SSL_ROOT_CERT (the RDS CA bundle)")
+        if self.auth is DbAuth.IAM and not self.ssl_root_cert and self.ssl_mode != "require":
+            raise ValueError("DB_AUTH=iam requires DB_SSL_ROOT_CERT (verify-full), or the explicit "
+                             "opt-out DB_SSL_MODE=require")
         return self
 
     @property
     def sslmode(self) -> str:
+        if self.ssl_mode:
+            return self.ssl_mode
         if self.ssl_root_cert:
             return "verify-full"
-        # RDS IAM authentication refuses non-TLS connections; without a CA bundle
-        # the channel is encrypted but the server is not authenticated.
-        return "require" if self.auth is DbAuth.IAM else "prefer"
+        return "prefer"  # local stack (password auth on loopback)
 
 
 class LedgerSettings(EnvSettings):

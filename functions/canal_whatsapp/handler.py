@@ -13,16 +13,17 @@ import base64
 import binascii
 from typing import Any
 
-from aws_lambda_powertools.utilities.data_classes import LambdaFunctionUrlEvent, event_source
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from cadencia_shared.aws import client
+from cadencia_shared.handler import InvalidEvent, parse_event
 from cadencia_shared.observability import logger_for
 from cadencia_shared.settings import DatabaseSettings
 
 from .adapters import SecretsManagerChannelSecrets, SqsFifoQueue
 from .identity import ErpCustomerDirectory
-from .ingress import HttpRequest, Ingress
+from .ingress import HttpRequest, Ingress, reject
+from .models import FunctionUrlEvent
 from .settings import IngressSettings
 
 logger = logger_for("canal_whatsapp")
@@ -49,11 +50,11 @@ def reset() -> None:
     _built.clear()
 
 
-def raw_body(event: LambdaFunctionUrlEvent) -> bytes:
+def raw_body(event: FunctionUrlEvent) -> bytes:
     """The bytes Meta signed: base64-decoded when Lambda encoded them, otherwise the
     UTF-8 of the body string (Lambda passes text bodies through unchanged)."""
     body = event.body or ""
-    if not event.is_base64_encoded:
+    if not event.isBase64Encoded:
         return body.encode("utf-8")
     try:
         return base64.b64decode(body, validate=True)
@@ -62,15 +63,21 @@ def raw_body(event: LambdaFunctionUrlEvent) -> bytes:
 
 
 @logger.inject_lambda_context(clear_state=True)
-@event_source(data_class=LambdaFunctionUrlEvent)
-def lambda_handler(event: LambdaFunctionUrlEvent, context: LambdaContext) -> dict[str, Any]:
-    request = HttpRequest(
-        method=event.request_context.http.method.upper(),
-        body=raw_body(event),
-        headers={k.lower(): v for k, v in (event.headers or {}).items()},
-        query=dict(event.query_string_parameters or {}),
-    )
-    response = ingress().handle(request)
-    # Ids and outcomes only: never the body, the sender or the headers.
-    logger.info("webhook answered", extra={"metodo": request.method, "status": response.status})
+def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
+    try:
+        url_event = parse_event(event, FunctionUrlEvent)  # strict, like every Lambda edge
+    except InvalidEvent as err:
+        # Not a Function URL event: nothing is read, checked or enqueued.
+        logger.info("invalid event", extra={"erros": err.problems})
+        response = reject(400, "evento")
+    else:
+        request = HttpRequest(
+            method=url_event.requestContext.http.method.upper(),
+            body=raw_body(url_event),
+            headers={k.lower(): v for k, v in (url_event.headers or {}).items()},
+            query=dict(url_event.queryStringParameters or {}),
+        )
+        response = ingress().handle(request)
+        # Ids and outcomes only: never the body, the sender or the headers.
+        logger.info("webhook answered", extra={"metodo": request.method, "status": response.status})
     return {"statusCode": response.status, "headers": {"Content-Type": "text/plain"}, "body": response.body}

@@ -22,8 +22,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
+from cadencia_shared.models import CustomerMessage
 from cadencia_shared.observability import count
 
 from . import signature
@@ -81,7 +82,7 @@ class Ingress:
             return self._handshake(request.query)
         if request.method == "POST":
             return self._notification(request)
-        return _reject(405, "metodo")
+        return reject(405, "metodo")
 
     # -- GET: the subscription handshake ------------------------------------------
     def _handshake(self, query: dict[str, str]) -> HttpResponse:
@@ -89,21 +90,21 @@ class Ingress:
         expected = self.secrets.verify_token()
         if (query.get("hub.mode") != "subscribe" or not expected
                 or not hmac.compare_digest(token.encode(), expected.encode())):
-            return _reject(403, "verificacao")
+            return reject(403, "verificacao")
         if not _CHALLENGE.match(challenge):  # echoed back: never reflect arbitrary content
-            return _reject(400, "verificacao")
+            return reject(400, "verificacao")
         return HttpResponse(200, challenge)
 
     # -- POST: a signed notification ----------------------------------------------
     def _notification(self, request: HttpRequest) -> HttpResponse:
         if len(request.body) > self.max_body_bytes:
-            return _reject(400, "tamanho")
+            return reject(400, "tamanho")
         if not signature.is_valid(request.body, request.headers.get(signature.HEADER), self.secrets.app_secret()):
-            return _reject(401, "assinatura")
+            return reject(401, "assinatura")
         try:
             payload = WebhookPayload.model_validate(json.loads(request.body))
         except (ValueError, ValidationError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-            return _reject(400, "formato")
+            return reject(400, "formato")
         for entry in payload.entry:
             for change in entry.changes:
                 value = change.value
@@ -139,6 +140,9 @@ _KNOWN_TYPES = frozenset({"text", "image", "audio", "video", "document", "sticke
 _IGNORED_TYPES = frozenset({"reaction"})
 
 
+_CUSTOMER_MESSAGE: TypeAdapter[str] = TypeAdapter(CustomerMessage)
+
+
 def _turn_or_fixed(message: WebhookMessage, conversa: str, cliente_id: int, common: dict[str, str]) -> QueuedMessage:
     text = message.text.body.strip() if message.type == "text" and message.text else ""
     if not text:
@@ -146,9 +150,14 @@ def _turn_or_fixed(message: WebhookMessage, conversa: str, cliente_id: int, comm
                              **common)
     if len(text) > MAX_TURN_TEXT:
         return QueuedMessage(tipo=QueuedKind.FIXED_REPLY, motivo=FixedReason.TOO_LONG, conversaId=conversa, **common)
+    try:
+        _CUSTOMER_MESSAGE.validate_python(text)
+    except ValidationError:  # a text the turn would refuse: answered now, never retried into the DLQ
+        return QueuedMessage(tipo=QueuedKind.FIXED_REPLY, motivo=FixedReason.INVALID_TEXT, conversaId=conversa,
+                             **common)
     return QueuedMessage(tipo=QueuedKind.TEXT, conversaId=conversa, clienteId=cliente_id, mensagem=text, **common)
 
 
-def _reject(status: int, motivo: str) -> HttpResponse:
+def reject(status: int, motivo: str) -> HttpResponse:
     count(ChannelMetric.REJECTED, {"Motivo": motivo})
     return HttpResponse(status, "")

@@ -6,6 +6,10 @@
   is strict (no coercion) and every pattern anchored.
 - ``QueuedMessage``: the body of one SQS FIFO message from the ingress to the
   orchestrator. It is our own contract, so it forbids anything extra.
+- ``FunctionUrlEvent`` and ``SqsEvent``: the Lambda events of the two functions,
+  validated with ``cadencia_shared.handler.parse_event`` (only a JSON object is an
+  event; strict types) before anything else runs. AWS adds fields to its events,
+  so unknown fields are ignored; the ones read are typed.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from cadencia_shared.models import ConversationId, CustomerId, CustomerMessage
 
 # Python's engine, so the anchors are \A…\Z (pydantic's default engine has no \Z).
 _EDGE = ConfigDict(strict=True, frozen=True, extra="ignore", regex_engine="python-re")
@@ -25,7 +31,7 @@ WaMessageId = Annotated[str, StringConstraints(pattern=r"\A[A-Za-z0-9._:=+/\-]{1
 PhoneNumberId = Annotated[str, StringConstraints(pattern=r"\A[0-9]{1,32}\Z")]
 UnixSeconds = Annotated[str, StringConstraints(pattern=r"\A[0-9]{1,12}\Z")]
 MAX_TEXT = 4096  # the Cloud API's limit for a text body
-MAX_TURN_TEXT = 4000  # what the orchestrator accepts in one turn (orchestrator/events.py)
+MAX_TURN_TEXT = 4000  # what the orchestrator accepts in one turn (cadencia_shared.models.CustomerMessage)
 
 
 class TextBody(BaseModel):
@@ -83,6 +89,9 @@ class FixedReason(StrEnum):
     UNKNOWN_NUMBER = "numero_desconhecido"
     UNSUPPORTED_TYPE = "tipo_nao_suportado"
     TOO_LONG = "mensagem_longa_demais"
+    # Control, bidi or invisible characters the orchestrator's edge refuses
+    # (cadencia_shared.models.CustomerMessage): answered here, never queued as a turn.
+    INVALID_TEXT = "mensagem_invalida"
 
 
 class QueuedMessage(BaseModel):
@@ -94,9 +103,11 @@ class QueuedMessage(BaseModel):
     mensagemId: WaMessageId  # the customer's wamid (dedupe key and reply context)
     waId: WaId  # where the reply goes (personal data: never logged)
     phoneNumberId: PhoneNumberId  # the business number that received it
-    conversaId: Annotated[str, StringConstraints(pattern=r"\A[A-Za-z0-9._:=+/\-]{1,256}\Z")] | None = None
-    clienteId: Annotated[int, Field(gt=0, lt=2**63)] | None = None
-    mensagem: Annotated[str, StringConstraints(min_length=1, max_length=MAX_TURN_TEXT)] | None = None
+    # The orchestrator's own edge types (cadencia_shared.models, as in TurnRequest): a
+    # queued text is one the turn accepts, so it can never fail there on its content.
+    conversaId: ConversationId | None = None
+    clienteId: CustomerId | None = None
+    mensagem: CustomerMessage | None = None
     motivo: FixedReason | None = None
 
     @model_validator(mode="after")
@@ -108,3 +119,42 @@ class QueuedMessage(BaseModel):
                                                      or self.clienteId is not None):
             raise ValueError("a fixed reply carries a motivo and neither the text nor a customer")
         return self
+
+
+# -- the Lambda events (validated by cadencia_shared.handler.parse_event) ----------
+class FunctionUrlHttp(BaseModel):
+    model_config = _EDGE
+    method: Annotated[str, StringConstraints(pattern=r"\A[A-Za-z]{1,16}\Z")]
+
+
+class FunctionUrlContext(BaseModel):
+    model_config = _EDGE
+    http: FunctionUrlHttp
+
+
+class FunctionUrlEvent(BaseModel):
+    """What a Lambda Function URL passes to the webhook (payload format 2.0)."""
+
+    model_config = _EDGE
+
+    requestContext: FunctionUrlContext
+    headers: dict[str, str] | None = None
+    queryStringParameters: dict[str, str] | None = None
+    body: str | None = None
+    isBase64Encoded: bool = False
+
+
+class SqsRecord(BaseModel):
+    model_config = _EDGE
+    messageId: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    body: str
+    eventSource: Literal["aws:sqs"]
+
+
+class SqsEvent(BaseModel):
+    """What the event source mapping passes to the consumer (batch size 1; a larger
+    batch stays valid, see orchestrator/whatsapp_consumer.py)."""
+
+    model_config = _EDGE
+
+    Records: Annotated[list[SqsRecord], Field(min_length=1, max_length=10)]

@@ -13,9 +13,14 @@ UNSUPPORTED_TYPE = (
     "Por enquanto eu só consigo ler mensagens de texto. Pode escrever sua dúvida em uma mensagem?"
 )
 TOO_LONG = "Sua mensagem ficou longa demais para mim. Pode resumir em uma mensagem mais curta?"
+INVALID_TEXT = (
+    "Não consegui ler sua mensagem: ela tem caracteres invisíveis ou de controle. "
+    "Pode escrevê-la de novo, só com texto?"
+)
 
 FIXED_REPLIES: dict[FixedReason, str] = {
     FixedReason.UNKNOWN_NUMBER: UNKNOWN_NUMBER,
     FixedReason.UNSUPPORTED_TYPE: UNSUPPORTED_TYPE,
     FixedReason.TOO_LONG: TOO_LONG,
+    FixedReason.INVALID_TEXT: INVALID_TEXT,
 }

@@ -7,8 +7,9 @@ what may happen next:
 
 - ``GatewayNotReached``: nothing was sent (connection refused, connect timeout)
   -> the claim may be retaken;
-- ``GatewayOutcomeUnknown``: sent, no definitive answer (read timeout, 5xx, reset)
-  -> reconcile by key before anyone answers;
+- ``GatewayOutcomeUnknown``: sent, no definitive answer (read timeout, 5xx, reset,
+  409 in flight, any status other than 200/201/402 and 4xx) -> reconcile by key
+  before anyone answers;
 - ``GatewayRejected``: a definitive 4xx for *this request* (bad credential,
   key reused with another amount) -> nothing was debited by it.
 """
@@ -52,6 +53,10 @@ class GatewayRefund:
     @property
     def approved(self) -> bool:
         return self.status == "aprovado"
+
+    @property
+    def declined(self) -> bool:
+        return self.status == "recusado"
 
 
 class PaymentGatewayClient:
@@ -114,7 +119,10 @@ class PaymentGatewayClient:
 
     @staticmethod
     def _classify(resp: Any) -> Exception:
-        if resp.status >= 500 or resp.status == 409:  # 409: same key still in flight
+        # Only a 4xx proves this request moved nothing. 409 is the key still in
+        # flight; a 5xx, or any status this client does not expect (202 Accepted
+        # "will be processed", 204, a 3xx), leaves the outcome unknown.
+        if not 400 <= resp.status < 500 or resp.status == 409:
             return GatewayOutcomeUnknown(f"HTTP {resp.status}")
         try:
             codigo = json.loads(resp.data).get("erro", "desconhecido")

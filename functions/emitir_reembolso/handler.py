@@ -53,18 +53,21 @@ def adapters(settings: RefundSettings) -> RefundAdapters:
     )
 
 
-@tool_handler(ferramenta=TOOL, model=RefundRequest, logger=logger)
-def lambda_handler(request: RefundRequest) -> ToolResponse:
-    settings = RefundSettings.from_env()
+def refund_service(settings: RefundSettings) -> RefundService:
+    """The refund's logic wired to its adapters (also the reconciler's, with its own DB user)."""
     wired = adapters(settings)
-    service = RefundService(
+    return RefundService(
         ledger=wired.ledger,
         orders=RefundOrders(db.connection(settings.db)),
         gateway=wired.gateway,
         read_gateway_token=wired.read_gateway_token,
         claim_lease_s=settings.gateway.claim_lease_s,
     )
-    return service.issue(request)
+
+
+@tool_handler(ferramenta=TOOL, model=RefundRequest, logger=logger)
+def lambda_handler(request: RefundRequest) -> ToolResponse:
+    return refund_service(RefundSettings.from_env()).issue(request)
 
 
 def reset_adapters() -> None:

@@ -1,5 +1,7 @@
 """The refund, exactly once. No AWS or HTTP call is made here directly: the
-ledger, the secret, the gateway and the ERP repository are injected.
+ledger, the secret, the gateway and the ERP repository are injected. Every
+change of a claim goes through ``transitions.step`` (one table), so releasing
+money is one transition, reachable only on a definitive answer.
 
 1. **Decide** — one short transaction holding the order's row lock:
    ownership (the same error for unknown and foreign orders, so nothing leaks);
@@ -7,29 +9,29 @@ ledger, the secret, the gateway and the ERP repository are injected.
 
    - final (executed / declined) -> ``bloqueado_por_idempotencia`` with the
      original outcome; the secret is never read and the gateway never called;
-   - in progress under a live lease -> ``em_processamento`` (nothing read or sent);
-   - unknown outcome, or in progress with an expired lease -> **reconcile** (2');
-   - absent, or failed before the gateway -> check the amount against the balance
-     (order value - refunded - amounts *reserved* by refunds still in flight),
-     reserve it in the ERP, and claim the key with a conditional PutItem (or
-     retake it) — all **before** the secret may be read.
-2. **Execute** — only now read the gateway secret, and debit with
-   ``Idempotency-Key`` = the key. No database lock is held during the call.
-2'. **Reconcile** — take the claim over (fenced), read the secret, look the key
-   up at the gateway: what it holds is settled; if it holds nothing, nothing was
-   debited, the reservation is released and the decision starts again.
-3. **Settle** — record the outcome in the ledger (fenced on the claim owner);
-   executed -> the reservation becomes *executado* and the ERP is updated in one
-   transaction (once per key); declined or not sent -> the reservation is released;
-   unknown -> it keeps holding the amount until the gateway says.
+   - in progress, sending or reconciling under a live lease -> ``em_processamento``;
+   - unknown, or sending/reconciling with an expired lease (a request may have
+     left) -> **reconcile** (2');
+   - absent, failed before the gateway, or in progress with an expired lease
+     (no send was ever recorded) -> check the amount against the balance, reserve
+     it in the ERP and claim the key (conditional PutItem, or a fenced retake) —
+     all **before** the secret may be read.
+2. **Execute** — read the gateway secret, record ``envio_possivel`` (fenced),
+   then POST with ``Idempotency-Key`` = the key. No database lock is held during
+   the call. No answer -> *unknown*, and one immediate reconciliation.
+2'. **Reconcile** — take the claim over (fenced) and re-send the *same* request:
+   same key, the claim's own order and amount (never a retry's new amount). The
+   gateway answers the original outcome, performs it exactly once, or says it is
+   still in flight (409): then the outcome stays unknown and the amount held.
+   The scheduled reconciler (``conciliar_reembolsos``) runs this same step.
+3. **Settle** — the transition's money action: apply (ERP updated once per key,
+   in one transaction), release, or hold.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from decimal import Decimal
-from typing import Any
 
 from cadencia_shared.ledger import (
     FINAL_CLAIM_STATUSES,
@@ -42,6 +44,8 @@ from cadencia_shared.ledger import (
 from cadencia_shared.observability import Metric, count_for_tool
 from cadencia_shared.results import ErrorCode, ToolError, ToolResponse
 
+from . import answers
+from .answers import TOOL, Outcome
 from .gateway import (
     GatewayNotReached,
     GatewayOutcomeUnknown,
@@ -51,19 +55,12 @@ from .gateway import (
 )
 from .models import RefundRequest
 from .repository import OrderForRefund, RefundOrders
+from .transitions import Event, Money, step
 
-TOOL = "emitir_reembolso"
-_LOOKUP_FAILURES = (GatewayNotReached, GatewayOutcomeUnknown, GatewayRejected)
+__all__ = ["TOOL", "Outcome", "RefundService"]
 
-
-class Outcome:
-    """``resultado`` values this tool answers with."""
-
-    EXECUTED = "executado"
-    BLOCKED_BY_IDEMPOTENCY = "bloqueado_por_idempotencia"
-    DECLINED = "recusado_pelo_gateway"
-    IN_PROGRESS = "em_processamento"
-    UNKNOWN = "resultado_desconhecido"
+# Claims a new request may take: no request can have left for their key.
+_TAKEABLE = frozenset({ClaimStatus.FAILED_BEFORE_GATEWAY})
 
 
 @dataclass(frozen=True)
@@ -83,6 +80,15 @@ class _Answer(Exception):
         self.response = response
 
 
+@dataclass(frozen=True)
+class _Heard:
+    """What the gateway said to one request, as an event of the state machine."""
+
+    event: Event
+    refund: GatewayRefund | None = None
+    detalhe: str | None = None
+
+
 @dataclass
 class RefundService:
     ledger: Ledger
@@ -93,17 +99,12 @@ class RefundService:
 
     def issue(self, req: RefundRequest) -> ToolResponse:
         chave = refund_idempotency_key(req.conversaId, req.pedidoId)
-        # At most: reconcile a claim the gateway never saw, then decide afresh.
-        for _ in range(2):
-            step = self._decide(req, chave)
-            if isinstance(step, ToolResponse):
-                return step
-            if isinstance(step, _Execute):
-                return self._execute(step.claim)
-            answer = self._reconcile(step.claim)
-            if answer is not None:
-                return answer
-        raise RuntimeError(f"refund {chave}: the claim changed under reconciliation twice")
+        step_ = self._decide(req, chave)
+        if isinstance(step_, ToolResponse):
+            return step_
+        if isinstance(step_, _Execute):
+            return self._execute(step_.claim)
+        return self.reconcile(step_.claim, as_repeat=True)
 
     # -- 1. decide ------------------------------------------------------------------
     def _decide(self, req: RefundRequest, chave: str) -> ToolResponse | _Execute | _Reconcile:
@@ -115,190 +116,185 @@ class RefundService:
                     raise ToolError(ErrorCode.ORDER_NOT_FOUND,
                                     f"Pedido {req.pedidoId} não encontrado para este cliente.")
                 existing = self.ledger.get_claim(chave)
-                if existing is not None and existing.status is not ClaimStatus.FAILED_BEFORE_GATEWAY:
-                    if existing.status in FINAL_CLAIM_STATUSES:
-                        if existing.status is ClaimStatus.EXECUTED and not existing.erp_atualizado:
-                            # A crash after the debit left the ERP behind: repair it, once.
-                            self.orders.apply_executed(chave=chave, pedido_id=existing.pedido_id,
-                                                       valor=existing.valor)
-                            repaired = existing
-                        answer: ToolResponse | _Reconcile = self._repeat(existing, reconciled=False)
-                    elif existing.status is ClaimStatus.IN_PROGRESS and not existing.lease_expired(
-                            self.ledger.now_ms()):
-                        answer = self._in_progress(existing)
-                    else:
-                        answer = _Reconcile(existing)
+                if existing is not None and not self._takeable(existing):
+                    if existing.status is ClaimStatus.EXECUTED and not existing.erp_atualizado:
+                        # A crash after the debit left the ERP behind: repair it, once.
+                        self.orders.apply_executed(chave=chave, pedido_id=existing.pedido_id, valor=existing.valor)
+                        repaired = existing
+                    answer: ToolResponse | _Execute | _Reconcile = self._answer_existing(existing)
                 else:
-                    self._check_amount(req.valor, order)
-                    self.orders.reserve(chave=chave, pedido_id=req.pedidoId, valor=req.valor)
-                    try:
-                        claim = (
-                            self.ledger.retake_claim(existing, valor=req.valor, lease_s=self.claim_lease_s)
-                            if existing is not None
-                            else self.ledger.claim_refund(
-                                chave=chave, conversa_id=req.conversaId, pedido_id=req.pedidoId,
-                                cliente_id=req.clienteId, valor=req.valor, lease_s=self.claim_lease_s,
-                            )
-                        )
-                    except ClaimTaken as taken:  # only if something bypassed the row lock
-                        raise _Answer(self._answer_for(taken.existing)) from None
-                    answer = _Execute(claim)
+                    answer = _Execute(self._claim(req, chave, order, existing))
         except _Answer as early:
             return early.response
         if repaired is not None:
             self.ledger.mark_erp_updated(repaired)  # after COMMIT, never before
         return answer
 
-    @staticmethod
-    def _check_amount(valor: Decimal, order: OrderForRefund) -> None:
-        if valor > order.saldo:
-            raise ToolError(
-                ErrorCode.AMOUNT_EXCEEDS_BALANCE,
-                f"O valor R$ {valor} excede o saldo reembolsável do pedido {order.id} (R$ {order.saldo}).",
-                detalhes={"saldo": str(order.saldo)},
+    def _takeable(self, claim: RefundClaim) -> bool:
+        """Proven that no request left for the key: released, or abandoned before
+        it recorded a possible send."""
+        if claim.status in _TAKEABLE:
+            return True
+        return claim.status is ClaimStatus.IN_PROGRESS and claim.lease_expired(self.ledger.now_ms())
+
+    def _answer_existing(self, claim: RefundClaim) -> ToolResponse | _Reconcile:
+        if claim.status in FINAL_CLAIM_STATUSES:
+            return answers.repeat(claim, reconciled=False)
+        if claim.status is ClaimStatus.UNKNOWN or claim.lease_expired(self.ledger.now_ms()):
+            return _Reconcile(claim)
+        return answers.in_progress(claim)
+
+    def _claim(self, req: RefundRequest, chave: str, order: OrderForRefund,
+               existing: RefundClaim | None) -> RefundClaim:
+        """Check the balance, reserve, claim: the CLAIMED transition (money: reserve)."""
+        step(existing.status if existing else None, Event.CLAIMED)  # raises on a take the table forbids
+        if req.valor > order.saldo:
+            raise answers.exceeds_balance(req.valor, order.id, order.saldo)
+        self.orders.reserve(chave=chave, pedido_id=req.pedidoId, valor=req.valor)
+        try:
+            if existing is not None:
+                return self.ledger.retake_claim(existing, valor=req.valor, lease_s=self.claim_lease_s)
+            return self.ledger.claim_refund(
+                chave=chave, conversa_id=req.conversaId, pedido_id=req.pedidoId,
+                cliente_id=req.clienteId, valor=req.valor, lease_s=self.claim_lease_s,
             )
+        except ClaimTaken as taken:  # only if something bypassed the row lock
+            raise _Answer(self._answer_taken(taken.existing)) from None
+
+    @staticmethod
+    def _answer_taken(claim: RefundClaim) -> ToolResponse:
+        if claim.status in FINAL_CLAIM_STATUSES:
+            return answers.repeat(claim, reconciled=False)
+        return answers.in_progress(claim)
 
     # -- 2. execute ------------------------------------------------------------------
     def _execute(self, claim: RefundClaim) -> ToolResponse:
         try:
             token = self.read_gateway_token()
-        except Exception as err:  # the secret store failed: nothing was sent
-            self._free(claim, f"segredo: {type(err).__name__}")
-            raise self._unavailable() from None
+        except Exception as err:  # the secret store failed before any send was recorded
+            self.transition(claim, _Heard(Event.SECRET_FAILED, detalhe=f"segredo: {type(err).__name__}"))
+            raise answers.unavailable() from None
+        claim = self.transition(claim, _Heard(Event.SEND_RECORDED))
+        heard = self._send(claim, token)
+        claim = self.transition(claim, heard)
+        if claim.status is ClaimStatus.FAILED_BEFORE_GATEWAY:
+            raise answers.unavailable()
+        if claim.status is ClaimStatus.UNKNOWN:
+            # Ask once more, with the same request: the gateway may know by now.
+            return self.reconcile(claim, token=token, as_repeat=False)
+        return answers.settled(claim)
+
+    # -- 2'. reconcile ----------------------------------------------------------------
+    def reconcile(self, existing: RefundClaim, *, token: str | None = None, as_repeat: bool) -> ToolResponse:
+        """A request may have left for this claim: the gateway decides, by the same
+        request re-sent; the answer says what the ledger now shows."""
+        claim, took_over = self.reconcile_claim(existing, token=token)
+        if not took_over:
+            return self._answer_taken(claim)
+        if as_repeat and claim.status in FINAL_CLAIM_STATUSES:
+            return answers.repeat(claim, reconciled=True)
+        return answers.settled(claim)
+
+    def reconcile_claim(self, existing: RefundClaim, *, token: str | None = None) -> tuple[RefundClaim, bool]:
+        """Take the claim over (fenced) and re-send its own request (same key, its own
+        order and amount). Returns the claim after the transition and True, or the
+        claim another invocation holds and False. Also the scheduled reconciler's step."""
+        try:
+            claim = self.ledger.retake_claim(existing, valor=existing.valor, lease_s=self.claim_lease_s,
+                                             status=step(existing.status, Event.RECONCILE_TAKEN).to)
+        except ClaimTaken as taken:
+            return taken.existing, False
+        if token is None:
+            try:
+                token = self.read_gateway_token()
+            except Exception as err:  # an earlier request may have debited: hold
+                heard = _Heard(Event.SECRET_FAILED, detalhe=f"conciliação: segredo {type(err).__name__}")
+                return self.transition(claim, heard), True
+        return self.transition(claim, self._send(claim, token)), True
+
+    def finish_executed(self, claim: RefundClaim) -> RefundClaim:
+        """An executed claim whose ERP update was lost (a crash between the ledger and
+        the ERP): add it to the order — once per key, whoever gets there first."""
+        with self.orders.transaction():
+            self.orders.apply_executed(chave=claim.chave, pedido_id=claim.pedido_id, valor=claim.valor)
+        return self.ledger.mark_erp_updated(claim)
+
+    def release_abandoned(self, existing: RefundClaim) -> tuple[RefundClaim, bool]:
+        """An in-progress claim whose lease is over never recorded a send (that record
+        precedes every POST), so nothing left for it: take it over (fenced, so a slow
+        owner can no longer record a send) and release its amount."""
+        try:
+            claim = self.ledger.retake_claim(existing, valor=existing.valor, lease_s=self.claim_lease_s)
+        except ClaimTaken as taken:
+            return taken.existing, False
+        heard = _Heard(Event.ABANDONED_BEFORE_SEND, detalhe="abandonada antes de qualquer envio")
+        return self.transition(claim, heard), True
+
+    def _send(self, claim: RefundClaim, token: str) -> _Heard:
+        """POST the claim's own request and classify the answer as an event."""
         try:
             refund = self.gateway.refund(
                 idempotency_key=claim.chave, pedido_id=claim.pedido_id, valor=claim.valor, token=token
             )
         except GatewayNotReached as err:
-            self._free(claim, str(err))
-            raise self._unavailable() from None
+            return _Heard(Event.NOT_REACHED, detalhe=str(err))
+        except GatewayOutcomeUnknown as err:
+            return _Heard(Event.NO_ANSWER, detalhe=str(err))
         except GatewayRejected as err:
             if err.codigo == "idempotency_key_reutilizada":
-                # The gateway already holds this key (with another amount): it decides.
-                return self._settle_from_lookup(claim, token)
-            self._free(claim, str(err))
-            raise ToolError(ErrorCode.GATEWAY_UNAVAILABLE, "O gateway recusou a requisição; nada foi debitado.") from None
-        except GatewayOutcomeUnknown as err:
-            claim = self.ledger.settle_claim(claim, ClaimStatus.UNKNOWN, detalhe=str(err))
-            return self._settle_from_lookup(claim, token)
-        return self._settled(claim, refund)
+                return self._held_with_other_amount(claim, token)
+            return _Heard(Event.REJECTED, detalhe=str(err))
+        return self._heard_refund(refund)
 
-    # -- 2'. reconcile ----------------------------------------------------------------
-    def _reconcile(self, existing: RefundClaim) -> ToolResponse | None:
-        """Unknown outcome or abandoned claim: the gateway decides, never a guess.
-        Returns None when the key never reached the gateway (the claim is free)."""
+    def _held_with_other_amount(self, claim: RefundClaim, token: str) -> _Heard:
+        """422: the gateway holds this key for another amount (a claim that lost
+        track of its own request). Its record is the truth when it can be read;
+        "not found" proves nothing, so it holds."""
         try:
-            claim = self.ledger.retake_claim(existing, valor=existing.valor, lease_s=self.claim_lease_s)
-        except ClaimTaken as taken:
-            return self._answer_for(taken.existing)
-        try:
-            token = self.read_gateway_token()
             found = self.gateway.lookup(idempotency_key=claim.chave, token=token)
-        except Exception as err:  # secret store or gateway down: an earlier attempt may have debited
-            return self._unknown(claim, f"conciliação: {type(err).__name__}")
-        if found is not None:
-            return self._as_repeat(self._settled(claim, found))
-        self._free(claim, "conciliação: chave ausente no gateway")
-        return None
+        except (GatewayNotReached, GatewayOutcomeUnknown, GatewayRejected) as err:
+            return _Heard(Event.NO_ANSWER, detalhe=f"chave com outro valor; consulta: {err}")
+        if found is None:
+            return _Heard(Event.NO_ANSWER, detalhe="chave com outro valor; consulta sem registro")
+        return self._heard_refund(found)
+
+    @staticmethod
+    def _heard_refund(refund: GatewayRefund) -> _Heard:
+        # Only an explicit decline releases money: a status this client does not
+        # know (a gateway's "pending") may still debit, so it holds like no answer.
+        if refund.approved:
+            return _Heard(Event.APPROVED, refund=refund)
+        if refund.declined:
+            return _Heard(Event.DECLINED, refund=refund)
+        return _Heard(Event.NO_ANSWER, detalhe=f"status não final do gateway: {refund.status[:40]!r}")
 
     # -- 3. settle --------------------------------------------------------------------
-    def _settle_from_lookup(self, claim: RefundClaim, token: str) -> ToolResponse:
-        """After an ambiguous answer: ask the gateway what it holds for this key."""
-        try:
-            found = self.gateway.lookup(idempotency_key=claim.chave, token=token)
-        except _LOOKUP_FAILURES:
-            found = None
-        if found is None:
-            return self._unknown(claim, "sem confirmação do gateway")
-        return self._settled(claim, found)
-
-    def _settled(self, claim: RefundClaim, refund: GatewayRefund) -> ToolResponse:
-        if not refund.approved:
-            claim = self.ledger.settle_claim(claim, ClaimStatus.DECLINED, transacao_gateway=refund.transacao)
+    def transition(self, claim: RefundClaim, heard: _Heard) -> RefundClaim:
+        """Apply one row of the table: the ledger first (fenced), then the money."""
+        nxt = step(claim.status, heard.event)
+        refund = heard.refund
+        if nxt.money is Money.RELEASE:
+            # The ledger write and the release commit under the order's row lock, the
+            # lock a new request holds while it reads and retakes the claim: no request
+            # can take the released key and reserve it again between the two, and so
+            # have its fresh reservation freed by this release landing late.
             with self.orders.transaction():
+                self.orders.lock_row(claim.pedido_id)
+                claim = self.ledger.settle_claim(claim, nxt.to, detalhe=heard.detalhe,
+                                                 transacao_gateway=refund.transacao if refund else None)
                 self.orders.release(chave=claim.chave, pedido_id=claim.pedido_id)
-            return ToolResponse.success(
-                TOOL, Outcome.DECLINED,
-                self._data(claim, mensagem=f"O gateway recusou o reembolso do pedido {claim.pedido_id}."),
-            )
-        # The gateway's record is the truth about the amount (a claim retaken after
-        # a wrong "nothing was sent" may carry another amount than the one debited).
-        claim = self.ledger.settle_claim(claim, ClaimStatus.EXECUTED, transacao_gateway=refund.transacao,
-                                         valor=refund.valor)
-        if not refund.replayed:
-            count_for_tool(Metric.REAL_REFUNDS, TOOL)
-        with self.orders.transaction():
-            self.orders.apply_executed(chave=claim.chave, pedido_id=claim.pedido_id, valor=claim.valor)
-        claim = self.ledger.mark_erp_updated(claim)
-        return ToolResponse.success(
-            TOOL, Outcome.EXECUTED,
-            self._data(claim, mensagem=f"Reembolso de R$ {claim.valor} do pedido {claim.pedido_id} emitido."),
+            return claim
+        claim = self.ledger.settle_claim(
+            claim, nxt.to,
+            transacao_gateway=refund.transacao if refund else None,
+            detalhe=heard.detalhe,
+            # The gateway's record is the truth about the amount it debited.
+            valor=refund.valor if refund is not None and nxt.money is Money.APPLY else None,
         )
-
-    def _free(self, claim: RefundClaim, detalhe: str) -> None:
-        """Nothing was debited: the claim may be retaken and the amount is free."""
-        self.ledger.settle_claim(claim, ClaimStatus.FAILED_BEFORE_GATEWAY, detalhe=detalhe)
-        with self.orders.transaction():
-            self.orders.release(chave=claim.chave, pedido_id=claim.pedido_id)
-
-    # -- answers --------------------------------------------------------------------
-    def _unknown(self, claim: RefundClaim, detalhe: str) -> ToolResponse:
-        """The outcome is not known: the reservation keeps holding the amount."""
-        count_for_tool(Metric.UNKNOWN_OUTCOMES, TOOL)
-        if claim.status is not ClaimStatus.UNKNOWN:
-            claim = self.ledger.settle_claim(claim, ClaimStatus.UNKNOWN, detalhe=detalhe)
-        return ToolResponse.success(
-            TOOL, Outcome.UNKNOWN,
-            self._data(claim, mensagem=(
-                f"Não foi possível confirmar o reembolso do pedido {claim.pedido_id} agora; "
-                "ele será conferido com o gateway antes de qualquer nova tentativa.")),
-        )
-
-    @staticmethod
-    def _unavailable() -> ToolError:
-        return ToolError(ErrorCode.GATEWAY_UNAVAILABLE, "O gateway de pagamento está indisponível; nada foi debitado.")
-
-    def _answer_for(self, claim: RefundClaim) -> ToolResponse:
-        if claim.status in FINAL_CLAIM_STATUSES:
-            return self._repeat(claim, reconciled=False)
-        return self._in_progress(claim)
-
-    def _repeat(self, claim: RefundClaim, *, reconciled: bool) -> ToolResponse:
-        count_for_tool(Metric.IDEMPOTENCY_BLOCKS, TOOL)
-        return ToolResponse.success(
-            TOOL, Outcome.BLOCKED_BY_IDEMPOTENCY,
-            self._data(
-                claim,
-                resultadoOriginal=claim.status.value,
-                conciliado=reconciled,
-                mensagem=f"O reembolso do pedido {claim.pedido_id} já foi processado nesta conversa.",
-            ),
-        )
-
-    def _as_repeat(self, settled: ToolResponse) -> ToolResponse:
-        dados = dict(settled.dados or {})
-        dados.update(
-            resultadoOriginal=ClaimStatus.EXECUTED.value if settled.resultado == Outcome.EXECUTED else settled.resultado,
-            conciliado=True,
-            mensagem=f"O reembolso do pedido {dados.get('pedidoId')} já foi processado nesta conversa.",
-        )
-        count_for_tool(Metric.IDEMPOTENCY_BLOCKS, TOOL)
-        return ToolResponse.success(TOOL, Outcome.BLOCKED_BY_IDEMPOTENCY, dados)
-
-    @staticmethod
-    def _in_progress(claim: RefundClaim) -> ToolResponse:
-        return ToolResponse.success(
-            TOOL, Outcome.IN_PROGRESS,
-            RefundService._data(claim, mensagem=f"O reembolso do pedido {claim.pedido_id} está sendo processado; aguarde."),
-        )
-
-    @staticmethod
-    def _data(claim: RefundClaim, **extra: Any) -> dict[str, Any]:
-        return {
-            "pedidoId": claim.pedido_id,
-            "valor": str(claim.valor),
-            "chaveIdempotencia": claim.chave,
-            "transacao": claim.transacao_gateway,
-            "registradoEm": claim.atualizado_em,
-            **extra,
-        }
+        if nxt.money is Money.APPLY:
+            if refund is not None and not refund.replayed:
+                count_for_tool(Metric.REAL_REFUNDS, TOOL)
+            with self.orders.transaction():
+                self.orders.apply_executed(chave=claim.chave, pedido_id=claim.pedido_id, valor=claim.valor)
+            claim = self.ledger.mark_erp_updated(claim)
+        return claim

@@ -1,22 +1,10 @@
 from __future__ import annotations
 
-from decimal import Decimal
-from typing import Annotated
+from cadencia_shared.models import RefundArguments, ToolRequest
 
-from pydantic import AfterValidator, Field
-
-from cadencia_shared.models import OrderId, ToolRequest
-
-# Positive, at most two decimals, below a ceiling no order of this ERP reaches;
-# normalized to cents so 50, 50.0 and 50.00 are one amount everywhere (ledger,
-# gateway body, idempotency comparison).
-Amount = Annotated[
-    Decimal,
-    Field(gt=0, max_digits=12, decimal_places=2, allow_inf_nan=False),
-    AfterValidator(lambda v: v.quantize(Decimal("0.01"))),
-]
+# ``valor`` is ``cadencia_shared.models.Amount``: a JSON number (never a string or a
+# bool), finite, positive, at most two decimals, bounded; normalized to cents.
 
 
-class RefundRequest(ToolRequest):
-    pedidoId: OrderId
-    valor: Amount
+class RefundRequest(ToolRequest, RefundArguments):
+    """The model's arguments plus the identity the orchestrator injects."""

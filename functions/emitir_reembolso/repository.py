@@ -76,12 +76,13 @@ class RefundOrders:
         if cur.rowcount != 1:
             raise RuntimeError(f"refund {chave} is already executed in the ERP")
 
-    def _lock_row(self, pedido_id: str) -> None:
+    def lock_row(self, pedido_id: str) -> None:
+        """The order's row lock alone (the lock every refund of the order takes first)."""
         self.conn.execute("SELECT 1 FROM pedidos WHERE id = %s FOR UPDATE", (pedido_id,))
 
     def release(self, *, chave: str, pedido_id: str) -> None:
         """Nothing was debited for this key: its amount is free again."""
-        self._lock_row(pedido_id)
+        self.lock_row(pedido_id)
         self.conn.execute(
             "UPDATE reembolsos SET status = 'liberado', atualizado_em = now() "
             "WHERE chave_idempotencia = %s AND status = 'reservado'",
@@ -92,7 +93,7 @@ class RefundOrders:
         """Mark the key executed and add it to the order — once per key, whatever
         happened before (a crash between COMMIT and the ledger flag, a reservation
         that never committed): only the transition to *executado* adds."""
-        self._lock_row(pedido_id)
+        self.lock_row(pedido_id)
         cur = self.conn.execute(
             """
             WITH transition AS (

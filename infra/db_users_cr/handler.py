@@ -1,46 +1,73 @@
 """Custom resource: the three database users and their GRANTs in CloudFormation state.
 
-Create/Update run ``Statements`` (sql/schema.sql + sql/grants.sql, split at synth
-time, one statement per call because the RDS Data API executes one statement per
-``ExecuteStatement``); Delete runs ``RevokeStatements`` (sql/revoke.sql). Every
-script is idempotent, so a retried or repeated event converges to the same state.
+The SQL is NOT in the event. At synth time the stack splits the repository's own
+``sql/`` files into single statements (the RDS Data API runs one statement per
+``ExecuteStatement``) and writes them into this function's asset as
+``statements.json``; the event only names their SHA-256 (``SqlSha256``), which must
+equal the digest of the file the function ships. Create/Update run the ``apply``
+list (schema.sql + grants.sql [+ demo.sql]); Delete runs ``revoke`` (revoke.sql).
+Every script is idempotent, so a repeated event converges to the same state.
 
-The physical id never changes: CloudFormation treats a new physical id on Update as
-a replacement and sends Delete for the old one, which here would drop the users
-that the update had just granted.
+Who it answers: only this stack (``StackId`` equals the stack it was deployed by,
+``LogicalResourceId`` is the one resource it serves), only while CloudFormation is
+actually working on that resource (DescribeStackResource says ``*_IN_PROGRESS``),
+and only through a CloudFormation pre-signed response URL of this region (https,
+the ``cloudformation-custom-resource-response-<region without dashes>`` S3 bucket).
+An invocation outside a stack operation changes nothing. Which cluster and secret
+it uses come from its environment, never from the event.
 
-No dependencies beyond the runtime's boto3; the response goes to CloudFormation's
-pre-signed URL with urllib. Whatever happens, a response is sent, so a bug fails
-the deployment instead of leaving it waiting for an hour.
+Exactly one answer per envelope that can be answered: whatever fails after the
+envelope names a valid response URL, stack, request and resource is reported as
+FAILED once; an envelope without those has nobody to answer, and is refused in
+the log (the function never raises, so Lambda's asynchronous retries never send a
+second, different answer).
+
+Standard library + the runtime's boto3 only: pydantic would have to be bundled
+for three string checks, and this function must stay small enough to audit.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
+import re
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 logger = logging.getLogger()
 logger.setLevel(logging.INFO)
 
 PHYSICAL_ID = "cadencia-db-users"
+STATEMENTS_FILE = Path(__file__).resolve().parent / "statements.json"
 # An auto-paused Aurora Serverless v2 cluster answers DatabaseResumingException
 # while it wakes up (about 15 s); wait for it instead of failing the deploy.
 RETRYABLE = {"DatabaseResumingException", "ServiceUnavailableError", "ThrottlingException"}
 # On Delete, a cluster that is already gone has no users left to revoke.
 GONE_ON_DELETE = {"DatabaseNotFoundException", "ResourceNotFoundException"}
+REQUEST_TYPES = ("Create", "Update", "Delete")
+_SHA256 = re.compile(r"\A[0-9a-f]{64}\Z")
+_MAX_FIELD = 2048
 
 Execute = Callable[[str], Any]
+StackStatus = Callable[[str, str], str]
 
 
 class StatementFailed(Exception):
     pass
 
 
-def _error_code(err: Exception) -> str:
+class Refused(Exception):
+    """The envelope is not a genuine request for this resource: nothing runs."""
+
+
+def _error_code(err: BaseException | None) -> str:
     response = getattr(err, "response", None) or {}
     return str(response.get("Error", {}).get("Code", ""))
 
@@ -54,6 +81,8 @@ def run_statements(
     clock: Callable[[], float] = time.monotonic,
 ) -> int:
     """Execute ``statements`` in order, retrying only while the cluster resumes."""
+    if isinstance(statements, (str, bytes)) or not all(isinstance(s, str) for s in statements):
+        raise TypeError("statements must be a list of strings")  # a str would run one character at a time
     started = clock()
     for index, statement in enumerate(statements, 1):
         delay = 2.0
@@ -68,13 +97,104 @@ def run_statements(
                     sleep(delay)
                     delay = min(delay * 2, 20.0)
                     continue
-                first_line = statement.strip().splitlines()[0][:80]
+                first_line = statement.strip().splitlines()[0][:80] if statement.strip() else ""
                 raise StatementFailed(f"statement {index}/{len(statements)} ({first_line}...): {code or err}") from err
         logger.info("statement %d/%d done", index, len(statements))
     return len(statements)
 
 
-def data_api_executor(props: dict[str, Any], client: Any = None) -> Execute:
+# --- what the function ships ---------------------------------------------------
+
+
+def load_statements(path: Path = STATEMENTS_FILE) -> tuple[dict[str, list[str]], str]:
+    raw = path.read_bytes()
+    bundle = json.loads(raw)
+    if not (isinstance(bundle, dict) and set(bundle) == {"apply", "revoke"}
+            and all(isinstance(v, list) and all(isinstance(s, str) for s in v) for v in bundle.values())):
+        raise ValueError(f"{path.name}: expected {{'apply': [str], 'revoke': [str]}}")
+    return bundle, hashlib.sha256(raw).hexdigest()
+
+
+# --- the envelope --------------------------------------------------------------
+
+
+def response_url_is_cloudformations(url: str, region: str) -> bool:
+    """https://cloudformation-custom-resource-response-<region without dashes>.s3[.-<region>].amazonaws.com/...?..."""
+    parts = urllib.parse.urlsplit(url)
+    bucket = re.escape(f"cloudformation-custom-resource-response-{region.replace('-', '')}")
+    host = re.compile(rf"\A{bucket}\.s3(?:[.-]{re.escape(region)})?\.amazonaws\.com\Z")
+    return (parts.scheme == "https" and parts.port in (None, 443) and not parts.username and not parts.password
+            and bool(host.match(parts.hostname or "")) and bool(parts.query) and len(url) <= _MAX_FIELD)
+
+
+def answerable(event: Any, env: dict[str, str]) -> tuple[str, dict[str, str]] | None:
+    """(response URL, echo fields) when the envelope can be answered at all, else None."""
+    if not isinstance(event, dict):
+        return None
+    fields = {k: event.get(k) for k in ("StackId", "RequestId", "LogicalResourceId")}
+    url = event.get("ResponseURL")
+    if not all(isinstance(v, str) and 0 < len(v) <= _MAX_FIELD for v in (url, *fields.values())):
+        return None
+    if not response_url_is_cloudformations(url, env["AWS_REGION"]):
+        return None
+    if fields["StackId"] != env["STACK_ID"] or fields["LogicalResourceId"] != env["LOGICAL_RESOURCE_ID"]:
+        return None  # not this stack's resource: its URL is not ours to write to
+    return url, fields  # type: ignore[return-value]
+
+
+def check_request(event: dict[str, Any], digest: str, stack_status: StackStatus) -> str:
+    """The request type, once the envelope is proven to be a live request for the shipped SQL."""
+    request = event.get("RequestType")
+    if request not in REQUEST_TYPES:
+        raise Refused(f"RequestType must be one of {REQUEST_TYPES}")
+    props = event.get("ResourceProperties")
+    if not isinstance(props, dict) or set(props) - {"ServiceToken", "SqlSha256"}:
+        raise Refused("ResourceProperties may hold only ServiceToken and SqlSha256 (never SQL)")
+    requested = props.get("SqlSha256")
+    if not (isinstance(requested, str) and _SHA256.match(requested)):
+        raise Refused("SqlSha256 must be 64 lowercase hex digits")
+    status = stack_status(event["StackId"], event["LogicalResourceId"])
+    if not status.endswith("_IN_PROGRESS"):
+        raise Refused(f"CloudFormation is not working on this resource (status {status})")
+    if request != "Delete" and requested != digest and _old_digest(event) != digest:
+        raise Refused(f"SqlSha256 {requested[:12]}… is not the SQL this function ships ({digest[:12]}…)")
+    return request
+
+
+def _old_digest(event: dict[str, Any]) -> Any:
+    old = event.get("OldResourceProperties")
+    return old.get("SqlSha256") if isinstance(old, dict) else None
+
+
+# --- the work ------------------------------------------------------------------
+
+
+def handle(event: dict[str, Any], execute: Execute, *, bundle: dict[str, list[str]], digest: str,
+           stack_status: StackStatus) -> dict[str, Any]:
+    """The outcome of one checked custom-resource event (without sending it)."""
+    request = check_request(event, digest, stack_status)
+    physical_id = event.get("PhysicalResourceId") if request != "Create" else PHYSICAL_ID
+    physical_id = physical_id if isinstance(physical_id, str) and physical_id else PHYSICAL_ID
+    if request == "Update" and event["ResourceProperties"]["SqlSha256"] != digest:
+        # A rollback to SQL this code no longer ships: the database keeps the grants
+        # of the update (which did apply); the next deploy converges them. Failing
+        # here would leave the stack in UPDATE_ROLLBACK_FAILED.
+        return {"Status": "SUCCESS", "PhysicalResourceId": physical_id, "Data": {"Statements": 0},
+                "Reason": f"rollback: database left at SQL {digest[:12]}"}
+    if request in ("Create", "Update"):
+        count = run_statements(bundle["apply"], execute)
+        return {"Status": "SUCCESS", "PhysicalResourceId": physical_id, "Data": {"Statements": count}}
+    try:
+        count = run_statements(bundle["revoke"], execute)
+    except StatementFailed as err:
+        if _error_code(err.__cause__) not in GONE_ON_DELETE:
+            raise
+        logger.info("cluster already gone: nothing to revoke")
+        count = 0
+    return {"Status": "SUCCESS", "PhysicalResourceId": physical_id, "Data": {"Statements": count}}
+
+
+def data_api_executor(env: dict[str, str], client: Any = None) -> Execute:
     if client is None:
         import boto3
 
@@ -82,57 +202,86 @@ def data_api_executor(props: dict[str, Any], client: Any = None) -> Execute:
 
     def execute(sql: str) -> Any:
         return client.execute_statement(
-            resourceArn=props["ResourceArn"], secretArn=props["SecretArn"], database=props["Database"], sql=sql
+            resourceArn=env["CLUSTER_ARN"], secretArn=env["SECRET_ARN"], database=env["DATABASE"], sql=sql
         )
 
     return execute
 
 
-def handle(event: dict[str, Any], execute: Execute) -> dict[str, Any]:
-    """The outcome of one custom-resource event (without sending it)."""
-    props = event["ResourceProperties"]
-    request = event["RequestType"]
-    if request in ("Create", "Update"):
-        count = run_statements(props["Statements"], execute)
-        return {"Status": "SUCCESS", "PhysicalResourceId": PHYSICAL_ID, "Data": {"Statements": count}}
-    if request == "Delete":
-        try:
-            count = run_statements(props["RevokeStatements"], execute)
-        except StatementFailed as err:
-            if _error_code(err.__cause__) in GONE_ON_DELETE:  # type: ignore[arg-type]
-                logger.info("cluster already gone: nothing to revoke")
-                count = 0
-            else:
-                raise
-        return {"Status": "SUCCESS", "PhysicalResourceId": event.get("PhysicalResourceId", PHYSICAL_ID),
-                "Data": {"Statements": count}}
-    raise ValueError(f"unknown RequestType {request!r}")
+def cloudformation_status(client: Any = None) -> StackStatus:
+    if client is None:
+        import boto3
+
+        client = boto3.client("cloudformation")
+
+    def status(stack_id: str, logical_id: str) -> str:
+        detail = client.describe_stack_resource(StackName=stack_id, LogicalResourceId=logical_id)
+        return str(detail["StackResourceDetail"]["ResourceStatus"])
+
+    return status
 
 
-def send(event: dict[str, Any], outcome: dict[str, Any], context: Any) -> None:
+def send(url: str, fields: dict[str, str], outcome: dict[str, Any], context: Any, *, attempts: int = 3) -> None:
     body = json.dumps({
         "Status": outcome["Status"],
-        "Reason": outcome.get("Reason", "")[:3000] or f"see log stream {getattr(context, 'log_stream_name', '?')}",
+        "Reason": outcome.get("Reason", "")[:1000] or f"see log stream {getattr(context, 'log_stream_name', '?')}",
         "PhysicalResourceId": outcome["PhysicalResourceId"],
-        "StackId": event["StackId"],
-        "RequestId": event["RequestId"],
-        "LogicalResourceId": event["LogicalResourceId"],
+        **fields,
         "Data": outcome.get("Data", {}),
     }).encode()
-    request = urllib.request.Request(
-        event["ResponseURL"], data=body, method="PUT", headers={"Content-Type": "", "Content-Length": str(len(body))}
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - CloudFormation's pre-signed URL
-        logger.info("response sent: %s %s", outcome["Status"], response.status)
+    for attempt in range(1, attempts + 1):
+        # The same body each time: a PUT to the pre-signed object is idempotent, so a
+        # retry after a transport error is still one answer.
+        request = urllib.request.Request(url, data=body, method="PUT",
+                                         headers={"Content-Type": "", "Content-Length": str(len(body))})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - validated above
+                logger.info("response sent: %s %s", outcome["Status"], response.status)
+                return
+        except (urllib.error.URLError, OSError) as err:
+            logger.warning("response attempt %d/%d failed: %s", attempt, attempts, type(err).__name__)
+            if attempt < attempts:
+                time.sleep(2 * attempt)
 
 
-def on_event(event: dict[str, Any], context: Any) -> None:
-    # The SQL is DDL without secrets, but the event also carries ARNs: log the type only.
-    logger.info("%s %s", event.get("RequestType"), event.get("LogicalResourceId"))
+def process(event: Any, context: Any, env: dict[str, str], *, execute: Execute, stack_status: StackStatus,
+            statements_file: Path = STATEMENTS_FILE) -> dict[str, Any] | None:
+    """Check, run and answer one event; returns the outcome sent (None when nobody can be answered)."""
+    target = answerable(event, env)
+    if target is None:
+        logger.error("refused: not an answerable CloudFormation request for this resource; nothing ran")
+        return None
+    url, fields = target
     try:
-        outcome = handle(event, data_api_executor(event["ResourceProperties"]))
-    except Exception as err:  # noqa: BLE001 - any failure becomes a FAILED response
-        logger.exception("failed")
-        outcome = {"Status": "FAILED", "Reason": f"{type(err).__name__}: {err}",
-                   "PhysicalResourceId": event.get("PhysicalResourceId", PHYSICAL_ID)}
-    send(event, outcome, context)
+        bundle, digest = load_statements(statements_file)
+        outcome = handle(event, execute, bundle=bundle, digest=digest, stack_status=stack_status)
+    except Exception as err:  # noqa: BLE001 - any failure becomes the one FAILED answer
+        logger.error("failed: %s: %s", type(err).__name__, str(err)[:500])
+        physical_id = event.get("PhysicalResourceId")
+        outcome = {"Status": "FAILED", "Reason": f"{type(err).__name__}: {str(err)[:900]}",
+                   "PhysicalResourceId": physical_id if isinstance(physical_id, str) and physical_id else PHYSICAL_ID}
+    send(url, fields, outcome, context)
+    return outcome
+
+
+def on_event(event: Any, context: Any) -> None:
+    # The event carries no secrets, but log only its type: never the URL's signature.
+    # Both values come from the caller before any check: repr-quoted (no forged
+    # lines) and clipped (no megabyte log line).
+    logger.info("%.100r %.100r", event.get("RequestType") if isinstance(event, dict) else type(event).__name__,
+                event.get("LogicalResourceId") if isinstance(event, dict) else "")
+    env = {k: os.environ.get(k, "") for k in ("AWS_REGION", "STACK_ID", "LOGICAL_RESOURCE_ID", "CLUSTER_ARN",
+                                              "SECRET_ARN", "DATABASE")}
+    try:
+        execute, stack_status = data_api_executor(env), cloudformation_status()
+    except Exception as err:  # noqa: BLE001 - still answer once
+        logger.error("clients unavailable: %s", type(err).__name__)
+        execute, stack_status = _failing(err), _failing(err)
+    process(event, context, env, execute=execute, stack_status=stack_status)
+
+
+def _failing(err: Exception) -> Callable[..., Any]:
+    def fail(*_: Any) -> Any:
+        raise err
+
+    return fail

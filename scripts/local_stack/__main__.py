@@ -1,8 +1,9 @@
-"""``python -m scripts.local_stack up|down|status|metrics``."""
+"""``python -m scripts.local_stack up|down|status|metrics|reconcile``."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -64,6 +65,31 @@ def cmd_metrics(_: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reconcile(_: argparse.Namespace) -> int:
+    """One pass of the scheduled reconciler against the running local stack."""
+    from conciliar_reembolsos.handler import build
+    from conciliar_reembolsos.settings import ReconcilerSettings
+    from orchestrator.invokers.local import function_environment
+
+    state = stack.load()
+    if state is None:
+        console.print("local stack: [yellow]down[/] (run: scripts/local-stack up)")
+        return 3
+    env = state.reconciler_environment()
+    # A table or lease given in the environment wins (a pass over a test's private ledger).
+    env.update({k: os.environ[k] for k in ("LEDGER_TABLE", "REFUND_CLAIM_LEASE_S") if k in os.environ})
+    with emf.capture_emf(state.metrics_file), function_environment(env):
+        report = build(ReconcilerSettings.from_env()).run_pass(progress=_progress)
+    table = Table(title="reconciliation pass")
+    for col in ("chaveIdempotencia", "pedidoId", "before", "result", "age (s)"):
+        table.add_column(col)
+    for visit in report.visits:
+        table.add_row(visit.chave, visit.pedido_id, visit.antes, visit.resultado.value, f"{visit.idade_s:.0f}")
+    console.print(table)
+    console.print(report.summary())
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     stack.serve(Path(args.ready_file), Path(args.debits_file))
     return 0
@@ -80,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("down", help="stop everything; non-zero if anything is left").set_defaults(func=cmd_down)
     sub.add_parser("status", help="show components and health").set_defaults(func=cmd_status)
     sub.add_parser("metrics", help="EMF metrics collected by local runs").set_defaults(func=cmd_metrics)
+    sub.add_parser("reconcile", help="one pass of the refund reconciler").set_defaults(func=cmd_reconcile)
     serve = sub.add_parser("serve", help=argparse.SUPPRESS)
     serve.add_argument("--ready-file", required=True)
     serve.add_argument("--debits-file", required=True)

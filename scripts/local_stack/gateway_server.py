@@ -5,7 +5,11 @@
   key and body return the stored refund (``Idempotent-Replayed: true``) and never
   debit again; the same key with another amount is ``422 idempotency_key_reutilizada``;
   a key still being processed is ``409``;
-- ``GET /v1/reembolsos?idempotencyKey=K`` looks a refund up by key (404 when absent);
+- ``GET /v1/reembolsos?idempotencyKey=K`` looks a refund up by key. It answers 404
+  while the key is still in flight, as it does for a key never seen: a lookup sees
+  only finished requests, so "not found" never proves "never sent". Stripe itself
+  has no lookup by idempotency key (only the POST replay), so the refund logic
+  never decides on a 404; it re-sends the same POST;
 - every *real* debit is recorded (memory + a JSONL file): this is what the
   harness counts, never what the orchestrator believes happened;
 - faults are injectable through ``POST /_admin/falhas`` so tests can produce
@@ -31,6 +35,7 @@ from urllib.parse import parse_qs, urlparse
 
 FAULT_MODES = {
     "latencia",  # sleep atraso_s, then behave normally
+    "processamento_lento",  # hold the key in flight for atraso_s, then debit (409 to a POST meanwhile)
     "erro_500",  # 500 without debiting
     "erro_500_apos_debito",  # debit, then answer 500 (the client cannot know)
     "timeout_apos_debito",  # debit, then stall past the client's read timeout
@@ -202,6 +207,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(status, existing, {"Idempotent-Replayed": "true"})
             self.state.in_flight.add(key)
         try:
+            if fault and fault.modo == "processamento_lento":
+                time.sleep(fault.atraso_s)  # the key stays in flight: a POST meanwhile gets 409
             refund = {
                 "id": "rb_" + secrets.token_hex(8),
                 "status": "recusado" if fault and fault.modo == "recusar" else "aprovado",

@@ -6,6 +6,15 @@ that user owns. The cluster listens on 127.0.0.1 on a free port, with password
 (SCRAM) authentication: each tool logs in as its own user, so the GRANTs in
 ``sql/grants.sql`` are really enforced.
 
+The SQL runs as an RDS-style master, never as a superuser, because that is what
+the deployed custom resource and ``scripts/grants.sh`` run as on Aurora: a
+bootstrap superuser (named ``rdsadmin``, as on RDS) only creates the master
+``cadencia_admin`` (LOGIN CREATEROLE CREATEDB, not SUPERUSER), the pre-existing
+``rds_iam`` role (granted to the master WITH ADMIN OPTION, as RDS lets its master
+grant it) and the database, owned by the master. Its password is thrown away.
+A script that needs superuser powers therefore fails here as it would on RDS
+(measured: ``DROP OWNED BY`` without membership in the role).
+
 Set ``CADENCIA_PG_DSN`` to an admin DSN of an existing server to use it instead
 (schema, grants and demo data are applied to the database the DSN names).
 """
@@ -32,6 +41,7 @@ from cadencia_shared.catalog import DATABASE_NAME, DB_USERS
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 SETUP_SCRIPTS = ("schema.sql", "grants.sql", "demo.sql")
 ADMIN_USER = "cadencia_admin"
+BOOTSTRAP_SUPERUSER = "rdsadmin"
 
 
 @dataclass
@@ -41,7 +51,7 @@ class PostgresInfo:
     dbname: str
     admin_user: str
     admin_password: str
-    users: dict[str, str] = field(default_factory=dict)  # tool db user -> local password
+    users: dict[str, str] = field(default_factory=dict)  # db user (tools, reconciler) -> local password
     data_dir: str | None = None  # None when the server is external
     bin_dir: str | None = None
 
@@ -105,17 +115,34 @@ def start_cluster() -> PostgresInfo:
         os.chown(pwfile, pw.pw_uid, pw.pw_gid)
     data = base / "data"
     _run([
-        f"{bin_dir}/initdb", "-D", str(data), "-U", ADMIN_USER, f"--pwfile={pwfile}",
+        f"{bin_dir}/initdb", "-D", str(data), "-U", BOOTSTRAP_SUPERUSER, f"--pwfile={pwfile}",
         "--auth-local=scram-sha-256", "--auth-host=scram-sha-256", "-E", "UTF8", "--no-locale", "--no-sync",
     ])
     pwfile.unlink()
     port = free_port()
     options = f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={base} -c fsync=off"
     _run([f"{bin_dir}/pg_ctl", "-D", str(data), "-l", str(base / "server.log"), "-o", options, "-w", "-t", "30", "start"])
-    return PostgresInfo(
+    info = PostgresInfo(
         host="127.0.0.1", port=port, dbname=DATABASE_NAME, admin_user=ADMIN_USER,
-        admin_password=password, data_dir=str(data), bin_dir=bin_dir,
+        admin_password=secrets.token_urlsafe(18), data_dir=str(data), bin_dir=bin_dir,
     )
+    _create_rds_style_master(info, bootstrap_password=password)
+    return info
+
+
+def _create_rds_style_master(info: PostgresInfo, *, bootstrap_password: str) -> None:
+    """What RDS does before handing a cluster over: the master, rds_iam, the database."""
+    bootstrap = conninfo.make_conninfo(host=info.host, port=info.port, dbname="postgres", user=BOOTSTRAP_SUPERUSER,
+                                       password=bootstrap_password, connect_timeout=5)
+    with psycopg.connect(bootstrap, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN CREATEROLE CREATEDB NOSUPERUSER PASSWORD {}").format(
+            sql.Identifier(info.admin_user), sql.Literal(info.admin_password)))
+        conn.execute("CREATE ROLE rds_iam NOLOGIN")
+        conn.execute(sql.SQL("GRANT rds_iam TO {} WITH ADMIN OPTION").format(sql.Identifier(info.admin_user)))
+        conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(
+            sql.Identifier(info.dbname), sql.Identifier(info.admin_user)))
+        # The bootstrap superuser can no longer log in over TCP: nothing local keeps a superuser path.
+        conn.execute(sql.SQL("ALTER ROLE {} PASSWORD NULL").format(sql.Identifier(BOOTSTRAP_SUPERUSER)))
 
 
 def external_from_dsn(dsn: str) -> PostgresInfo:
@@ -137,10 +164,12 @@ def apply_sql(info: PostgresInfo, scripts: tuple[str, ...] = SETUP_SCRIPTS) -> N
         for name in scripts:
             conn.execute((SQL_DIR / name).read_text())
         # Local only: in AWS these users have no password and log in with IAM tokens.
-        for user in DB_USERS:
-            password = info.users.get(user) or secrets.token_urlsafe(18)
-            info.users[user] = password
-            conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(user), sql.Literal(password)))
+        for db_user in DB_USERS:
+            password = info.users.get(db_user) or secrets.token_urlsafe(18)
+            info.users[db_user] = password
+            conn.execute(
+                sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(db_user), sql.Literal(password))
+            )
 
 
 def stop_cluster(info: PostgresInfo) -> None:

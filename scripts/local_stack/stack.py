@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cadencia_shared.catalog import EMITIR_REEMBOLSO, GATEWAY_SECRET_NAME, LEDGER_TABLE, TOOLS, ToolSpec
+from cadencia_shared.catalog import (
+    EMITIR_REEMBOLSO,
+    GATEWAY_SECRET_NAME,
+    LEDGER_TABLE,
+    RECONCILER_DB_USER,
+    TOOLS,
+    ToolSpec,
+)
 
 from . import postgres
 from .aws import LOCAL_CREDENTIALS, REGION, provision
@@ -75,6 +82,12 @@ class StackState:
         }
         if tool is EMITIR_REEMBOLSO:
             env.update(GATEWAY_URL=self.gateway_url, GATEWAY_SECRET_NAME=self.secret_name)
+        return env
+
+    def reconciler_environment(self) -> dict[str, str]:
+        """The reconciler Lambda's environment: the refund's, as its own DB user."""
+        env = self.function_environment(EMITIR_REEMBOLSO)
+        env.update(DB_USER=RECONCILER_DB_USER, DB_PASSWORD=self.postgres.users[RECONCILER_DB_USER])
         return env
 
     def function_environments(self) -> dict[str, dict[str, str]]:

@@ -12,7 +12,8 @@ import json
 
 import pytest
 
-from cadencia_shared.catalog import EMITIR_REEMBOLSO, TOOLS
+from cadencia_shared.catalog import EMITIR_REEMBOLSO, RECONCILER_DB_USER, TOOLS
+from cadencia_shared.ledger import GSI_UNSETTLED
 from infra import contract
 from infra.config import StackConfig, from_mapping
 from infra.contract import Ids
@@ -59,16 +60,24 @@ def test_database_and_secret_scoping(default_synth, variant_synth):
         for role_id, grants in roles.items():
             for action, resource in grants.pairs:
                 if action == "secretsmanager:GetSecretValue" and resource == contract.ref(Ids.GATEWAY_SECRET):
-                    assert role_id == Ids.role(EMITIR_REEMBOLSO), f"{role_id} can read the gateway secret"
+                    assert role_id in {Ids.role(EMITIR_REEMBOLSO), Ids.RECONCILER_ROLE}, \
+                        f"{role_id} can read the gateway secret"
                 if action == "lambda:InvokeFunction":
                     assert role_id in (Ids.ORCHESTRATOR_ROLE, Ids.WHATSAPP_CONSUMER_ROLE)
                     assert resource in {contract.att(Ids.function(t), "Arn") for t in TOOLS.values()}
                 if action.startswith("rds-db:"):
-                    assert role_id in {Ids.role(t) for t in TOOLS.values()} | {Ids.WHATSAPP_INGRESS_ROLE}
+                    assert role_id in ({Ids.role(t) for t in TOOLS.values()}
+                                       | {Ids.RECONCILER_ROLE, Ids.WHATSAPP_INGRESS_ROLE})
                 channel_secrets = {contract.ref(i) for i in (Ids.WHATSAPP_APP_SECRET, Ids.WHATSAPP_VERIFY_TOKEN,
                                                              Ids.WHATSAPP_ACCESS_TOKEN)}
                 if action == "secretsmanager:GetSecretValue" and resource in channel_secrets:
                     assert role_id in (Ids.WHATSAPP_INGRESS_ROLE, Ids.WHATSAPP_CONSUMER_ROLE), role_id
+        reconciler = roles[Ids.RECONCILER_ROLE].pairs
+        assert {r for a, r in reconciler if a == "rds-db:connect"} == {
+            contract.dbuser_arn(synth.config, RECONCILER_DB_USER)}
+        assert {r for a, r in reconciler if a == "dynamodb:Query"} == {
+            f"{contract.att(Ids.LEDGER, 'Arn')}/index/{GSI_UNSETTLED}"}
+        assert not any(a in {"dynamodb:PutItem", "dynamodb:Scan", "lambda:InvokeFunction"} for a, _ in reconciler)
         consulta = roles[Ids.role(TOOLS["consultar_status_pedido"])]
         assert not any(a.startswith(("dynamodb:", "secretsmanager:")) for a, _ in consulta.pairs)
 
@@ -212,6 +221,40 @@ def _ingress_sends_anywhere(t):
             stmt["Resource"] = {"Fn::Sub": "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:*"}
 
 
+def _reconciler_statement(t, action):
+    for stmt in _policy_of(t, Ids.RECONCILER_ROLE):
+        if stmt["Action"] == action or action in stmt["Action"]:
+            return stmt
+    raise AssertionError(f"no {action} statement on the reconciler's role")
+
+
+def _reconciler_query_whole_table(t):
+    stmt = _reconciler_statement(t, "dynamodb:Query")
+    stmt["Resource"] = [stmt["Resource"], {"Fn::GetAtt": [Ids.LEDGER, "Arn"]}]
+
+
+def _reconciler_scan(t):
+    stmt = _reconciler_statement(t, "dynamodb:Query")
+    stmt["Action"] = ["dynamodb:Query", "dynamodb:Scan"]
+
+
+def _reconciler_put_item(t):
+    stmt = _reconciler_statement(t, "dynamodb:UpdateItem")
+    stmt["Action"] = [*stmt["Action"], "dynamodb:PutItem"]
+
+
+def _reconciler_refund_db_user(t):
+    stmt = _reconciler_statement(t, "rds-db:connect")
+    other = copy.deepcopy(stmt["Resource"])
+    other["Fn::Join"][1][-1] = "/cadencia_agente_reembolso"
+    stmt["Resource"] = [stmt["Resource"], other]
+
+
+def _reconciler_invokes_refund(t):
+    _policy_of(t, Ids.RECONCILER_ROLE).append({"Effect": "Allow", "Action": "lambda:InvokeFunction",
+                                              "Resource": {"Fn::GetAtt": [Ids.function(EMITIR_REEMBOLSO), "Arn"]}})
+
+
 def _new_role(t):
     t["Resources"]["ShadowRole"] = copy.deepcopy(t["Resources"][Ids.role(EMITIR_REEMBOLSO)])
 
@@ -234,6 +277,11 @@ MUTATIONS = {
     "channel logs in as a tool's user": _channel_connects_as_a_tool,
     "consumer: grant_consume_messages' extras": _consumer_changes_visibility,
     "ingress: SendMessage to any queue": _ingress_sends_anywhere,
+    "reconciler: Query on the whole table": _reconciler_query_whole_table,
+    "reconciler: Scan": _reconciler_scan,
+    "reconciler: PutItem": _reconciler_put_item,
+    "reconciler: the refund tool's db user": _reconciler_refund_db_user,
+    "reconciler: invoke the refund Lambda": _reconciler_invokes_refund,
 }
 
 

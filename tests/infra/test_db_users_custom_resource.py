@@ -1,7 +1,10 @@
 """The DB-users custom resource handler (infra/db_users_cr/handler.py).
 
-Its Data API calls are replaced by the same statements run on a real PostgreSQL,
-one per call; the CloudFormation response goes to a loopback HTTP server.
+Its Data API calls are replaced by the same statements run on a real PostgreSQL
+as an RDS-style master (not a superuser), one per call; the statements are the
+ones the stack ships in the function's asset. The HTTP answer is sent to a real
+loopback server; the decision of whether and what to answer is tested on
+``process`` with hostile envelopes (hypothesis).
 """
 
 from __future__ import annotations
@@ -10,29 +13,47 @@ import importlib.util
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from cadencia_shared.catalog import TOOLS
-from infra.stack import DB_USERS_CODE, sql_statements
+from infra import db_users
 
-spec = importlib.util.spec_from_file_location("db_users_handler", DB_USERS_CODE / "handler.py")
+spec = importlib.util.spec_from_file_location("db_users_handler", db_users.HANDLER_DIR / "handler.py")
 handler = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(handler)
 
 USERS = [t.db_user for t in TOOLS.values()]
+REGION = "sa-east-1"
+STACK_ID = f"arn:aws:cloudformation:{REGION}:111122223333:stack/CadenciaAgente/0f1e2d3c"
+URL = (f"https://cloudformation-custom-resource-response-{REGION.replace('-', '')}.s3.{REGION}.amazonaws.com/"
+       "arn%3Aaws%3Acloudformation/DbUsers/req-1?X-Amz-Signature=abc")
+ENV = {"AWS_REGION": REGION, "STACK_ID": STACK_ID, "LOGICAL_RESOURCE_ID": "DbUsers",
+       "CLUSTER_ARN": "arn:cluster", "SECRET_ARN": "arn:secret", "DATABASE": "cadencia"}
 
 
-def _event(request_type: str, **extra) -> dict:
-    return {
-        "RequestType": request_type, "StackId": "arn:aws:cloudformation:us-east-1:111122223333:stack/s/1",
-        "RequestId": "req-1", "LogicalResourceId": "DbUsers", "ResponseURL": "http://127.0.0.1:1/unused",
-        "ResourceProperties": {"ResourceArn": "arn:cluster", "SecretArn": "arn:secret", "Database": "cadencia",
-                               "Statements": sql_statements("schema.sql", "grants.sql"),
-                               "RevokeStatements": sql_statements("revoke.sql")},
-        **extra,
-    }
+@pytest.fixture(scope="module")
+def asset():
+    return db_users.build_asset(seed_demo_data=False)
+
+
+def _event(request_type: str, digest: str, **extra: Any) -> dict:
+    return {"RequestType": request_type, "StackId": STACK_ID, "RequestId": "req-1", "LogicalResourceId": "DbUsers",
+            "ResponseURL": URL, "ResourceType": "Custom::CadenciaDbUsers",
+            "ResourceProperties": {"ServiceToken": "arn:fn", "SqlSha256": digest}, **extra}
+
+
+def in_progress(stack_id: str, logical_id: str) -> str:
+    return "CREATE_IN_PROGRESS"
+
+
+class Sent(list):
+    def __call__(self, url, fields, outcome, context):
+        self.append((url, fields, outcome))
 
 
 class ClientError(Exception):
@@ -42,9 +63,9 @@ class ClientError(Exception):
 
 
 @pytest.fixture
-def executor(pg_cluster):
-    calls: list[str] = []
+def master(pg_cluster):
     conn = psycopg.connect(pg_cluster.admin_conninfo(), autocommit=True)
+    calls: list[str] = []
 
     def execute(sql: str) -> None:
         calls.append(sql)
@@ -59,21 +80,102 @@ def _users(conn) -> list[str]:
                                        (USERS,)).fetchall()]
 
 
-def test_create_update_delete_against_postgres(executor):
-    execute, calls, conn = executor
-    created = handler.handle(_event("Create"), execute)
+def _process(event, execute, asset, status=in_progress):
+    sent = Sent()
+    original = handler.send
+    handler.send = sent
+    try:
+        outcome = handler.process(event, None, ENV, execute=execute, stack_status=status,
+                                  statements_file=asset.path / "statements.json")
+    finally:
+        handler.send = original
+    return outcome, sent
+
+
+def test_create_update_delete_as_the_master(master, asset):
+    execute, calls, conn = master
+    created, sent = _process(_event("Create", asset.sql_sha256), execute, asset)
     assert created["Status"] == "SUCCESS" and created["PhysicalResourceId"] == handler.PHYSICAL_ID
+    assert len(sent) == 1 and sent[0][0] == URL
     assert _users(conn) == sorted(USERS)
-    assert len(calls) == created["Data"]["Statements"]  # one Data API call per statement
+    bundle, _ = handler.load_statements(asset.path / "statements.json")
+    assert calls == bundle["apply"]  # exactly the shipped statements, one call each
 
-    updated = handler.handle(_event("Update", PhysicalResourceId=handler.PHYSICAL_ID), execute)
-    # The same physical id: CloudFormation never sends a Delete for a "replaced" resource.
-    assert updated["PhysicalResourceId"] == handler.PHYSICAL_ID
-    assert _users(conn) == sorted(USERS)
-
-    deleted = handler.handle(_event("Delete", PhysicalResourceId=handler.PHYSICAL_ID), execute)
+    updated, _ = _process(_event("Update", asset.sql_sha256, PhysicalResourceId=handler.PHYSICAL_ID), execute, asset)
+    assert updated["Status"] == "SUCCESS" and updated["PhysicalResourceId"] == handler.PHYSICAL_ID
+    deleting = lambda *_: "DELETE_IN_PROGRESS"  # noqa: E731
+    deleted, _ = _process(_event("Delete", asset.sql_sha256, PhysicalResourceId=handler.PHYSICAL_ID), execute,
+                          asset, deleting)
     assert deleted["Status"] == "SUCCESS" and _users(conn) == []
-    handler.handle(_event("Delete", PhysicalResourceId=handler.PHYSICAL_ID), execute)  # idempotent
+    again, _ = _process(_event("Delete", asset.sql_sha256, PhysicalResourceId=handler.PHYSICAL_ID), execute,
+                        asset, deleting)
+    assert again["Status"] == "SUCCESS"  # idempotent
+
+
+def test_an_event_cannot_bring_its_own_sql(master, asset):
+    execute, calls, conn = master
+    hostile = _event("Create", asset.sql_sha256)
+    hostile["ResourceProperties"]["Statements"] = ["CREATE ROLE intruso SUPERUSER"]
+    outcome, sent = _process(hostile, execute, asset)
+    assert outcome["Status"] == "FAILED" and "never SQL" in outcome["Reason"] and len(sent) == 1
+    other_digest = _event("Create", "0" * 64)
+    outcome, sent = _process(other_digest, execute, asset)
+    assert outcome["Status"] == "FAILED" and "is not the SQL this function ships" in outcome["Reason"]
+    assert calls == []
+
+
+def test_outside_a_stack_operation_nothing_runs(master, asset):
+    execute, calls, _ = master
+    outcome, sent = _process(_event("Delete", asset.sql_sha256), execute, asset, lambda *_: "UPDATE_COMPLETE")
+    assert outcome["Status"] == "FAILED" and "not working on this resource" in outcome["Reason"]
+    assert calls == [] and len(sent) == 1
+
+
+def test_a_rollback_to_sql_it_no_longer_ships_succeeds_without_running(master, asset):
+    execute, calls, _ = master
+    rollback = _event("Update", "a" * 64, PhysicalResourceId=handler.PHYSICAL_ID,
+                      OldResourceProperties={"ServiceToken": "arn:fn", "SqlSha256": asset.sql_sha256})
+    outcome, _ = _process(rollback, execute, asset, lambda *_: "UPDATE_IN_PROGRESS")
+    assert outcome["Status"] == "SUCCESS" and calls == [] and "rollback" in outcome["Reason"]
+
+
+def test_statements_must_be_a_list_of_strings():
+    with pytest.raises(TypeError):
+        handler.run_statements("DROP TABLE pedidos", lambda sql: None)
+    with pytest.raises(TypeError):
+        handler.run_statements(["SELECT 1", 7], lambda sql: None)
+
+
+@pytest.mark.parametrize("url", [
+    URL.replace("https://", "http://"),
+    URL.replace("saeast1", "useast1"),  # another region's bucket
+    URL.replace(".amazonaws.com", ".amazonaws.com.evil.example"),
+    URL.replace("https://", "https://user:pw@"),
+    URL.replace(".amazonaws.com/", ".amazonaws.com:8443/"),
+    URL.split("?")[0],  # not pre-signed
+    "https://evil.example/cloudformation-custom-resource-response-saeast1.s3.amazonaws.com/?x=1",
+    "https://cloudformation-custom-resource-response-saeast1.s3.amazonaws.com\n.evil.example/?x=1",
+])
+def test_only_cloudformations_response_bucket_is_answered(url, asset):
+    calls: list[str] = []
+    outcome, sent = _process(_event("Create", asset.sql_sha256, ResponseURL=url), calls.append, asset)
+    assert outcome is None and sent == [] and calls == []
+
+
+@pytest.mark.parametrize("url", [
+    f"https://cloudformation-custom-resource-response-saeast1.s3.amazonaws.com/k?X-Amz-Signature=1",
+    f"https://cloudformation-custom-resource-response-saeast1.s3-sa-east-1.amazonaws.com/k?X-Amz-Signature=1",
+    URL,
+])
+def test_the_response_url_forms_cloudformation_uses_are_accepted(url):
+    assert handler.response_url_is_cloudformations(url, REGION)
+
+
+def test_another_stacks_or_resources_request_is_not_answered(asset):
+    for field, value in (("StackId", STACK_ID.replace("0f1e", "9999")), ("LogicalResourceId", "Other")):
+        calls: list[str] = []
+        outcome, sent = _process(_event("Create", asset.sql_sha256, **{field: value}), calls.append, asset)
+        assert outcome is None and sent == [] and calls == []
 
 
 def test_a_resuming_cluster_is_waited_for_and_other_errors_fail():
@@ -94,16 +196,55 @@ def test_a_resuming_cluster_is_waited_for_and_other_errors_fail():
         handler.run_statements(["GRANT nonsense"], bad_sql, sleep=lambda s: None)
 
 
-def test_delete_of_a_cluster_already_gone_succeeds():
+def test_delete_of_a_cluster_already_gone_succeeds_create_fails(asset):
     def gone(sql: str) -> None:
         raise ClientError("DatabaseNotFoundException")
 
-    assert handler.handle(_event("Delete", PhysicalResourceId="x"), gone)["Status"] == "SUCCESS"
-    with pytest.raises(handler.StatementFailed):
-        handler.handle(_event("Create"), gone)
+    deleted, _ = _process(_event("Delete", asset.sql_sha256, PhysicalResourceId="x"), gone, asset,
+                          lambda *_: "DELETE_IN_PROGRESS")
+    assert deleted["Status"] == "SUCCESS"
+    created, sent = _process(_event("Create", asset.sql_sha256), gone, asset)
+    assert created["Status"] == "FAILED" and len(sent) == 1
 
 
-def test_every_outcome_is_sent_to_cloudformation(monkeypatch):
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=10), inner,
+                                                                                  max_size=3), max_leaves=8)
+_FIELDS = ("RequestType", "StackId", "RequestId", "LogicalResourceId", "ResponseURL", "ResourceProperties",
+           "PhysicalResourceId", "OldResourceProperties")
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(replaced=st.dictionaries(st.sampled_from(_FIELDS), _json, max_size=4),
+       dropped=st.sets(st.sampled_from(_FIELDS), max_size=3),
+       status=st.sampled_from(["CREATE_IN_PROGRESS", "DELETE_IN_PROGRESS", "CREATE_COMPLETE", "UPDATE_FAILED"]))
+def test_any_envelope_gets_at_most_one_answer_and_runs_only_shipped_sql(asset, replaced, dropped, status):
+    event = {**_event("Create", asset.sql_sha256), **replaced}
+    for name in dropped:
+        event.pop(name, None)
+    shipped, digest = handler.load_statements(asset.path / "statements.json")
+    calls: list[str] = []
+    outcome, sent = _process(event, calls.append, asset, lambda *_: status)
+    assert len(sent) <= 1  # never two answers
+    if sent:
+        assert sent[0][0] == URL and sent[0][1]["StackId"] == STACK_ID  # only to CloudFormation, for this stack
+        assert outcome["Status"] in ("SUCCESS", "FAILED")
+    else:
+        assert outcome is None and calls == []
+    assert calls in ([], shipped["apply"], shipped["revoke"])  # nothing but the shipped statements
+    if calls:
+        assert status.endswith("_IN_PROGRESS") and isinstance(event.get("ResourceProperties"), dict)
+
+
+@settings(max_examples=200, deadline=None)
+@given(event=_json)
+def test_a_non_object_event_is_refused_without_an_answer(event):
+    calls: list[str] = []
+    outcome = handler.process(event, None, ENV, execute=calls.append, stack_status=in_progress)
+    assert (outcome is None or isinstance(event, dict)) and calls == []
+
+
+def test_the_answer_reaches_a_real_http_server_once():
     received: list[dict] = []
 
     class Receiver(BaseHTTPRequestHandler):
@@ -119,22 +260,26 @@ def test_every_outcome_is_sent_to_cloudformation(monkeypatch):
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/presigned"
-
-        def failing_executor(props):
-            def execute(sql):
-                raise ClientError("BadRequestException")
-            return execute
-
-        monkeypatch.setattr(handler, "data_api_executor", failing_executor)
-        handler.on_event(_event("Create", ResponseURL=url), context=None)
-        monkeypatch.setattr(handler, "data_api_executor", lambda props: (lambda sql: None))
-        handler.on_event(_event("Create", ResponseURL=url), context=None)
+        fields = {"StackId": STACK_ID, "RequestId": "req-1", "LogicalResourceId": "DbUsers"}
+        handler.send(f"http://127.0.0.1:{server.server_address[1]}/presigned", fields,
+                     {"Status": "FAILED", "Reason": "x" * 5000, "PhysicalResourceId": handler.PHYSICAL_ID}, None)
     finally:
         server.shutdown()
         server.server_close()
-    failed, succeeded = received
-    assert failed["Status"] == "FAILED" and "BadRequestException" in failed["Reason"]
-    assert succeeded["Status"] == "SUCCESS" and succeeded["PhysicalResourceId"] == handler.PHYSICAL_ID
-    for body in received:
-        assert {"StackId", "RequestId", "LogicalResourceId", "PhysicalResourceId"} <= set(body)
+    (body,) = received
+    assert body["Status"] == "FAILED" and len(body["Reason"]) <= 1000
+    assert {k: body[k] for k in fields} == fields and body["PhysicalResourceId"] == handler.PHYSICAL_ID
+
+
+def test_an_unreachable_response_url_is_retried_with_the_same_body_then_given_up(monkeypatch):
+    bodies: list[bytes] = []
+
+    def refuse(request, timeout):
+        bodies.append(request.data)
+        raise ConnectionRefusedError()
+
+    monkeypatch.setattr(handler.urllib.request, "urlopen", refuse)
+    monkeypatch.setattr(handler.time, "sleep", lambda s: None)
+    handler.send("https://x/y", {"StackId": "s", "RequestId": "r", "LogicalResourceId": "l"},
+                 {"Status": "SUCCESS", "PhysicalResourceId": "p"}, None)
+    assert len(bodies) == 3 and len(set(bodies)) == 1

@@ -39,3 +39,13 @@ def test_requires_a_target():
     proc = subprocess.run(["bash", str(ROOT / "scripts" / "grants.sh")], cwd=ROOT, env=env, capture_output=True,
                           text=True)
     assert proc.returncode != 0 and "PGHOST" in proc.stderr
+
+
+def test_without_a_ca_bundle_or_an_explicit_sslmode_nothing_connects(pg_cluster):
+    env = {**os.environ, "PGHOST": pg_cluster.host, "PGPORT": str(pg_cluster.port), "PGUSER": pg_cluster.admin_user,
+           "PGPASSWORD": pg_cluster.admin_password, "PGDATABASE": pg_cluster.dbname}
+    env.pop("PGSSLMODE", None)
+    env.pop("PGSSLROOTCERT", None)
+    refused = subprocess.run(["bash", str(ROOT / "scripts" / "grants.sh"), "--check"], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "PGSSLROOTCERT" in refused.stderr and refused.stdout == ""

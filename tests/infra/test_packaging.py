@@ -12,6 +12,8 @@ import pytest
 from infra import packaging
 from infra.app import asset_specs
 
+from .conftest import write_test_ca
+
 pytestmark = pytest.mark.infra
 
 EM_AARCH64 = 0xB7
@@ -84,13 +86,19 @@ def test_the_hash_follows_the_sources(tmp_path):
     assert packaging.asset_hash(spec, deps.name, None) != first
 
 
-def test_the_rds_ca_bundle_is_shipped_only_when_present(tmp_path, monkeypatch):
+def test_a_tool_asset_is_not_built_without_the_rds_ca_bundle_unless_opted_out(tmp_path, monkeypatch):
     spec = next(s for s in asset_specs() if s.name == "cadencia-consultar-status-pedido")
     monkeypatch.setenv("CADENCIA_RDS_CA_BUNDLE", str(tmp_path / "absent.pem"))
-    without = packaging.build_asset(spec, progress=lambda _: None)
+    with pytest.raises(packaging.PackagingError, match="allowUnverifiedDbTls"):
+        packaging.build_asset(spec, progress=lambda _: None)
+    without = packaging.build_asset(spec, progress=lambda _: None, allow_unverified_db_tls=True)
     assert not without.ca_bundle and not (without.path / packaging.RDS_CA_BUNDLE_NAME).exists()
-    pem = tmp_path / "global-bundle.pem"
-    pem.write_text("-----BEGIN CERTIFICATE-----\nTEST\n-----END CERTIFICATE-----\n")
+    fake = tmp_path / "fake.pem"
+    fake.write_text("-----BEGIN CERTIFICATE-----\nTEST\n-----END CERTIFICATE-----\n")
+    monkeypatch.setenv("CADENCIA_RDS_CA_BUNDLE", str(fake))
+    with pytest.raises(packaging.PackagingError, match="not a PEM CA bundle"):
+        packaging.build_asset(spec, progress=lambda _: None)  # a file that is no certificate is refused too
+    pem = write_test_ca(tmp_path / "global-bundle.pem")
     monkeypatch.setenv("CADENCIA_RDS_CA_BUNDLE", str(pem))
     with_ca = packaging.build_asset(spec, progress=lambda _: None)
     assert with_ca.ca_bundle and (with_ca.path / packaging.RDS_CA_BUNDLE_NAME).read_text() == pem.read_text()

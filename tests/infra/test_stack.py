@@ -17,10 +17,10 @@ from cadencia_shared.catalog import (
     TOOLS,
 )
 from cadencia_shared.observability import NAMESPACE, TOOL_DIMENSION, Metric
+from infra import contract
 from infra import stack as stack_module
+from infra.policy_check import render
 from infra.contract import Ids
-from infra.sqlsplit import split_statements
-from infra.stack import SQL_DIR
 
 pytestmark = pytest.mark.infra
 
@@ -56,7 +56,8 @@ def test_tool_functions_names_handlers_runtime_and_environment(default_synth):
         assert props["TracingConfig"] == {"Mode": "Active"}
         assert props["LoggingConfig"] == {"LogGroup": {"Ref": Ids.log_group(tool)}}
         env = props["Environment"]["Variables"]
-        expected = {"DB_HOST", "DB_PORT", "DB_NAME", "DB_USER", "DB_AUTH", "POWERTOOLS_LOG_LEVEL"}
+        expected = {"DB_HOST", "DB_PORT", "DB_NAME", "DB_USER", "DB_AUTH", "POWERTOOLS_LOG_LEVEL",
+                    "DB_SSL_MODE", "DB_SSL_ROOT_CERT"}
         if tool.name != "consultar_status_pedido":
             expected.add("LEDGER_TABLE")
         if tool is EMITIR_REEMBOLSO:
@@ -64,7 +65,7 @@ def test_tool_functions_names_handlers_runtime_and_environment(default_synth):
             assert env["GATEWAY_SECRET_NAME"] == GATEWAY_SECRET_NAME
             assert int(env["REFUND_CLAIM_LEASE_S"]) > props["Timeout"]
             assert float(env["GATEWAY_TIMEOUT_S"]) < props["Timeout"]
-        assert set(env) == expected  # no DB_SSL_ROOT_CERT without a CA bundle, no POWERTOOLS_SERVICE_NAME
+        assert set(env) == expected  # no POWERTOOLS_SERVICE_NAME
         assert env["DB_USER"] == tool.db_user and env["DB_AUTH"] == "iam" and env["DB_NAME"] == DATABASE_NAME
         assert "VpcConfig" in props
         assert props["ReservedConcurrentExecutions"] >= 1
@@ -136,25 +137,37 @@ def test_no_security_group_admits_the_internet(default_synth, variant_synth):
             p = rule["Properties"]
             assert "CidrIp" not in p and "CidrIpv6" not in p, p
             assert p["FromPort"] == p["ToPort"] and p["IpProtocol"] == "tcp"
-        # One PostgreSQL rule per tool security group, and one for the WhatsApp webhook's.
-        assert len(ingress) == len(TOOLS) + 1
+        # One PostgreSQL rule per tool security group, one for the WhatsApp webhook's, plus
+        # (demo cluster) the master-secret rotation function's, which must log in to change
+        # the password.
+        sources = [render(r["Properties"]["SourceSecurityGroupId"]) for r in ingress]
+        tools = [src for src in sources
+                 if any(src.startswith(f"${{{contract.pascal(t.package)}SecurityGroup") for t in TOOLS.values())]
+        channel = [src for src in sources if src.startswith("${WhatsAppIngressSecurityGroup")]
+        rotation = [src for src in sources if src.startswith("${DbRotationSingleUserSecurityGroup")]
+        assert len(tools) == len(TOOLS) and len(channel) == 1, sources
+        assert len(rotation) == (1 if synth is default_synth else 0), sources
+        assert len(sources) == len(tools) + len(channel) + len(rotation)
 
 
 def test_dynamodb_endpoint_policy_allows_only_the_ledger_items(default_synth):
     endpoint = _props(default_synth, Ids.DYNAMODB_ENDPOINT)
     assert endpoint["VpcEndpointType"] == "Gateway"
-    (stmt,) = endpoint["PolicyDocument"]["Statement"]
-    assert sorted(stmt["Action"]) == ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
-    assert stmt["Resource"] == {"Fn::GetAtt": [Ids.LEDGER, "Arn"]}
+    items, index = endpoint["PolicyDocument"]["Statement"]
+    assert sorted(items["Action"]) == ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
+    assert items["Resource"] == {"Fn::GetAtt": [Ids.LEDGER, "Arn"]}
+    # The reconciler's one Query, on the sparse index of unsettled refund claims only.
+    assert index["Action"] == "dynamodb:Query"
+    assert index["Resource"] == {"Fn::Join": ["", [{"Fn::GetAtt": [Ids.LEDGER, "Arn"]}, "/index/reembolsosPendentes"]]}
 
 
 def test_db_users_custom_resource_and_the_teardown_order(default_synth):
     resource = default_synth.resources[Ids.DB_USERS]
     props = resource["Properties"]
-    assert props["Statements"] == split_statements((SQL_DIR / "schema.sql").read_text()) + \
-        split_statements((SQL_DIR / "grants.sql").read_text())
-    assert props["RevokeStatements"] == split_statements((SQL_DIR / "revoke.sql").read_text())
-    assert props["Database"] == DATABASE_NAME
+    # The event names the SQL by digest only; the SQL itself ships in the function's code.
+    assert set(props) == {"ServiceToken", "ServiceTimeout", "SqlSha256"}
+    env = _props(default_synth, Ids.DB_USERS_FUNCTION)["Environment"]["Variables"]
+    assert env["DATABASE"] == DATABASE_NAME
     # Created after the writer instance (the Data API needs it)...
     writer = next(iter(default_synth.of_type("AWS::RDS::DBInstance")))
     assert writer in resource["DependsOn"]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from cadencia_shared.catalog import ToolSpec
 from cadencia_shared.ledger import Ledger
+from orchestrator.controls import Control
 from orchestrator.invokers import Invocation, InvocationStatus, ToolInvoker
 from orchestrator.loop import Orchestrator
 from orchestrator.model import model_client
@@ -38,9 +40,13 @@ def settings(**env: str) -> OrchestratorSettings:
                                          "AWS_REGION": "us-east-1", **env})
 
 
-def build(model: ScriptedModel, ledger: Ledger, invoker: ToolInvoker, **env: str) -> tuple[Orchestrator, list[float]]:
+def build(model: ScriptedModel, ledger: Ledger, invoker: ToolInvoker, *,
+          controls: Callable[[OrchestratorSettings], Sequence[Control]] | None = None,
+          **env: str) -> tuple[Orchestrator, list[float]]:
+    """``controls``: the chain to use instead of the default, built from the settings."""
     cfg = settings(**env)
     client = model_client(cfg, model.sdk())
     sleeps: list[float] = []
     client.sleep = sleeps.append  # backoff is recorded, never slept
-    return Orchestrator(settings=cfg, ledger=ledger, model=client, invoker=invoker), sleeps
+    chain = None if controls is None else controls(cfg)
+    return Orchestrator(settings=cfg, ledger=ledger, model=client, invoker=invoker, controls=chain), sleeps

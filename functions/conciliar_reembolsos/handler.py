@@ -1,0 +1,59 @@
+"""Lambda entry point of ``cadencia-conciliar-reembolsos`` (thin: wiring only).
+
+Invoked by an EventBridge schedule. The event is validated strictly (this Lambda
+is its own trust boundary): anything but a scheduled event gets a typed error
+and nothing is read or changed. The refund's adapters are reused as they are;
+only the database user differs (``cadencia_agente_conciliacao``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cadencia_shared.observability import logger_for
+from emitir_reembolso.handler import refund_service
+
+from .logic import Reconciler
+from .settings import ReconcilerSettings
+
+SERVICE = "conciliar_reembolsos"
+logger = logger_for(SERVICE)
+
+
+class ScheduledEvent(BaseModel):
+    """What an EventBridge schedule sends (only the fields this Lambda trusts)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", populate_by_name=True)
+
+    source: Literal["aws.events"]
+    detail_type: Literal["Scheduled Event"] = Field(alias="detail-type")
+
+
+def scheduled_event(now_iso: str = "1970-01-01T00:00:00Z") -> dict[str, Any]:
+    """The event a schedule delivers (for the local one-pass command and tests)."""
+    return {"version": "0", "source": "aws.events", "detail-type": "Scheduled Event", "time": now_iso,
+            "detail": {}, "resources": []}
+
+
+@logger.inject_lambda_context(clear_state=True)
+def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
+    try:
+        if not isinstance(event, dict):
+            raise TypeError("event is not a JSON object")
+        ScheduledEvent.model_validate(event)
+    except (ValidationError, TypeError) as err:
+        logger.info("invalid event", extra={"erro": type(err).__name__})
+        return {"ok": False, "erro": {"codigo": "entrada_invalida",
+                                      "mensagem": "Evento inválido: esperado um evento agendado do EventBridge."}}
+    report = build(ReconcilerSettings.from_env()).run_pass(progress=lambda line: logger.info(line))
+    logger.info("reconciliation pass", extra=report.summary())
+    return {"ok": True, "resultado": report.summary()}
+
+
+def build(settings: ReconcilerSettings) -> Reconciler:
+    """The refund's own service and adapters, with the reconciler's DB user."""
+    service = refund_service(settings)
+    return Reconciler(service.ledger, service, batch=settings.run.batch)

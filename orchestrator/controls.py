@@ -1,0 +1,183 @@
+"""The controls every tool call passes, in order, before and after it is invoked.
+
+A control is one component with two steps:
+
+- ``before(ctx)``: may refuse the call with a typed ``Refusal`` — its reason, the
+  ``is_error`` tool_result the model reads, and optionally how the turn ends for
+  the customer (a hand-off, or a reply). A refused call is never invoked and the
+  controls after it are not consulted.
+- ``after(ctx, outcome)``: sees what happened — the tool's answer, its failure, or
+  the refusal of a later control. After-steps run in reverse order, only for the
+  controls whose before-step let the call through (as middleware unwinds).
+
+The chain is ``default_controls()``: adding a control is a class here (or in its
+own module) and one line in that list, never a branch in the tool round or the
+loop. Issue 11's order: deadline and budgets → cancellation → circuit breaker →
+retry ceiling → confirmation gate (issue 10) → invoke → after-steps.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+from cadencia_shared.ledger import Attempt, AttemptResult, Ledger
+from cadencia_shared.observability import Metric, count_for_tool
+from cadencia_shared.outcomes import Outcome
+
+from . import texts
+from .invokers import Invocation
+from .model import Deadline
+from .steps import Ending, HandOff, Reply
+from .tools import ToolCall
+
+
+class RefusalReason(StrEnum):
+    """Why a built-in control refused a call: the ``erro`` the model reads (wire
+    names). A new control may bring its own StrEnum."""
+
+    OUT_OF_TIME = "sem_tempo"
+    CEILING = "bloqueado_por_teto"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    reason: StrEnum
+    details: dict[str, Any]  # the rest of the is_error tool_result body, after ``erro``
+    ending: Ending | None = None  # how the turn ends for the customer; None: the model goes on
+
+    def body(self) -> str:
+        return json.dumps({"erro": self.reason.value, **self.details}, ensure_ascii=False)
+
+
+@dataclass
+class CallContext:
+    """One tool call on its way through the chain. ``notes`` carries what a
+    control's before-step leaves for its own after-step (keyed by the control)."""
+
+    call: ToolCall
+    deadline: Deadline
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """What the after-steps see: exactly one of the two is set."""
+
+    invocation: Invocation | None = None  # the call was invoked (answered or not)
+    refused_by: StrEnum | None = None  # a later control refused it: never invoked
+
+
+class Control(Protocol):
+    def before(self, ctx: CallContext) -> Refusal | None: ...
+
+    def after(self, ctx: CallContext, outcome: CallOutcome) -> None: ...
+
+
+class CallTimeBudget:
+    """A call is not started with less time left than its tool's timeout (plus the
+    commit reserve): one cut short by our own deadline would be an unknown outcome."""
+
+    def __init__(self, reserve_s: float) -> None:
+        self.reserve_s = reserve_s
+
+    def before(self, ctx: CallContext) -> Refusal | None:
+        if ctx.deadline.remaining_s() - self.reserve_s >= ctx.call.spec.timeout_s:
+            return None
+        # Not the customer's fault nor a reason for a human: answer, stay active.
+        return Refusal(RefusalReason.OUT_OF_TIME, {"mensagem": "Ferramenta não executada."},
+                       ending=Reply(texts.OUT_OF_TIME, "sem_tempo"))
+
+    def after(self, ctx: CallContext, outcome: CallOutcome) -> None:
+        return None
+
+
+# A successful tool answer → what the attempt record keeps. Tool answers this
+# table does not know are recorded as executed (the tool said ``ok``).
+_RECORDED_AS = {
+    Outcome.EXECUTED: Outcome.EXECUTED,
+    Outcome.CONSULTED: Outcome.EXECUTED,
+    Outcome.UPDATED: Outcome.EXECUTED,
+    Outcome.BLOCKED_BY_IDEMPOTENCY: Outcome.BLOCKED_BY_IDEMPOTENCY,
+    Outcome.IN_PROGRESS_ELSEWHERE: Outcome.IN_PROGRESS_ELSEWHERE,
+    Outcome.OUTCOME_UNKNOWN: Outcome.OUTCOME_UNKNOWN,
+    Outcome.DECLINED_BY_GATEWAY: Outcome.DECLINED_BY_GATEWAY,
+}
+
+
+def _recorded_outcome(invocation: Invocation) -> tuple[Outcome, str | None]:
+    if not invocation.answered:
+        return Outcome.TOOL_ERROR, invocation.status.value
+    payload = invocation.payload or {}
+    if payload.get("ok"):
+        return _RECORDED_AS.get(payload.get("resultado", ""), Outcome.EXECUTED), None
+    return Outcome.REFUSED_BY_TOOL, (payload.get("erro") or {}).get("codigo")
+
+
+class RetryCeiling:
+    """At most ``limit`` attempts per (conversation, subject, tool) are allowed.
+
+    One conditional write per decision (``Ledger.register_attempt``: an atomic
+    counter) — never a Query followed by a decision, which races: two concurrent
+    calls could both count 3 and both proceed. With the counter, 50 racing calls
+    for one key get the numbers 1..50 and exactly ``limit`` are allowed.
+    """
+
+    def __init__(self, ledger: Ledger, limit: int) -> None:
+        self.ledger = ledger
+        self.limit = limit
+
+    def decide(self, call: ToolCall) -> Attempt:
+        attempt = self.ledger.register_attempt(
+            conversa_id=call.conversation_id,
+            assunto=call.subject,
+            ferramenta=call.spec.name,
+            teto=self.limit,
+            pedido_id=call.order_id,
+            chave_idempotencia=call.idempotency_key,
+        )
+        if attempt.allowed:
+            count_for_tool(Metric.CALLS_ALLOWED, call.spec.name)
+            return attempt
+        # Refused before the tool Lambda is invoked: the 5th call never gets near
+        # the tool's credentials.
+        count_for_tool(Metric.CEILING_INTERRUPTIONS, call.spec.name)
+        self.ledger.append_audit(
+            conversa_id=call.conversation_id,
+            evento="TETO_DE_TENTATIVAS_ATINGIDO",
+            detalhes={"ferramenta": call.spec.name, "assunto": call.subject, "pedidoId": call.order_id,
+                      "tentativaNumero": attempt.numero, "teto": self.limit},
+        )
+        return attempt
+
+    def before(self, ctx: CallContext) -> Refusal | None:
+        attempt = self.decide(ctx.call)
+        if attempt.allowed:
+            ctx.notes[RetryCeiling] = attempt
+            return None
+        order_id = ctx.call.order_id
+        text = texts.HANDOFF_CEILING_ORDER.format(pedidoId=order_id) if order_id else texts.HANDOFF_CEILING_PROFILE
+        return Refusal(
+            RefusalReason.CEILING,
+            {"tentativaNumero": attempt.numero, "teto": attempt.teto,
+             "mensagem": "Limite de tentativas atingido; um atendente humano vai revisar. Não tente novamente."},
+            ending=HandOff(text, "teto"),
+        )
+
+    def after(self, ctx: CallContext, outcome: CallOutcome) -> None:
+        if outcome.invocation is None:
+            # A later control refused: the attempt stays counted and ``pendente``
+            # (issue 10/11 name the outcome their refusals record).
+            return
+        result, detail = _recorded_outcome(outcome.invocation)
+        self.ledger.record_attempt_result(ctx.notes[RetryCeiling], AttemptResult(result), detail)
+
+
+def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float) -> list[Control]:
+    """The chain, in order (see the module doc). One line per control."""
+    return [
+        CallTimeBudget(reserve_s),
+        RetryCeiling(ledger, ceiling),
+    ]

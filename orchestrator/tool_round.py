@@ -1,0 +1,114 @@
+"""One tool round: every ``tool_use`` block of a response, through the controls, to
+its tool Lambda, and back as ``tool_result`` blocks in the same order.
+
+Per block: a repeated id is answered ``is_error`` and never executed (not counted
+by any control: no call was attempted; the round budget still bounds a model that
+keeps repeating) ─► unknown tool / invalid arguments: ``is_error`` ─► the controls'
+before-steps in order (any may refuse) ─► invoke ─► the after-steps in reverse.
+
+A refusal may end the turn (``Refusal.ending``): the round still answers every
+block, then the first hand-off wins over any other ending, so the customer hears
+about the first call a human must look at.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cadencia_shared.catalog import TOOLS
+from cadencia_shared.observability import Metric, count, count_for_tool
+
+from . import history
+from .controls import CallContext, CallOutcome, Control, Refusal
+from .events import TurnRequest
+from .invokers import Invocation, InvocationStatus, ToolInvoker
+from .model import Deadline
+from .steps import Ending, HandOff
+from .tools import ToolCall, validation_errors
+
+
+@dataclass
+class RoundResult:
+    results: list[dict[str, Any]] = field(default_factory=list)
+    endings: list[Ending] = field(default_factory=list)
+
+    @property
+    def ending(self) -> Ending | None:
+        handoffs = [e for e in self.endings if isinstance(e, HandOff)]
+        return (handoffs or self.endings or [None])[0]
+
+
+class ToolRound:
+    def __init__(self, invoker: ToolInvoker, controls: Sequence[Control]) -> None:
+        self.invoker = invoker
+        self.controls = list(controls)
+
+    def run(self, req: TurnRequest, blocks: list[Any], deadline: Deadline, seen: set[str]) -> RoundResult:
+        done = RoundResult()
+        seen = set(seen)
+        for block in blocks:
+            if block.type != "tool_use":
+                continue
+            if block.id in seen:
+                count(Metric.MODEL_ERRORS, {"Classe": "tool_use_id_repetido"})
+                done.results.append(_error(block.id, {
+                    "erro": "id_repetido",
+                    "mensagem": "Este id de chamada já foi usado nesta conversa; a chamada não foi executada.",
+                }))
+                continue
+            seen.add(block.id)
+            result, refusal = self._run_one(req, block, deadline)
+            done.results.append(result)
+            if refusal is not None and refusal.ending is not None:
+                done.endings.append(refusal.ending)
+        return done
+
+    def _run_one(self, req: TurnRequest, block: Any, deadline: Deadline) -> tuple[dict[str, Any], Refusal | None]:
+        spec = TOOLS.get(block.name)
+        if spec is None:
+            return _error(block.id, {"erro": "ferramenta_desconhecida", "ferramenta": block.name}), None
+        errors = validation_errors(spec.name, block.input)
+        if errors:
+            count_for_tool(Metric.TOOL_REFUSALS, spec.name)
+            return _error(block.id, {"erro": "entrada_invalida", "detalhes": errors}), None
+        call = ToolCall(spec=spec, tool_use_id=block.id, arguments=dict(block.input),
+                        conversation_id=req.conversaId, customer_id=req.clienteId)
+        ctx = CallContext(call, deadline)
+        passed: list[Control] = []
+        for control in self.controls:
+            refusal = control.before(ctx)
+            if refusal is not None:
+                _unwind(passed, ctx, CallOutcome(refused_by=refusal.reason))
+                return history.tool_result(block.id, refusal.body(), is_error=True), refusal
+            passed.append(control)
+        invocation = self.invoker.invoke(spec, call.event())
+        if not invocation.answered:
+            count_for_tool(Metric.TOOL_ERRORS, spec.name)
+        _unwind(passed, ctx, CallOutcome(invocation=invocation))
+        return _tool_result(block.id, invocation), None
+
+
+def _unwind(passed: list[Control], ctx: CallContext, outcome: CallOutcome) -> None:
+    for control in reversed(passed):
+        control.after(ctx, outcome)
+
+
+def _tool_result(tool_use_id: str, invocation: Invocation) -> dict[str, Any]:
+    if not invocation.answered:
+        hint = " O resultado será conferido antes de qualquer nova tentativa." \
+            if invocation.status is InvocationStatus.TIMEOUT else ""
+        return _error(tool_use_id, {"erro": invocation.status.value,
+                                    "mensagem": "A ferramenta falhou; nada foi confirmado." + hint})
+    payload = invocation.payload or {}
+    return history.tool_result(tool_use_id, _json(payload), is_error=not payload.get("ok"))
+
+
+def _error(tool_use_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    return history.tool_result(tool_use_id, _json(body), is_error=True)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
