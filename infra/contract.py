@@ -58,6 +58,7 @@ class Ids:
     """Logical ids the stack pins and the contract refers to."""
 
     LEDGER = "LedgerTable"
+    AUDIT_TABLE = "AuditTable"
     GATEWAY_SECRET = "GatewaySecret"
     ANTHROPIC_SECRET = "AnthropicApiKeySecret"
     CLUSTER = "DbCluster"
@@ -223,6 +224,8 @@ def orchestrator_role(config: StackConfig) -> RoleContract:
               "invoke exactly the three tool Lambdas (unqualified ARNs), nothing else"),
         Grant(("sqs:SendMessage",), (att(Ids.ORCHESTRATOR_DLQ, "Arn"),),
               "dead-letter queue of failed asynchronous invocations (a customer message is never dropped)"),
+        Grant(("dynamodb:PutItem", "dynamodb:Query"), (att(Ids.AUDIT_TABLE, "Arn"),),
+              "append to the audit hash chain (read its last link); never UpdateItem/DeleteItem"),
     ]
     grants.append(_model_grant(config))
     return RoleContract(
@@ -296,6 +299,8 @@ def whatsapp_consumer_role(config: StackConfig) -> RoleContract:
                   (att(Ids.WHATSAPP_QUEUE, "Arn"),), "what the event source mapping needs to consume the queue"),
             Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_ACCESS_TOKEN),),
                   "the Cloud API access token, to send the reply"),
+            Grant(("dynamodb:PutItem", "dynamodb:Query"), (att(Ids.AUDIT_TABLE, "Arn"),),
+                  "append to the audit hash chain (read its last link); never UpdateItem/DeleteItem"),
             _model_grant(config),
         ) + _platform(Ids.WHATSAPP_CONSUMER_LOG_GROUP),
     )

@@ -46,7 +46,16 @@ RECONCILER_BATCH = 15
 
 
 def add_refund_reconciler(stack: CadenciaStack) -> lambda_.Function:
-    from .stack import ARCHITECTURE, GATEWAY_TIMEOUT_S, L1_REASON, REFUND_CLAIM_LEASE_S, RUNTIME, _ack, _pin
+    from .stack import (
+        ARCHITECTURE,
+        GATEWAY_IDEMPOTENCY_WINDOW_H,
+        GATEWAY_TIMEOUT_S,
+        L1_REASON,
+        REFUND_CLAIM_LEASE_S,
+        RUNTIME,
+        _ack,
+        _pin,
+    )
 
     cfg = stack.config
     role = stack._role(Ids.RECONCILER_ROLE, contract.RECONCILER_ROLE_NAME,
@@ -66,6 +75,7 @@ def add_refund_reconciler(stack: CadenciaStack) -> lambda_.Function:
         "LEDGER_TABLE": stack.ledger.table_name, "GATEWAY_URL": cfg.gateway_url,
         "GATEWAY_SECRET_NAME": GATEWAY_SECRET_NAME, "GATEWAY_TIMEOUT_S": str(GATEWAY_TIMEOUT_S),
         "REFUND_CLAIM_LEASE_S": str(REFUND_CLAIM_LEASE_S), "RECONCILER_BATCH": str(RECONCILER_BATCH),
+        "GATEWAY_IDEMPOTENCY_WINDOW_H": str(GATEWAY_IDEMPOTENCY_WINDOW_H),
     }
     fn = lambda_.Function(
         stack, Ids.RECONCILER_FUNCTION + "Resource",
@@ -117,4 +127,9 @@ def _alarms(stack: CadenciaStack, fn: lambda_.Function) -> None:
         treat_missing_data=cw.TreatMissingData.BREACHING,
         alarm_description=f"{RECONCILER_FUNCTION_NAME} did not run in three schedule periods")
     silent.add_alarm_action(cw_actions.SnsAction(stack.alarm_topic))
-    stack.extra_alarms.extend([too_old, failed, silent])
+    # Counted on every visit (each pass) while such a claim is pending, so it stays in alarm until settled.
+    manual = stack._alarm(
+        "RefundPastIdempotencyWindowAlarm", stack._tool_metric(Metric.PAST_IDEMPOTENCY_WINDOW, EMITIR_REEMBOLSO),
+        "A refund claim is still unknown past the gateway's idempotency window: it is no longer re-sent "
+        "(a re-send could debit twice); a person must reconcile it with the gateway and settle it by hand")
+    stack.extra_alarms.extend([too_old, failed, silent, manual])

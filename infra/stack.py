@@ -52,8 +52,9 @@ from cadencia_shared.observability import NAMESPACE, TOOL_DIMENSION, Metric
 from . import contract, db_users
 from .config import ANTHROPIC_KEY_SECRET_NAME, StackConfig
 from .contract import Ids
-from .packaging import RDS_CA_BUNDLE_NAME, BuiltAsset
 from .channel import add_whatsapp_channel
+from .packaging import RDS_CA_BUNDLE_NAME, BuiltAsset
+from .controls import add_audit_table, add_control_alarms
 from .reconciler import add_refund_reconciler
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12  # must match packaging.LAMBDA_PYTHON_VERSION
@@ -65,6 +66,9 @@ GATEWAY_TIMEOUT_S = 3
 # Longer than the refund's own timeout: a claim in progress is never taken over
 # while the invocation that holds it may still be running.
 REFUND_CLAIM_LEASE_S = 30
+# Hours a claim may be re-sent with its Idempotency-Key after its first possible send:
+# under Stripe's 24 h (keys may be pruned after that), so a re-send is never a new debit.
+GATEWAY_IDEMPOTENCY_WINDOW_H = 23
 RETRY_CEILING = 4
 DB_ADMIN_USER = "cadencia_admin"
 DEMO_CLUSTER_IDENTIFIER = "cadencia-erp-demo"
@@ -116,6 +120,8 @@ class CadenciaStack(Stack):
             self.orchestrator = self._orchestrator()
             self.reconciler = add_refund_reconciler(self)
             add_whatsapp_channel(self)
+            add_control_alarms(self)
+            self.audit_table = add_audit_table(self, self.orchestrator, self.whatsapp_consumer)
         self._observability()
         self._outputs()
 
@@ -447,7 +453,8 @@ class CadenciaStack(Stack):
                                                    resources=[self.gateway_secret.secret_arn]))
             env.update(LEDGER_TABLE=self.ledger.table_name, GATEWAY_URL=cfg.gateway_url,
                        GATEWAY_SECRET_NAME=GATEWAY_SECRET_NAME, GATEWAY_TIMEOUT_S=str(GATEWAY_TIMEOUT_S),
-                       REFUND_CLAIM_LEASE_S=str(REFUND_CLAIM_LEASE_S))
+                       REFUND_CLAIM_LEASE_S=str(REFUND_CLAIM_LEASE_S),
+                       GATEWAY_IDEMPOTENCY_WINDOW_H=str(GATEWAY_IDEMPOTENCY_WINDOW_H))
         elif tool is ATUALIZAR_CADASTRO:
             role.add_to_policy(iam.PolicyStatement(actions=["dynamodb:PutItem"], resources=[self.ledger.table_arn]))
             env["LEDGER_TABLE"] = self.ledger.table_name

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cadencia_shared.audit_chain import AUDIT_TABLE
 from cadencia_shared.catalog import (
     DB_USERS as ALL_DB_USERS,
     GATEWAY_SECRET_NAME,
@@ -104,6 +105,16 @@ def delete_table(ddb: Any, table: str, progress: Callable[[str], None]) -> None:
     progress(f"{table}: DeleteTable")
     ddb.delete_table(TableName=table)
     ddb.get_waiter("table_not_exists").wait(TableName=table, WaiterConfig={"Delay": 2, "MaxAttempts": 150})
+
+
+def delete_tables(ddb: Any, tables: tuple[str, ...], progress: Callable[[str], None]) -> None:
+    for table in tables:
+        delete_table(ddb, table, progress)
+
+
+def verify_tables_gone(ddb: Any, tables: tuple[str, ...]) -> Check:
+    checks = [verify_table_gone(ddb, table) for table in tables]
+    return Check(all(c.ok for c in checks), "; ".join(c.detail for c in checks))
 
 
 def _still_there(label: str, describe: Any, gone_code: str) -> str | None:
@@ -239,9 +250,10 @@ def local_steps(progress: Callable[[str], None]) -> tuple[list[Step], Any]:
              lambda: force_delete_secrets(aws["secretsmanager"], SECRET_NAMES, progress),
              lambda: verify_secrets_gone(aws["secretsmanager"], SECRET_NAMES)),
         Step("the ledger",
-             [f"DeleteTable {state.ledger_table}", "verify: DescribeTable -> ResourceNotFoundException (not a count of 0)"],
-             lambda: delete_table(aws["dynamodb"], state.ledger_table, progress),
-             lambda: verify_table_gone(aws["dynamodb"], state.ledger_table)),
+             [f"DeleteTable {state.ledger_table}, {AUDIT_TABLE} (the audit trail)",
+              "verify: DescribeTable -> ResourceNotFoundException (not a count of 0)"],
+             lambda: delete_tables(aws["dynamodb"], (state.ledger_table, AUDIT_TABLE), progress),
+             lambda: verify_tables_gone(aws["dynamodb"], (state.ledger_table, AUDIT_TABLE))),
         Step("stop the local stack",
              [f"stop moto, the gateway and PostgreSQL ({directory})", "verify: no process, no open port"],
              stop, stopped),
@@ -260,7 +272,7 @@ def local_plan() -> list[Step]:
                                 "verify: pg_roles has none of " + ", ".join(DB_USERS)], noop, ok),
         Step("the rest (secrets)", [f"DeleteSecret {', '.join(SECRET_NAMES)}",
                                     "verify: DescribeSecret -> ResourceNotFoundException"], noop, ok),
-        Step("the ledger", [f"DeleteTable {LEDGER_TABLE}",
+        Step("the ledger", [f"DeleteTable {LEDGER_TABLE}, {AUDIT_TABLE} (the audit trail)",
                             "verify: DescribeTable -> ResourceNotFoundException (not a count of 0)"], noop, ok),
         Step("stop the local stack", ["python -m scripts.local_stack down", "verify: no process, no open port"],
              noop, ok),
@@ -372,10 +384,11 @@ def aws_steps(context: list[str], progress: Callable[[str], None], *, dry_run: b
               "verify: DescribeStacks -> does not exist; DescribeSecret -> ResourceNotFoundException"],
              destroy_rest, stack_gone),
         Step("the ledger (retained by the stack)",
-             [f"UpdateTable {LEDGER_TABLE} --no-deletion-protection; DeleteTable; wait",
+             [f"UpdateTable {LEDGER_TABLE}, {AUDIT_TABLE} (the audit trail) --no-deletion-protection; "
+              "DeleteTable; wait",
               "verify: DescribeTable -> ResourceNotFoundException (not a count of 0)"],
-             lambda: delete_table(clients["dynamodb"], LEDGER_TABLE, progress),
-             lambda: verify_table_gone(clients["dynamodb"], LEDGER_TABLE)),
+             lambda: delete_tables(clients["dynamodb"], (LEDGER_TABLE, AUDIT_TABLE), progress),
+             lambda: verify_tables_gone(clients["dynamodb"], (LEDGER_TABLE, AUDIT_TABLE))),
     ]
 
 

@@ -28,9 +28,10 @@ from cadencia_shared.observability import Metric, count_for_tool
 from cadencia_shared.outcomes import Outcome
 
 from . import texts
+from .budgets import Limit, TurnBudget, ending_for
 from .invokers import Invocation
 from .model import Deadline
-from .steps import Ending, HandOff, Reply
+from .steps import Ending, HandOff
 from .tools import ToolCall
 
 
@@ -39,6 +40,8 @@ class RefusalReason(StrEnum):
     names). A new control may bring its own StrEnum."""
 
     OUT_OF_TIME = "sem_tempo"
+    TOOL_BUDGET = "orcamento_de_ferramentas"
+    CANCELLED = "cancelada"
     CEILING = "bloqueado_por_teto"
 
 
@@ -59,6 +62,7 @@ class CallContext:
 
     call: ToolCall
     deadline: Deadline
+    budget: TurnBudget | None = None  # the turn's budget (None: a round run on its own, e.g. in a test)
     notes: dict[str, Any] = field(default_factory=dict)
 
 
@@ -88,7 +92,47 @@ class CallTimeBudget:
             return None
         # Not the customer's fault nor a reason for a human: answer, stay active.
         return Refusal(RefusalReason.OUT_OF_TIME, {"mensagem": "Ferramenta não executada."},
-                       ending=Reply(texts.OUT_OF_TIME, "sem_tempo"))
+                       ending=ending_for(Limit.DEADLINE))
+
+    def after(self, ctx: CallContext, outcome: CallOutcome) -> None:
+        return None
+
+
+class ToolCallBudget:
+    """At most ``TurnBudget.max_tool_calls`` tool calls per turn get past this point
+    (counted when let through, whether or not a later control refuses them: the
+    budget bounds what the model may ask for, not what succeeds)."""
+
+    def before(self, ctx: CallContext) -> Refusal | None:
+        budget = ctx.budget
+        if budget is None or budget.tool_calls < budget.max_tool_calls:
+            if budget is not None:
+                budget.tool_calls += 1
+            return None
+        return Refusal(RefusalReason.TOOL_BUDGET,
+                       {"limite": budget.max_tool_calls, "mensagem": "Limite de ferramentas deste turno atingido."},
+                       ending=ending_for(Limit.TOOL_CALLS))
+
+    def after(self, ctx: CallContext, outcome: CallOutcome) -> None:
+        return None
+
+
+class Cancellation:
+    """An operator's cancellation (``scripts/operador.py cancelar``) refuses every
+    tool call from then on. Before the circuit breaker and the retry ceiling, so a
+    cancelled call is neither a probe nor an attempt; the commit re-checks it
+    atomically (``Ledger.commit_conversation``), so a tool answer that arrives
+    after the command does not win either."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def before(self, ctx: CallContext) -> Refusal | None:
+        if not self.ledger.cancellation_pending(ctx.call.conversation_id):
+            return None
+        return Refusal(RefusalReason.CANCELLED,
+                       {"mensagem": "Atendimento interrompido por um operador; a ferramenta não foi executada."},
+                       ending=ending_for(Limit.CANCELLED))
 
     def after(self, ctx: CallContext, outcome: CallOutcome) -> None:
         return None
@@ -175,9 +219,15 @@ class RetryCeiling:
         self.ledger.record_attempt_result(ctx.notes[RetryCeiling], AttemptResult(result), detail)
 
 
-def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float) -> list[Control]:
+def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float, breaker_failures: int = 5,
+                     breaker_cooldown_s: float = 30.0) -> list[Control]:
     """The chain, in order (see the module doc). One line per control."""
+    from .breaker import CircuitBreaker  # its own module (it imports this one)
+
     return [
         CallTimeBudget(reserve_s),
+        ToolCallBudget(),
+        Cancellation(ledger),
+        CircuitBreaker(ledger, failures=breaker_failures, cooldown_s=breaker_cooldown_s),
         RetryCeiling(ledger, ceiling),
     ]

@@ -8,6 +8,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.parameters import SecretsProvider
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from cadencia_shared.audit_chain import AuditChain
 from cadencia_shared.aws import client
 from cadencia_shared.handler import InvalidEvent, parse_event
 from cadencia_shared.ledger import Ledger
@@ -59,9 +60,11 @@ def reset() -> None:
 
 
 def _build(settings: OrchestratorSettings) -> Orchestrator:
+    dynamodb = client("dynamodb", settings.aws)
+    chain = AuditChain(settings.audit_table, dynamodb) if settings.audit_table else None
     return Orchestrator(
         settings=settings,
-        ledger=Ledger(settings.ledger.table_name, client("dynamodb", settings.aws)),
+        ledger=Ledger(settings.ledger.table_name, dynamodb, audit_chain=chain),
         model=model_client(settings, build_sdk(settings, api_key=_api_key(settings))),
         invoker=_invoker(settings),
         logger=logger,

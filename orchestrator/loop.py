@@ -38,6 +38,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from cadencia_shared.ledger import (
+    CancellationPending,
     ConversationBusy,
     ConversationOfAnotherCustomer,
     ConversationState,
@@ -49,6 +50,7 @@ from cadencia_shared.ledger import (
 from cadencia_shared.observability import Metric, count
 
 from . import history, texts
+from .budgets import Limit, TurnBudget, ending_for
 from .events import TurnReply, TurnRequest
 from .controls import Control, default_controls
 from .invokers import ToolInvoker
@@ -81,6 +83,7 @@ class _TurnState:
     request: TurnRequest
     deadline: Deadline
     messages: list[dict[str, Any]]
+    budget: TurnBudget
     shrunk_for_context: bool = False
 
 
@@ -100,7 +103,9 @@ class Orchestrator:
         self.model = model
         self.invoker = invoker
         if controls is None:
-            controls = default_controls(ledger, ceiling=settings.ceiling, reserve_s=settings.reserve_s)
+            controls = default_controls(ledger, ceiling=settings.ceiling, reserve_s=settings.reserve_s,
+                                        breaker_failures=settings.breaker_failures,
+                                        breaker_cooldown_s=settings.breaker_cooldown_s)
         self.tool_round = ToolRound(invoker, controls)
         self.tools = definitions(strict=settings.strict_tools)
         self.log = logger or Logger(service="orchestrator")
@@ -131,11 +136,7 @@ class Orchestrator:
             raise ConversationBusyError(req.conversaId) from None
 
         try:
-            outcome = self._turn(req, state, deadline)
-            reply = self._reply(req, outcome.reply, outcome.status.value, outcome.reason)
-            # The new state and "this message was answered" commit in one transaction.
-            self.ledger.commit_conversation(state, mensagens=outcome.messages, status=outcome.status,
-                                            inbound=inbound, resposta=reply.model_dump(mode="json"))
+            reply = self._commit(req, state, inbound, self._turn(req, state, deadline))
         except StaleConversation:
             self.ledger.append_audit(conversa_id=req.conversaId, evento="COMMIT_CONCORRENTE_REJEITADO",
                                      detalhes={"mensagemId": req.mensagemId, "versao": state.versao})
@@ -147,17 +148,46 @@ class Orchestrator:
             raise
         return reply
 
+    def _commit(self, req: TurnRequest, state: ConversationState, inbound: Any, outcome: _Outcome) -> TurnReply:
+        """The new state and "this message was answered" commit in one transaction,
+        fenced on the lease and on no pending cancellation."""
+        try:
+            return self._write(req, state, inbound, outcome)
+        except CancellationPending:
+            # The operator's command came after the last check: it wins over what
+            # this turn decided (a tool result that arrived late included).
+            self._record_limit(req, Limit.CANCELLED, {"verificadoNo": "commit"})
+            ending = ending_for(Limit.CANCELLED)
+            return self._write(req, state, inbound, _Outcome(
+                outcome.messages, ConversationStatus.WAITING_HUMAN, ending.text, ending.reason))
+
+    def _write(self, req: TurnRequest, state: ConversationState, inbound: Any, outcome: _Outcome) -> TurnReply:
+        reply = self._reply(req, outcome.reply, outcome.status.value, outcome.reason)
+        self.ledger.commit_conversation(state, mensagens=outcome.messages, status=outcome.status, inbound=inbound,
+                                        resposta=reply.model_dump(mode="json"),
+                                        cancelled=outcome.reason == Limit.CANCELLED)
+        return reply
+
     def _turn(self, req: TurnRequest, state: ConversationState, deadline: Deadline) -> _Outcome:
         messages = history.append_user_text(state.mensagens, req.mensagem)
         if state.status is ConversationStatus.WAITING_HUMAN:
             # A human owns the conversation now: the model is not consulted.
             return _Outcome(messages, ConversationStatus.WAITING_HUMAN, texts.WAITING_HUMAN, "aguardando_humano")
-        turn = _TurnState(req, deadline, history.trim(messages, self.settings.history_max_messages))
-        for _ in range(self.settings.max_rounds):
+        turn = _TurnState(req, deadline, history.trim(messages, self.settings.history_max_messages),
+                          self._budget())
+        while True:
+            spent = turn.budget.before_model_call(deadline)
+            if spent is not None:
+                return self._end(turn, spent)
             outcome = self._apply(turn, self._ask_model(turn))
             if outcome is not None:
                 return outcome
-        return self._end(turn, HandOff(texts.ROUND_LIMIT, "limite_de_rodadas"))
+
+    def _budget(self) -> TurnBudget:
+        cfg = self.settings
+        return TurnBudget(max_model_calls=cfg.max_rounds, max_tool_calls=cfg.max_tool_calls,
+                          max_tokens=cfg.max_turn_tokens, reserve_s=cfg.reserve_s,
+                          min_model_call_s=self.model.min_call_s)
 
     def _ask_model(self, turn: _TurnState) -> Step:
         try:
@@ -169,6 +199,7 @@ class Orchestrator:
             return ShrinkContext()
         except ModelUnavailable as err:
             return step_for_model_error(err)
+        turn.budget.add_usage(response.usage)
         return next_step(response)
 
     def _apply(self, turn: _TurnState, step: Step) -> _Outcome | None:
@@ -185,7 +216,7 @@ class Orchestrator:
     def _run_tools(self, turn: _TurnState, step: RunTools) -> _Outcome | None:
         seen = history.tool_use_ids(turn.messages)
         turn.messages.append({"role": "assistant", "content": step.content})
-        done = self.tool_round.run(turn.request, step.blocks, turn.deadline, seen)
+        done = self.tool_round.run(turn.request, step.blocks, turn.deadline, seen, turn.budget)
         turn.messages.append({"role": "user", "content": done.results})
         ending = done.ending
         return None if ending is None else self._end(turn, ending)
@@ -213,6 +244,8 @@ class Orchestrator:
     def _end(self, turn: _TurnState, step: Ending) -> _Outcome:
         if step.diagnosis is not None:
             self._record(turn.request, step.diagnosis)
+        if step.limit is not None:
+            self._record_limit(turn.request, Limit(step.limit), turn.budget.figures())
         if isinstance(step, HandOff):
             count(Metric.HUMAN_HANDOFFS, {"Motivo": step.reason})
             self.ledger.append_audit(conversa_id=turn.request.conversaId, evento="ENCAMINHADO_PARA_HUMANO",
@@ -229,6 +262,11 @@ class Orchestrator:
             self.ledger.append_audit(conversa_id=req.conversaId, evento=event, detalhes=details)
         if diagnosis.warning is not None:
             self.log.warning("unknown stop reason", extra=diagnosis.warning)
+
+    def _record_limit(self, req: TurnRequest, limit: Limit, details: dict[str, Any]) -> None:
+        count(Metric.TURN_LIMITS, {"Motivo": limit.value})
+        self.ledger.append_audit(conversa_id=req.conversaId, evento="TURNO_INTERROMPIDO",
+                                 detalhes={"motivo": limit.value, "mensagemId": req.mensagemId, **details})
 
     @staticmethod
     def _reply(req: TurnRequest, text: str | None, status: str, reason: str, *, duplicate: bool = False) -> TurnReply:

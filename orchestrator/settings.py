@@ -30,8 +30,19 @@ class OrchestratorSettings(EnvSettings):
     model_backoff_cap_s: float = Field(4.0, alias="MODEL_BACKOFF_CAP_S", ge=0)
     # The retry ceiling per (conversaId, pedidoId, ferramenta). Lab 87: 4.
     ceiling: int = Field(4, alias="TETO_TENTATIVAS", ge=1, le=50)
+    # Circuit breaker per tool, shared by every instance: opens after this many
+    # consecutive failures (crash, timeout, throttle; not a typed refusal)...
+    breaker_failures: int = Field(5, alias="DISJUNTOR_FALHAS", ge=1, le=100)
+    # ... and lets one probe through this long after opening.
+    breaker_cooldown_s: float = Field(30.0, alias="DISJUNTOR_ESPERA_S", gt=0, le=3600)
     # Model rounds a single customer message may take before a human takes over.
+    # (This is the turn's model-call budget: one model request per round.)
     max_rounds: int = Field(8, alias="MAX_RODADAS_POR_TURNO", ge=1, le=50)
+    # Tool calls one customer message may trigger, all tools together (issue 11).
+    max_tool_calls: int = Field(12, alias="MAX_FERRAMENTAS_POR_TURNO", ge=1, le=200)
+    # Tokens one customer message may spend, from each response's ``usage``
+    # (input, cached input and output); checked before each model call.
+    max_turn_tokens: int = Field(200_000, alias="MAX_TOKENS_POR_TURNO", ge=1_000)
     # Longer than the Lambda timeout, so a live invocation never loses its lease.
     conversation_lease_s: int = Field(120, alias="CONVERSA_LEASE_S", ge=5)
     # Seconds kept in reserve at the end of a turn to commit state and answer.
@@ -42,6 +53,9 @@ class OrchestratorSettings(EnvSettings):
         default_factory=lambda: {name: spec.function_name for name, spec in TOOLS.items()}, alias="TOOL_FUNCTIONS"
     )
     strict_tools: bool = Field(True, alias="STRICT_TOOLS")
+    # The hash-chained audit table (cadencia_shared.audit_chain); unset: audit
+    # records stay ``auditoria#`` items of the ledger (tests that read them there).
+    audit_table: str | None = Field(None, alias="AUDIT_TABLE")
     ledger: LedgerSettings = Field(default_factory=LedgerSettings)
     aws: AwsSettings = Field(default_factory=AwsSettings)
 

@@ -45,6 +45,7 @@ class Reply:
     reason: str  # ``motivo`` on the wire
     keep: Content | None = None  # assistant content added to the history first
     diagnosis: Diagnosis | None = None
+    limit: str | None = None  # the per-turn limit that ended the turn (budgets.Limit): audited, counted
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class HandOff:
     text: str
     reason: str
     diagnosis: Diagnosis | None = None
+    limit: str | None = None  # as ``Reply.limit``
 
 
 @dataclass(frozen=True)

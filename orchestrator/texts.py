@@ -24,6 +24,14 @@ CONTEXT_EXCEEDED = (
 )
 TRUNCATED = "Desculpe, minha resposta ficou incompleta. Pode repetir a pergunta de outro jeito?"
 OUT_OF_TIME = "Desculpe, não consegui concluir isso agora. Pode me mandar a mensagem de novo em instantes?"
+CANCELLED = (
+    "Um atendente interrompeu o atendimento automático desta conversa — "
+    "ele vai continuar com você por aqui em breve."
+)
+TOOL_UNAVAILABLE = (
+    "Um dos nossos sistemas está instável agora e não consegui concluir seu atendimento por aqui. "
+    "Pode tentar de novo em alguns minutos?"
+)
 EMPTY_REPLY = "Certo! Posso ajudar com mais alguma coisa?"
 IN_PROGRESS = "Recebi sua mensagem e já estou cuidando dela."
 

@@ -22,6 +22,7 @@ from cadencia_shared.catalog import TOOLS
 from cadencia_shared.observability import Metric, count, count_for_tool
 
 from . import history
+from .budgets import TurnBudget
 from .controls import CallContext, CallOutcome, Control, Refusal
 from .events import TurnRequest
 from .invokers import Invocation, InvocationStatus, ToolInvoker
@@ -46,7 +47,8 @@ class ToolRound:
         self.invoker = invoker
         self.controls = list(controls)
 
-    def run(self, req: TurnRequest, blocks: list[Any], deadline: Deadline, seen: set[str]) -> RoundResult:
+    def run(self, req: TurnRequest, blocks: list[Any], deadline: Deadline, seen: set[str],
+            budget: TurnBudget | None = None) -> RoundResult:
         done = RoundResult()
         seen = set(seen)
         for block in blocks:
@@ -60,13 +62,14 @@ class ToolRound:
                 }))
                 continue
             seen.add(block.id)
-            result, refusal = self._run_one(req, block, deadline)
+            result, refusal = self._run_one(req, block, deadline, budget)
             done.results.append(result)
             if refusal is not None and refusal.ending is not None:
                 done.endings.append(refusal.ending)
         return done
 
-    def _run_one(self, req: TurnRequest, block: Any, deadline: Deadline) -> tuple[dict[str, Any], Refusal | None]:
+    def _run_one(self, req: TurnRequest, block: Any, deadline: Deadline,
+                 budget: TurnBudget | None) -> tuple[dict[str, Any], Refusal | None]:
         spec = TOOLS.get(block.name)
         if spec is None:
             return _error(block.id, {"erro": "ferramenta_desconhecida", "ferramenta": block.name}), None
@@ -76,7 +79,7 @@ class ToolRound:
             return _error(block.id, {"erro": "entrada_invalida", "detalhes": errors}), None
         call = ToolCall(spec=spec, tool_use_id=block.id, arguments=dict(block.input),
                         conversation_id=req.conversaId, customer_id=req.clienteId)
-        ctx = CallContext(call, deadline)
+        ctx = CallContext(call, deadline, budget)
         passed: list[Control] = []
         for control in self.controls:
             refusal = control.before(ctx)

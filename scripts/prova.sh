@@ -13,8 +13,10 @@
 # no ceiling, no idempotency) and the production design (Figure 2: the real
 # orchestrator and tool Lambdas), writes resultado-minima.json,
 # resultado-producao.json (+ .resumo.json) and resultado-comparacao.png in
-# resultados/, prints the comparison, and brings the stack down.
-# Exits non-zero if the production design made any duplicate debit.
+# resultados/, prints the comparison, then (round 3) runs a tool whose Lambda keeps
+# failing through the production design (resultado-disjuntor.json) and brings the
+# stack down. Exits non-zero if the production design made any duplicate debit, or
+# if the failing tool was called more than the breaker's N times.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -66,3 +68,7 @@ echo
 
 $PY -m scripts.harness.comparar "$OUT/resultado-minima.json" "$OUT/resultado-producao.json" \
   --grafico "$OUT/resultado-comparacao.png"
+
+# -- Round 3: a tool whose Lambda keeps failing (injected): the circuit breaker --
+echo
+$PY -m scripts.harness.disjuntor --saida "$OUT/resultado-disjuntor.json" "${EXTRA[@]}"

@@ -34,6 +34,14 @@ from scripts.local_stack.gateway_admin import GatewayAdmin
 
 @pytest.fixture(scope="session")
 def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[stack.StackState]:
+    shared = os.environ.get("CADENCIA_TEST_STACK_DIR")
+    if shared:
+        # Mutation testing runs pytest once per mutant: it starts one stack in this
+        # directory beforehand (scripts/mutacao.sh), and every run reuses it.
+        os.environ["CADENCIA_LOCAL_STACK_DIR"] = shared
+        yield stack.up()
+        db.close_all()
+        return
     directory = tmp_path_factory.mktemp("local-stack")
     previous = os.environ.get("CADENCIA_LOCAL_STACK_DIR")
     os.environ["CADENCIA_LOCAL_STACK_DIR"] = str(directory)

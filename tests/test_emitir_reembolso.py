@@ -4,6 +4,7 @@ refund user) and the real loopback gateway (debits counted at the server)."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from decimal import Decimal
 
@@ -240,7 +241,9 @@ def test_abandoned_claim_that_did_debit_is_reconciled_by_resending(tools, gatewa
 
     event = _event()
     key = refund_idempotency_key(event["conversaId"], "4821")
-    clock = [1_000_000.0]
+    # A minute ago: the claim's 30 s lease is over, and it is well inside the
+    # gateway's idempotency window (past it, a claim is never re-sent).
+    clock = [time.time() - 60]
     ledger = ledger_mod.Ledger("cadencia-agente-execucoes", mocked_aws["dynamodb"], clock=lambda: clock[0])
     claim = ledger.claim_refund(chave=key, conversa_id=event["conversaId"], pedido_id="4821", cliente_id=1001,
                                 valor=Decimal("50.00"), lease_s=30)
@@ -248,7 +251,6 @@ def test_abandoned_claim_that_did_debit_is_reconciled_by_resending(tools, gatewa
     PaymentGatewayClient(local_stack.gateway_url, 2).refund(
         idempotency_key=key, pedido_id="4821", valor=Decimal("50.00"), token=local_stack.gateway_token
     )
-    # The claim's lease (1970) is long expired in real time.
     out = tools(EMITIR_REEMBOLSO, {**event, "valor": 20.0})  # the retry's new amount is never sent
     assert out["resultado"] == "bloqueado_por_idempotencia"
     assert out["dados"]["conciliado"] is True and out["dados"]["valor"] == "50.00"

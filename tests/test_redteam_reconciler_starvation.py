@@ -59,21 +59,16 @@ def _unknown_claim(store) -> str:
     claim = store.claim_refund(chave=key, conversa_id=conv, pedido_id=ORDER, cliente_id=1001,
                                valor=Decimal("10.00"), lease_s=1)
     store.settle_claim(claim, ClaimStatus.UNKNOWN)
-    time.sleep(0.01)  # distinct creation times: the index's sort key
+    time.sleep(0.01)  # distinct visit times: the index's sort key
     return key
 
 
-@pytest.mark.xfail(strict=True, reason="red team: the reconciler always reads the oldest RECONCILER_BATCH claims "
-                   "(sorted by creation), so that many claims the gateway keeps in flight starve every newer one")
 def test_claims_the_gateway_cannot_settle_do_not_starve_newer_ones(local_stack, erp, selective_gateway):
-    """DEFECT: ``Ledger.unsettled_claims`` queries the sparse index oldest first
-    (sort key ``registradoEm`` = creation time) with ``Limit=batch`` (15 deployed),
-    and a claim that stays unknown keeps its place. Once ``batch`` claims stay
-    unknown (a gateway holding their keys in flight, or answering "pendente"),
-    every pass visits exactly those and no newer claim is ever reconciled: its
-    reservation holds the order's balance forever, although the gateway would
-    settle it at the first ask. The alarm on the oldest age fires, but nothing
-    the operator can do short of settling the stuck ones by hand unblocks the rest."""
+    """Was a defect: the sparse index was sorted by creation, so ``batch`` claims
+    that stay unknown (a gateway holding their keys in flight) kept their place at
+    the head and no newer claim was ever reconciled. Its sort key is now the last
+    visit (``visitadoEm``): a visit that leaves a claim pending sends it to the back,
+    so the next pass reaches the claims behind it."""
     store = ledger(local_stack)
     stuck = [_unknown_claim(store) for _ in range(BATCH)]
     selective_gateway.update(stuck)
@@ -81,3 +76,15 @@ def test_claims_the_gateway_cannot_settle_do_not_starve_newer_ones(local_stack, 
     for _ in range(3):
         reconcile_pass(local_stack)
     assert store.get_claim(newest).status is ClaimStatus.EXECUTED, "the settleable claim was never visited"
+
+
+def test_passes_rotate_through_every_pending_claim(local_stack, erp, selective_gateway):
+    """Seven claims the gateway keeps in flight, three per pass: three passes visit
+    every one of them (a round robin, not the same head three times)."""
+    store = ledger(local_stack)
+    stuck = [_unknown_claim(store) for _ in range(7)]
+    selective_gateway.update(stuck)
+    visited = [v.chave for _ in range(3) for v in reconcile_pass(local_stack).visits]
+    assert len(visited) == 3 * BATCH
+    assert set(visited) == set(stuck)
+    assert all(store.get_claim(k).status is ClaimStatus.UNKNOWN for k in stuck)  # nothing settled on a 409

@@ -81,12 +81,12 @@ def kill_when_posted(proc: subprocess.Popen, gateway, posts: int) -> None:
     assert proc.returncode == -signal.SIGKILL
 
 
-def reconcile_pass(local_stack):
+def reconcile_pass(local_stack, **extra: str):
     from conciliar_reembolsos.handler import build
     from conciliar_reembolsos.settings import ReconcilerSettings
 
     refund_handler.reset_adapters()
-    with function_environment({**local_stack.reconciler_environment(), **FAST}):
+    with function_environment({**local_stack.reconciler_environment(), **FAST, **extra}):
         report = build(ReconcilerSettings.from_env()).run_pass()
     refund_handler.reset_adapters()
     return report

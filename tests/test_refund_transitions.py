@@ -35,6 +35,7 @@ EXPECTED: dict[tuple[ClaimStatus | None, Event], tuple[ClaimStatus, Money]] = {
     (S.RECONCILING, Event.REJECTED): (S.UNKNOWN, Money.HOLD),
     (S.RECONCILING, Event.NO_ANSWER): (S.UNKNOWN, Money.HOLD),
     (S.RECONCILING, Event.SECRET_FAILED): (S.UNKNOWN, Money.HOLD),
+    (S.RECONCILING, Event.WINDOW_EXPIRED): (S.UNKNOWN, Money.HOLD),
 }
 
 ALL_STATES: list[ClaimStatus | None] = [ABSENT, *ClaimStatus]

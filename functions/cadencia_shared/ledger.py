@@ -15,6 +15,7 @@ reivindicacao          ``reivindicacao#{chaveIdempotencia}``      PutItem attrib
 contador_tentativas    ``contador#{conversa}#{assunto}#{tool}``   UpdateItem ADD (atomic number)
 tentativa              ``tentativa#{conversa}#{assunto}#{tool}#n`` PutItem attribute_not_exists
 conversa               ``conversa#{conversa}``                    UpdateItem with version fence
+                                                                  (+ no pending cancellation)
 mensagem               ``mensagem#{conversa}#{mensagemId}``       PutItem attribute_not_exists
 auditoria              ``auditoria#{uuid}``                       PutItem attribute_not_exists
 =====================  =========================================  ===============================
@@ -51,6 +52,11 @@ GSI_SORT = "registradoEm"
 # carry ``pendencia``, so the reconciler reads its work list without a scan.
 GSI_UNSETTLED = "reembolsosPendentes"
 GSI_UNSETTLED_PARTITION = "pendencia"
+# The unsettled index's sort key: when the claim was last written by a visit (its
+# creation, a retake, an unsettled outcome). Oldest visit first, so a claim the
+# gateway keeps unknown goes to the back after each visit and can never starve the
+# claims behind it. ``registradoEm`` keeps its meaning (creation, ``porConversa``).
+GSI_UNSETTLED_SORT = "visitadoEm"
 UNSETTLED_MARK = "reembolso"
 TTL_ATTRIBUTE = "expiraEm"
 
@@ -113,6 +119,16 @@ class ConversationStatus(StrEnum):
     WAITING_HUMAN = "aguardando_humano"
 
 
+DETAIL_MAX = 200  # characters of a claim's ``detalhe``: a note for people, never a whole body
+
+
+def clip_detail(detalhe: str) -> str:
+    """What the ledger keeps of a failure's description. Its sources include text
+    from outside (a gateway's error body), which must not grow an item toward
+    DynamoDB's 400 KB limit (the write would fail and leave the claim unsettled)."""
+    return detalhe if len(detalhe) <= DETAIL_MAX else detalhe[: DETAIL_MAX - 1] + "…"
+
+
 def refund_idempotency_key(conversa_id: str, pedido_id: str) -> str:
     """Lab 87's key: one refund per (conversation, order)."""
     return f"{_id(conversa_id)}#{_id(pedido_id)}#reembolso"
@@ -155,6 +171,16 @@ class StaleConversation(LedgerError):
     """The commit's version fence failed: someone else advanced the conversation."""
 
 
+class CancellationPending(LedgerError):
+    """The commit found an operator's cancellation on the conversation (our lease
+    and version still hold): the turn must end as cancelled instead."""
+
+
+# An operator's cancellation: an attribute of the conversation item, so the
+# commit's own condition sees it atomically (no extra item, no extra IAM action).
+CANCELLATION_ATTRIBUTE = "cancelamentoSolicitadoEm"
+
+
 # --- item models --------------------------------------------------------------
 
 
@@ -174,9 +200,16 @@ class RefundClaim:
     transacao_gateway: str | None = None
     detalhe: str | None = None
     erp_atualizado: bool = False
+    primeiro_envio_em: str | None = None  # the first ``envio_possivel`` record (never rewritten)
 
     def lease_expired(self, now_ms: int) -> bool:
         return now_ms >= self.lease_ate_ms
+
+    def first_possible_send_ms(self) -> int:
+        """When a request may first have left for this key: the first send record,
+        or (a claim written without one) its creation, which is no later."""
+        when = self.primeiro_envio_em or self.criado_em
+        return int(datetime.fromisoformat(when.replace("Z", "+00:00")).timestamp() * 1000)
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> RefundClaim:
@@ -195,6 +228,7 @@ class RefundClaim:
             transacao_gateway=item.get("transacaoGateway"),
             detalhe=item.get("detalhe"),
             erp_atualizado=bool(item.get("erpAtualizado", False)),
+            primeiro_envio_em=item.get("primeiroEnvioEm"),
         )
 
 
@@ -258,7 +292,10 @@ class Ledger:
         client: Any | None = None,
         *,
         clock: Callable[[], float] = time.time,
+        audit_chain: Any = None,
     ) -> None:
+        """``audit_chain``: a ``cadencia_shared.audit_chain.AuditChain``; given, audit
+        records go to its hash-chained table instead of ``auditoria#`` items here."""
         if client is None:
             import boto3
 
@@ -266,6 +303,7 @@ class Ledger:
         self.table_name = table_name
         self.client = client
         self._clock = clock
+        self.audit_chain = audit_chain
 
     # time -----------------------------------------------------------------
     def now_ms(self) -> int:
@@ -344,6 +382,7 @@ class Ledger:
             "atualizadoEm": claim.atualizado_em,
             GSI_SORT: claim.criado_em,
             GSI_UNSETTLED_PARTITION: UNSETTLED_MARK,
+            GSI_UNSETTLED_SORT: claim.criado_em,
         }
         try:
             self.client.put_item(
@@ -391,10 +430,12 @@ class Ledger:
                 Key=self._key(f"reivindicacao#{existing.chave}"),
                 UpdateExpression=(
                     "SET #st = :novo, dono = :dono, leaseAteMs = :lease, valor = :valor, "
-                    "atualizadoEm = :agora, execucoes = execucoes + :um, #pend = :pend REMOVE detalhe"
+                    "atualizadoEm = :agora, #visita = :agora, execucoes = execucoes + :um, #pend = :pend "
+                    "REMOVE detalhe"
                 ),
                 ConditionExpression="dono = :dono_antigo AND #st = :st_antigo",
-                ExpressionAttributeNames={"#st": "status", "#pend": GSI_UNSETTLED_PARTITION},
+                ExpressionAttributeNames={"#st": "status", "#pend": GSI_UNSETTLED_PARTITION,
+                                          "#visita": GSI_UNSETTLED_SORT},
                 ExpressionAttributeValues=self._ser(
                     {
                         ":novo": new.status.value,
@@ -433,14 +474,22 @@ class Ledger:
         sets = ["#st = :st", "atualizadoEm = :agora"]
         if status in SETTLED_CLAIM_STATUSES:
             tail = " REMOVE #pend"
-        else:
-            sets.append("#pend = :pend")
+        else:  # still pending: this visit sends it to the back of the reconciler's list
+            names["#visita"] = GSI_UNSETTLED_SORT
+            sets += ["#pend = :pend", "#visita = :agora"]
             values[":pend"] = UNSETTLED_MARK
             tail = ""
+        first_send = claim.primeiro_envio_em
+        if status is ClaimStatus.SENDING:
+            # The gateway's idempotency window starts at the first request; a later
+            # retake keeps the earliest time (if_not_exists), the conservative one.
+            sets.append("primeiroEnvioEm = if_not_exists(primeiroEnvioEm, :agora)")
+            first_send = first_send or values[":agora"]
         if transacao_gateway is not None:
             sets.append("transacaoGateway = :tx")
             values[":tx"] = transacao_gateway
         if detalhe is not None:
+            detalhe = clip_detail(detalhe)
             sets.append("detalhe = :det")
             values[":det"] = detalhe
         if valor is not None:
@@ -466,11 +515,14 @@ class Ledger:
             transacao_gateway=transacao_gateway or claim.transacao_gateway,
             detalhe=detalhe or claim.detalhe,
             valor=claim.valor if valor is None else valor,
+            primeiro_envio_em=first_send,
         )
 
     def unsettled_claims(self, *, limit: int = 100) -> list[RefundClaim]:
-        """Refund claims not yet settled with the gateway, oldest first: a Query on
-        the sparse index (only unsettled claims are in it), never a Scan."""
+        """Refund claims not yet settled with the gateway, least recently visited
+        first: a Query on the sparse index (only unsettled claims are in it), never
+        a Scan. Every visit that leaves a claim pending rewrites its ``visitadoEm``,
+        so successive passes rotate through the whole list."""
         claims: list[RefundClaim] = []
         kwargs: dict[str, Any] = {
             "TableName": self.table_name,
@@ -644,19 +696,27 @@ class Ledger:
         status: ConversationStatus,
         inbound: InboundClaim | None = None,
         resposta: dict[str, Any] | None = None,
+        cancelled: bool = False,
     ) -> ConversationState:
         """Write the new state and release the lease, fenced on (version, owner) —
         and, given ``inbound``, mark that message answered with ``resposta`` in the
         same transaction: the state and "this message was answered" commit together
         or not at all (so a redelivery can neither be lost nor run twice)."""
+        # An operator's cancellation wins over whatever the turn decided: the commit
+        # of a turn that did not end as cancelled is refused while one is pending;
+        # the cancelled turn's commit consumes it.
+        fence = "versao = :v AND dono = :dono"
+        if not cancelled:
+            fence += f" AND attribute_not_exists({CANCELLATION_ATTRIBUTE})"
         update = {
             "TableName": self.table_name,
             "Key": self._key(f"conversa#{state.conversa_id}"),
             "UpdateExpression": (
                 "SET mensagensZ = :m, #st = :st, versao = versao + :um, atualizadoEm = :agora, "
                 "turnos = if_not_exists(turnos, :zero) + :um REMOVE dono, leaseAteMs"
+                + (f", {CANCELLATION_ATTRIBUTE}" if cancelled else "")
             ),
-            "ConditionExpression": "versao = :v AND dono = :dono",
+            "ConditionExpression": fence,
             "ExpressionAttributeNames": {"#st": "status"},
             "ExpressionAttributeValues": self._ser(
                 {
@@ -680,9 +740,48 @@ class Ledger:
         except ClientError as err:
             reasons = [r.get("Code") for r in err.response.get("CancellationReasons", [])]
             if self._condition_failed(err) or "ConditionalCheckFailed" in reasons:
+                if not cancelled and self._cancelled_under_our_lease(state):
+                    raise CancellationPending(state.conversa_id) from None
                 raise StaleConversation(state.conversa_id) from None
             raise
         return replace(state, mensagens=mensagens, status=status, versao=state.versao + 1, turnos=state.turnos + 1)
+
+    def _cancelled_under_our_lease(self, state: ConversationState) -> bool:
+        item = self._conversation_fields(state.conversa_id, "versao", "dono", CANCELLATION_ATTRIBUTE)
+        return (item.get("versao") == state.versao and item.get("dono") == state.dono
+                and CANCELLATION_ATTRIBUTE in item)
+
+    def _conversation_fields(self, conversa_id: str, *names: str) -> dict[str, Any]:
+        """A few attributes of the conversation, never its (large) message history."""
+        resp = self.client.get_item(
+            TableName=self.table_name, Key=self._key(f"conversa#{_id(conversa_id)}"), ConsistentRead=True,
+            ProjectionExpression=", ".join(f"#a{i}" for i in range(len(names))),
+            ExpressionAttributeNames={f"#a{i}": name for i, name in enumerate(names)},
+        )
+        return self._de(resp["Item"]) if "Item" in resp else {}
+
+    def cancellation_pending(self, conversa_id: str) -> bool:
+        """Whether an operator asked to stop this conversation's automatic turn
+        (one strongly consistent GetItem of one attribute)."""
+        return CANCELLATION_ATTRIBUTE in self._conversation_fields(conversa_id, CANCELLATION_ATTRIBUTE)
+
+    def request_cancellation(self, conversa_id: str) -> bool:
+        """The operator's command: flag the conversation. The turn in flight (or
+        the next one) ends as cancelled and consumes the flag. False: no such
+        conversation. Never touches the version or the lease, so it cannot
+        break a fence — it only makes a commit that ignores it fail."""
+        try:
+            self.client.update_item(
+                TableName=self.table_name, Key=self._key(f"conversa#{_id(conversa_id)}"),
+                UpdateExpression=f"SET {CANCELLATION_ATTRIBUTE} = if_not_exists({CANCELLATION_ATTRIBUTE}, :agora)",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues=self._ser({":agora": self._iso()}),
+            )
+        except ClientError as err:
+            if self._condition_failed(err):
+                return False
+            raise
+        return True
 
     def release_conversation(self, state: ConversationState) -> None:
         """Give the lease back without changing the state (a turn that failed cleanly)."""
@@ -777,6 +876,8 @@ class Ledger:
     # audit -------------------------------------------------------------------------
     def append_audit(self, *, conversa_id: str | None, evento: str, detalhes: dict[str, Any]) -> str:
         """Append one audit event; never overwrites (attribute_not_exists)."""
+        if self.audit_chain is not None:
+            return str(self.audit_chain.append(conversa_id=conversa_id, evento=evento, detalhes=detalhes))
         event_id = uuid.uuid4().hex
         now = self._iso()
         self.client.put_item(
@@ -839,6 +940,7 @@ def table_definition(table_name: str) -> dict[str, Any]:
             {"AttributeName": GSI_PARTITION, "AttributeType": "S"},
             {"AttributeName": GSI_SORT, "AttributeType": "S"},
             {"AttributeName": GSI_UNSETTLED_PARTITION, "AttributeType": "S"},
+            {"AttributeName": GSI_UNSETTLED_SORT, "AttributeType": "S"},
         ],
         "KeySchema": [{"AttributeName": TABLE_KEY, "KeyType": "HASH"}],
         "GlobalSecondaryIndexes": [
@@ -854,7 +956,7 @@ def table_definition(table_name: str) -> dict[str, Any]:
                 "IndexName": GSI_UNSETTLED,
                 "KeySchema": [
                     {"AttributeName": GSI_UNSETTLED_PARTITION, "KeyType": "HASH"},
-                    {"AttributeName": GSI_SORT, "KeyType": "RANGE"},
+                    {"AttributeName": GSI_UNSETTLED_SORT, "KeyType": "RANGE"},
                 ],
                 "Projection": {"ProjectionType": "ALL"},
             },

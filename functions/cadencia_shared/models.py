@@ -120,15 +120,20 @@ _INVISIBLE_CHARACTERS = frozenset("\u115f\u1160\u3164\uffa0\u034f")
 _MESSAGE_ALLOWED = frozenset("\n\r\t\u200d")
 
 
-def _no_control_characters(allowed: frozenset[str]) -> AfterValidator:
-    def check(value: str) -> str:
-        for char in value:
-            if char not in allowed and (unicodedata.category(char) in _FORBIDDEN_CATEGORIES
-                                        or char in _INVISIBLE_CHARACTERS):
-                raise ValueError(f"caractere de controle ou de formatação não permitido: U+{ord(char):04X}")
+def _no_control_characters(allowed: frozenset[str]) -> BeforeValidator:
+    # A *before* validator: it sees the text as sent, before ``strip_whitespace``
+    # (Python's strip() removes U+2028/2029, U+0085, VT and FF at the ends, which
+    # would otherwise be silently dropped instead of refused). Non-strings pass on to
+    # the strict ``str`` check, which refuses them.
+    def check(value: Any) -> Any:
+        if isinstance(value, str):
+            for char in value:
+                if char not in allowed and (unicodedata.category(char) in _FORBIDDEN_CATEGORIES
+                                            or char in _INVISIBLE_CHARACTERS):
+                    raise ValueError(f"caractere de controle ou de formatação não permitido: U+{ord(char):04X}")
         return value
 
-    return AfterValidator(check)
+    return BeforeValidator(check)
 
 
 SingleLineText = _no_control_characters(frozenset())

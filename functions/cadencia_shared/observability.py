@@ -53,8 +53,13 @@ class Metric:
     TOOL_ERRORS = "ErrosDeFerramenta"
     MODEL_ERRORS = "ErrosDoModelo"
     HUMAN_HANDOFFS = "EncaminhamentosHumanos"
+    BREAKER_TRANSITIONS = "TransicoesDoDisjuntor"  # {Ferramenta, Estado}: a circuit changed state
+    BREAKER_REFUSALS = "RecusasPorDisjuntor"  # {Ferramenta}: a call refused while the circuit was open
+    TURN_LIMITS = "TurnosInterrompidos"  # {Motivo}: a budget, the deadline or a cancellation ended the turn
     RECONCILIATIONS = "ConciliacoesDeReembolso"  # {Resultado}: one per claim the reconciler visited
     OLDEST_UNSETTLED_AGE = "IdadeDoReembolsoPendenteMaisAntigo"  # seconds, after each reconciler pass
+    # a claim not re-sent because the gateway may have forgotten its key: a person settles it
+    PAST_IDEMPOTENCY_WINDOW = "ReembolsosForaDaJanelaDeIdempotencia"
 
 
 OUTCOME_DIMENSION = "Resultado"

@@ -9,7 +9,10 @@ For each claim in the ledger's sparse index of unsettled claims (oldest first):
   precedes every POST): taken over and released (``liberado``);
 - unknown, or sending / reconciling past its lease -> taken over and the claim's
   own request re-sent (``RefundService.reconcile_claim``): the gateway's answer
-  settles it (``executado`` / ``recusado``) or it stays ``desconhecido``.
+  settles it (``executado`` / ``recusado``) or it stays ``desconhecido``;
+- past the gateway's idempotency window (``GATEWAY_IDEMPOTENCY_WINDOW_H``) ->
+  taken over and *not* re-sent: it stays ``desconhecido`` for a person
+  (``conciliacao_manual``).
 
 Money moves only through ``emitir_reembolso.transitions`` (no copy of its rules
 here). A failure on one claim is counted (``erro``) and the pass goes on: the
@@ -37,6 +40,7 @@ class Verdict(StrEnum):
     DECLINED = "recusado"
     RELEASED = "liberado"
     UNKNOWN = "desconhecido"
+    MANUAL = "conciliacao_manual"  # past the gateway's idempotency window: not re-sent, a person settles it
     BUSY = "em_andamento"
     ERROR = "erro"
 
@@ -68,7 +72,7 @@ class PassReport:
     @property
     def oldest_unsettled_s(self) -> float:
         """Age of the oldest claim this pass could not settle (0 when none)."""
-        pending = (Verdict.UNKNOWN, Verdict.BUSY, Verdict.ERROR)
+        pending = (Verdict.UNKNOWN, Verdict.MANUAL, Verdict.BUSY, Verdict.ERROR)
         return max((v.idade_s for v in self.visits if v.resultado in pending), default=0.0)
 
     def summary(self) -> dict[str, int | float]:
@@ -109,7 +113,10 @@ class Reconciler:
             return Verdict.BUSY
         if claim.status is ClaimStatus.IN_PROGRESS:
             return self._guarded(claim, lambda: self.service.release_abandoned(claim))
-        return self._guarded(claim, lambda: self.service.reconcile_claim(claim))
+        verdict = self._guarded(claim, lambda: self.service.reconcile_claim(claim))
+        if verdict is Verdict.UNKNOWN and self.service.past_idempotency_window(claim):
+            return Verdict.MANUAL
+        return verdict
 
     @staticmethod
     def _guarded(claim: RefundClaim, settle: Callable[[], tuple[RefundClaim, bool]]) -> Verdict:

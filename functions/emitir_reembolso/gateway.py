@@ -8,14 +8,16 @@ what may happen next:
 - ``GatewayNotReached``: nothing was sent (connection refused, connect timeout)
   -> the claim may be retaken;
 - ``GatewayOutcomeUnknown``: sent, no definitive answer (read timeout, 5xx, reset,
-  409 in flight, any status other than 200/201/402 and 4xx) -> reconcile by key
-  before anyone answers;
+  409 in flight, any status other than 200/201/402 and 4xx, or a body whose status
+  contradicts the HTTP status: a 402 saying ``aprovado``, a 2xx saying ``recusado``)
+  -> reconcile by key before anyone answers;
 - ``GatewayRejected``: a definitive 4xx for *this request* (bad credential,
   key reused with another amount) -> nothing was debited by it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from decimal import Decimal
@@ -59,6 +61,45 @@ class GatewayRefund:
         return self.status == "recusado"
 
 
+WIRE_KEY_MAX = 255  # Stripe's limit on an Idempotency-Key
+WIRE_KEY_DIGEST_PREFIX = "reembolso-sha256-"
+
+
+def wire_idempotency_key(chave: str) -> str:
+    """The ``Idempotency-Key`` sent for a ledger key: the key itself when it fits
+    the gateway's 255 characters (every ordinary id: Lab 87's format unchanged on
+    the wire), else a SHA-256 digest of it (81 characters). Deterministic, so a
+    re-send uses the same key; injective in practice, because a ledger key always
+    contains ``#`` and a digest key never does, and SHA-256 does not collide.
+    (Capping the conversation id instead would also cap the channel's message ids,
+    which share that pattern.)"""
+    if len(chave) <= WIRE_KEY_MAX:
+        return chave
+    return WIRE_KEY_DIGEST_PREFIX + hashlib.sha256(chave.encode()).hexdigest()
+
+
+ERROR_CODE_MAX = 80  # characters of the gateway's ``erro`` kept (stored, logged)
+
+
+def _clip(codigo: object) -> str:
+    """The ``erro`` code as the client keeps it: a str, at most ERROR_CODE_MAX characters."""
+    text = codigo if isinstance(codigo, str) else repr(codigo)
+    if len(text) <= ERROR_CODE_MAX and text.isprintable():
+        return text
+    return repr(text[:ERROR_CODE_MAX])[: ERROR_CODE_MAX + 2] + "…"
+
+
+def _consistent(http_status: int, refund: GatewayRefund) -> bool:
+    """A final status in the body must agree with the HTTP status: approved only
+    with 200/201, declined only with 402. (A non-final status is left to the
+    refund's logic, which holds it.)"""
+    if refund.approved:
+        return http_status in (200, 201)
+    if refund.declined:
+        return http_status == 402
+    return True
+
+
 class PaymentGatewayClient:
     def __init__(self, base_url: str, timeout_s: float, http: urllib3.PoolManager | None = None) -> None:
         self.base_url = base_url.rstrip("/")
@@ -74,14 +115,19 @@ class PaymentGatewayClient:
             "/v1/reembolsos",
             token=token,
             body=body,
-            headers={"Idempotency-Key": idempotency_key, "Content-Type": "application/json"},
+            headers={"Idempotency-Key": wire_idempotency_key(idempotency_key), "Content-Type": "application/json"},
         )
         if resp.status in (200, 201, 402):  # 402: declined, a definitive outcome
-            return self._refund(resp)
+            refund = self._refund(resp)
+            if not _consistent(resp.status, refund):
+                # A 402 saying "aprovado" may have debited; a 2xx saying "recusado"
+                # may not have. Neither is definitive: hold, never release nor apply.
+                raise GatewayOutcomeUnknown(f"HTTP {resp.status} com status {refund.status[:40]!r}")
+            return refund
         raise self._classify(resp)
 
     def lookup(self, *, idempotency_key: str, token: str) -> GatewayRefund | None:
-        resp = self._request("GET", f"/v1/reembolsos?idempotencyKey={quote(idempotency_key, safe='')}", token=token)
+        resp = self._request("GET", f"/v1/reembolsos?idempotencyKey={quote(wire_idempotency_key(idempotency_key), safe='')}", token=token)
         if resp.status == 200:
             return self._refund(resp)
         if resp.status == 404:
@@ -126,6 +172,8 @@ class PaymentGatewayClient:
             return GatewayOutcomeUnknown(f"HTTP {resp.status}")
         try:
             codigo = json.loads(resp.data).get("erro", "desconhecido")
-        except ValueError:
+        except (ValueError, AttributeError):  # not JSON, or JSON but not an object
             codigo = "desconhecido"
-        return GatewayRejected(resp.status, codigo)
+        # The gateway's text is stored in the claim's ``detalhe`` and may be logged:
+        # keep a short repr (quoted, control characters escaped), never the whole body.
+        return GatewayRejected(resp.status, _clip(codigo))

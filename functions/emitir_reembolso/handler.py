@@ -62,6 +62,7 @@ def refund_service(settings: RefundSettings) -> RefundService:
         gateway=wired.gateway,
         read_gateway_token=wired.read_gateway_token,
         claim_lease_s=settings.gateway.claim_lease_s,
+        idempotency_window_s=int(settings.gateway.idempotency_window_h * 3600),
     )
 
 

@@ -96,6 +96,9 @@ class RefundService:
     gateway: PaymentGatewayClient
     read_gateway_token: Callable[[], str]  # reads the secret; called only after a claim
     claim_lease_s: int
+    # Past this many seconds from the first possible send, the gateway may have
+    # forgotten the key (Stripe: 24 h) and a re-send could debit again.
+    idempotency_window_s: int = 23 * 3600
 
     def issue(self, req: RefundRequest) -> ToolResponse:
         chave = refund_idempotency_key(req.conversaId, req.pedidoId)
@@ -204,6 +207,11 @@ class RefundService:
                                              status=step(existing.status, Event.RECONCILE_TAKEN).to)
         except ClaimTaken as taken:
             return taken.existing, False
+        if self.past_idempotency_window(claim):
+            count_for_tool(Metric.PAST_IDEMPOTENCY_WINDOW, TOOL)
+            heard = _Heard(Event.WINDOW_EXPIRED, detalhe="janela de idempotência do gateway expirada: "
+                                                         "conciliar manualmente")
+            return self.transition(claim, heard), True
         if token is None:
             try:
                 token = self.read_gateway_token()
@@ -211,6 +219,10 @@ class RefundService:
                 heard = _Heard(Event.SECRET_FAILED, detalhe=f"conciliação: segredo {type(err).__name__}")
                 return self.transition(claim, heard), True
         return self.transition(claim, self._send(claim, token)), True
+
+    def past_idempotency_window(self, claim: RefundClaim) -> bool:
+        """True when the gateway may no longer hold this claim's key."""
+        return self.ledger.now_ms() - claim.first_possible_send_ms() >= self.idempotency_window_s * 1000
 
     def finish_executed(self, claim: RefundClaim) -> RefundClaim:
         """An executed claim whose ERP update was lost (a crash between the ledger and

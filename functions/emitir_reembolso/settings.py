@@ -16,6 +16,10 @@ class GatewaySettings(EnvSettings):
     # How long a claim in progress blocks others before it counts as abandoned
     # (and is reconciled with the gateway). Longer than the function timeout.
     claim_lease_s: int = Field(30, alias="REFUND_CLAIM_LEASE_S", ge=1)
+    # How long the gateway is trusted to remember an Idempotency-Key, from the claim's
+    # first possible send. Past it a re-send could be a new debit, so the claim is
+    # never re-sent: it stays unknown for a person. Stripe may prune keys after 24 h.
+    idempotency_window_h: float = Field(23.0, alias="GATEWAY_IDEMPOTENCY_WINDOW_H", gt=0, le=24 * 30)
 
 
 class RefundSettings(EnvSettings):

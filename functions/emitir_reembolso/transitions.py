@@ -48,6 +48,8 @@ class Event(StrEnum):
     NOT_REACHED = "nao_alcancado"  # connection refused / connect timeout for this request
     REJECTED = "rejeitado"  # a 4xx for this request (bad credential, malformed): it moved nothing
     NO_ANSWER = "sem_resposta"  # read timeout, reset, 5xx, 409 in flight, 422 key held
+    # past the gateway's idempotency window: a re-send could be a new debit, so none is made
+    WINDOW_EXPIRED = "janela_de_idempotencia_expirada"
 
 
 S = ClaimStatus
@@ -87,6 +89,8 @@ TABLE: dict[tuple[ClaimStatus | None, Event], Step] = {
     (S.RECONCILING, Event.REJECTED): Step(S.UNKNOWN, Money.HOLD),
     (S.RECONCILING, Event.NO_ANSWER): Step(S.UNKNOWN, Money.HOLD),
     (S.RECONCILING, Event.SECRET_FAILED): Step(S.UNKNOWN, Money.HOLD),
+    # the gateway may have forgotten the key: never re-sent, held for a person
+    (S.RECONCILING, Event.WINDOW_EXPIRED): Step(S.UNKNOWN, Money.HOLD),
 }
 
 # Claims somebody must still settle with the gateway (the reconciler's work list).

@@ -22,7 +22,7 @@ from scripts.local_stack.gateway_admin import GatewayAdmin
 from .minimal import MinimalAgent
 from .production import ProductionRunner
 from .records import summarize
-from .report import progress_bar
+from .report import control_counts, progress_bar
 from .scenario import Scenario
 from .scripted_model import InsistentPolicy, ScriptedModelServer
 
@@ -115,6 +115,8 @@ def run_local(args: argparse.Namespace, scenarios: list[Scenario], console: Cons
         summary = summarize(args.arquitetura, "roteirizado" if server else args.modelo, records, debits, endings,
                             scenarios, cuts).to_json()
         summary["metricas_emf"] = {f"{name} {dict(dims)}": value for (name, dims), value in emf.totals().items()}
+        if args.arquitetura == "producao":
+            summary["controles"] = control_counts(emf.totals())
         summary["seed"] = args.seed
         return summary, records
 

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from cadencia_shared.audit_chain import AUDIT_TABLE
 from cadencia_shared.ledger import ItemType, Ledger
 from orchestrator import handler
 from orchestrator.invokers.local import LocalContext, function_environment
@@ -27,19 +28,29 @@ def orchestrator_environment(state: Any, *, model_env: dict[str, str], tool_envs
         **state.aws_environment(),
         **model_env,
         "LEDGER_TABLE": state.ledger_table,
+        "AUDIT_TABLE": AUDIT_TABLE,
         "TOOL_INVOKER": "local",
         "LOCAL_TOOL_ENVIRONMENTS": str(tool_envs_file),
     }
 
 
 class ProductionRunner:
-    def __init__(self, state: Any, ledger: Ledger, model_env: dict[str, str], log_level: str = "WARNING") -> None:
+    def __init__(self, state: Any, ledger: Ledger, model_env: dict[str, str], log_level: str = "WARNING",
+                 tool_env_overrides: dict[str, dict[str, str | None]] | None = None) -> None:
+        """``tool_env_overrides``: per tool, variables to set (or, with None, to remove)
+        in its environment — how a failure is injected (a broken deploy)."""
         self.state = state
         self.ledger = ledger
         self._tmp = tempfile.TemporaryDirectory(prefix="cadencia-prova-")
         envs_file = Path(self._tmp.name) / "tool-environments.json"
         tool_envs = {name: {**env, "POWERTOOLS_LOG_LEVEL": log_level}
                      for name, env in state.function_environments().items()}
+        for name, changes in (tool_env_overrides or {}).items():
+            for key, value in changes.items():
+                if value is None:
+                    tool_envs[name].pop(key, None)
+                else:
+                    tool_envs[name][key] = value
         envs_file.write_text(json.dumps(tool_envs))
         self.env = {**orchestrator_environment(state, model_env=model_env, tool_envs_file=envs_file),
                     "POWERTOOLS_LOG_LEVEL": log_level}

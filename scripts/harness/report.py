@@ -61,7 +61,31 @@ def comparison_table(summaries: list[dict[str, Any]]) -> Table:
         for s in summaries:
             cells += [_fmt(s["figuras"]["bloqueios"].get(cause, 0)), ""]
         table.add_row(f"refund calls not executed: {cause}", *cells)
+    # The orchestrator's controls (issue 11), counted from its EMF metrics; the
+    # minimal design has none ("—").
+    for key in sorted({k for s in summaries for k in s.get("controles", {})}):
+        cells = []
+        for s in summaries:
+            cells += [_fmt(s["controles"].get(key, 0)) if "controles" in s else "—", ""]
+        table.add_row(f"controls: {key}", *cells)
     return table
+
+
+# EMF metric → the control count it adds up to (summed over its dimensions).
+CONTROL_METRICS = {
+    "TurnosInterrompidos": "turns ended by a budget, the deadline or a cancellation",
+    "RecusasPorDisjuntor": "calls refused by an open circuit breaker",
+    "TransicoesDoDisjuntor": "circuit breaker state changes",
+    "InterrupcoesPorTeto": "calls refused by the retry ceiling",
+}
+
+
+def control_counts(emf_totals: dict[tuple[str, Any], float]) -> dict[str, int]:
+    counts = dict.fromkeys(CONTROL_METRICS.values(), 0)
+    for (name, _dims), value in emf_totals.items():
+        if name in CONTROL_METRICS:
+            counts[CONTROL_METRICS[name]] += int(value)
+    return counts
 
 
 def print_summary(console: Console, summaries: list[dict[str, Any]]) -> None:

@@ -21,6 +21,8 @@ from botocore.config import Config
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from cadencia_shared.audit_chain import AUDIT_TABLE
+from cadencia_shared.audit_chain import table_definition as audit_table_definition
 from cadencia_shared.ledger import TTL_ATTRIBUTE, table_definition
 
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
@@ -74,12 +76,27 @@ def provision(endpoint: str, *, table_name: str, secret_name: str, gateway_token
 
 
 def reset_ledger(ddb: Any, table_name: str) -> None:
-    """Local stack only: drop and recreate the ledger so a harness run starts empty."""
-    if table_name in ddb.list_tables()["TableNames"]:
-        ddb.delete_table(TableName=table_name)
-        ddb.get_waiter("table_not_exists").wait(TableName=table_name)
+    """Local stack only: drop and recreate the ledger — and the audit table, whose
+    chains are about the ledger's conversations — so a harness run starts empty."""
+    for name in (table_name, AUDIT_TABLE):
+        if name in ddb.list_tables()["TableNames"]:
+            ddb.delete_table(TableName=name)
+            ddb.get_waiter("table_not_exists").wait(TableName=name)
+    ddb.create_table(**audit_table_definition(AUDIT_TABLE))
     ddb.create_table(**table_definition(table_name))
     ddb.get_waiter("table_exists").wait(TableName=table_name)
     ddb.update_time_to_live(
         TableName=table_name, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE}
     )
+
+
+def operator_dynamodb(local: bool) -> Any:
+    """The DynamoDB client of an operator command (scripts/operador, scripts/auditoria):
+    the running local stack's with ``local``, else the caller's own AWS credentials.
+    None when the local stack is down."""
+    if not local:
+        return boto3.session.Session().client("dynamodb")
+    from .stack import load  # stack imports this module
+
+    state = load()
+    return None if state is None else session_client("dynamodb", state.aws_endpoint)

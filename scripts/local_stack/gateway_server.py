@@ -4,7 +4,8 @@
 - ``POST /v1/reembolsos`` honours ``Idempotency-Key`` the way Stripe does: the same
   key and body return the stored refund (``Idempotent-Replayed: true``) and never
   debit again; the same key with another amount is ``422 idempotency_key_reutilizada``;
-  a key still being processed is ``409``;
+  a key still being processed is ``409``; a key longer than 255 characters is
+  ``400 idempotency_key_longa`` (Stripe's limit);
 - ``GET /v1/reembolsos?idempotencyKey=K`` looks a refund up by key. It answers 404
   while the key is still in flight, as it does for a key never seen: a lookup sees
   only finished requests, so "not found" never proves "never sent". Stripe itself
@@ -32,6 +33,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
+
+IDEMPOTENCY_KEY_MAX = 255  # Stripe's limit on an Idempotency-Key (characters)
 
 FAULT_MODES = {
     "latencia",  # sleep atraso_s, then behave normally
@@ -181,6 +184,8 @@ class _Handler(BaseHTTPRequestHandler):
         key = self.headers.get("Idempotency-Key", "")
         if not key:
             return self._send(400, {"erro": "idempotency_key_ausente"})
+        if len(key) > IDEMPOTENCY_KEY_MAX:  # as Stripe: a longer key is a 400, nothing debited
+            return self._send(400, {"erro": "idempotency_key_longa"})
         try:
             body = self._body()
             valor = Decimal(str(body["valor"]))

@@ -255,6 +255,33 @@ def _reconciler_invokes_refund(t):
                                               "Resource": {"Fn::GetAtt": [Ids.function(EMITIR_REEMBOLSO), "Arn"]}})
 
 
+def _audit_statement(t):
+    for stmt in _policy_of(t, Ids.ORCHESTRATOR_ROLE):
+        if stmt["Resource"] == {"Fn::GetAtt": [Ids.AUDIT_TABLE, "Arn"]}:
+            return stmt
+    raise AssertionError("no audit-table statement on the orchestrator's role")
+
+
+def _audit_update_item(t):
+    stmt = _audit_statement(t)
+    stmt["Action"] = [*stmt["Action"], "dynamodb:UpdateItem"]
+
+
+def _audit_delete_item(t):
+    stmt = _audit_statement(t)
+    stmt["Action"] = [*stmt["Action"], "dynamodb:DeleteItem"]
+
+
+def _audit_batch_write(t):
+    stmt = _audit_statement(t)
+    stmt["Action"] = [*stmt["Action"], "dynamodb:BatchWriteItem"]  # BatchWriteItem can delete
+
+
+def _audit_delete_by_tool(t):
+    _policy_of(t, Ids.role(TOOLS["atualizar_cadastro"])).append(
+        {"Effect": "Allow", "Action": "dynamodb:DeleteItem", "Resource": {"Fn::GetAtt": [Ids.AUDIT_TABLE, "Arn"]}})
+
+
 def _new_role(t):
     t["Resources"]["ShadowRole"] = copy.deepcopy(t["Resources"][Ids.role(EMITIR_REEMBOLSO)])
 
@@ -282,6 +309,10 @@ MUTATIONS = {
     "reconciler: PutItem": _reconciler_put_item,
     "reconciler: the refund tool's db user": _reconciler_refund_db_user,
     "reconciler: invoke the refund Lambda": _reconciler_invokes_refund,
+    "audit: UpdateItem": _audit_update_item,
+    "audit: DeleteItem": _audit_delete_item,
+    "audit: BatchWriteItem": _audit_batch_write,
+    "audit: a tool deletes": _audit_delete_by_tool,
 }
 
 
@@ -307,3 +338,31 @@ def test_widening_the_contract_itself_breaks_its_own_rules():
                 assert resource == "*" or "*" not in resource
             for policy in role.managed_policies:
                 assert policy is contract.ENI_MANAGEMENT
+
+
+@pytest.mark.infra
+@pytest.mark.parametrize("variant", ["default", "bedrock+imported", "teardown=functions", "teardown=database-users"])
+def test_no_role_may_update_or_delete_an_audit_record(all_synths, variant):
+    """On the synthesized template: every statement that names the audit table
+    allows exactly PutItem and Query; none allows a write that changes or removes
+    a record. The table keeps deletion protection and point-in-time recovery."""
+    synth = all_synths[variant]
+    audit_arn = {"Fn::GetAtt": [Ids.AUDIT_TABLE, "Arn"]}
+    seen = []
+    for res in synth.template["Resources"].values():
+        if res["Type"] != "AWS::IAM::Policy":
+            continue
+        for stmt in res["Properties"]["PolicyDocument"]["Statement"]:
+            resources = stmt["Resource"] if isinstance(stmt["Resource"], list) else [stmt["Resource"]]
+            if audit_arn in resources or "*" in resources:
+                actions = stmt["Action"] if isinstance(stmt["Action"], list) else [stmt["Action"]]
+                if audit_arn in resources:
+                    seen.append(sorted(actions))
+                assert not any(a.startswith("dynamodb:") and a not in ("dynamodb:PutItem", "dynamodb:Query")
+                               for a in actions), stmt
+    if Ids.AUDIT_TABLE in synth.template["Resources"]:
+        assert seen == [["dynamodb:PutItem", "dynamodb:Query"]]
+        props = synth.template["Resources"][Ids.AUDIT_TABLE]["Properties"]
+        assert props["DeletionProtectionEnabled"] is True
+        assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+        assert synth.template["Resources"][Ids.AUDIT_TABLE]["DeletionPolicy"] == "Retain"

@@ -61,8 +61,10 @@ def test_tool_functions_names_handlers_runtime_and_environment(default_synth):
         if tool.name != "consultar_status_pedido":
             expected.add("LEDGER_TABLE")
         if tool is EMITIR_REEMBOLSO:
-            expected |= {"GATEWAY_URL", "GATEWAY_SECRET_NAME", "GATEWAY_TIMEOUT_S", "REFUND_CLAIM_LEASE_S"}
+            expected |= {"GATEWAY_URL", "GATEWAY_SECRET_NAME", "GATEWAY_TIMEOUT_S", "REFUND_CLAIM_LEASE_S",
+                         "GATEWAY_IDEMPOTENCY_WINDOW_H"}
             assert env["GATEWAY_SECRET_NAME"] == GATEWAY_SECRET_NAME
+            assert 0 < float(env["GATEWAY_IDEMPOTENCY_WINDOW_H"]) < 24  # under Stripe's 24 h key retention
             assert int(env["REFUND_CLAIM_LEASE_S"]) > props["Timeout"]
             assert float(env["GATEWAY_TIMEOUT_S"]) < props["Timeout"]
         assert set(env) == expected  # no POWERTOOLS_SERVICE_NAME
@@ -251,3 +253,16 @@ def test_the_whatsapp_channel(default_synth, variant_synth):
     assert failed == {"recusado", "tentativas", "sem_resposta", "fora_da_janela", "remetente_interrompido"}
     dlq_alarms = [p for ns, m, d, p in alarms if ns == "AWS/SQS" and d.get("QueueName")]
     assert len(dlq_alarms) == 2  # the orchestrator's DLQ and the WhatsApp DLQ
+
+
+def test_the_reconciler_and_the_refund_share_the_idempotency_window_and_it_has_an_alarm(default_synth):
+    """Both re-send with the same key, so both stop at the same window; a claim held
+    past it is counted, and that count is an alarm naming the manual step."""
+    refund = _props(default_synth, Ids.function(EMITIR_REEMBOLSO))["Environment"]["Variables"]
+    reconciler = _props(default_synth, Ids.RECONCILER_FUNCTION)["Environment"]["Variables"]
+    assert reconciler["GATEWAY_IDEMPOTENCY_WINDOW_H"] == refund["GATEWAY_IDEMPOTENCY_WINDOW_H"] == "23"
+    alarms = [a["Properties"] for a in default_synth.of_type("AWS::CloudWatch::Alarm").values()
+              if a["Properties"].get("MetricName") == Metric.PAST_IDEMPOTENCY_WINDOW]
+    assert len(alarms) == 1 and "by hand" in alarms[0]["AlarmDescription"]
+    assert alarms[0]["Dimensions"] == [{"Name": TOOL_DIMENSION, "Value": EMITIR_REEMBOLSO.name}]
+    assert alarms[0]["Threshold"] == 1 and alarms[0]["Namespace"] == NAMESPACE

@@ -1,0 +1,169 @@
+"""The tamper-evident audit trail: its own DynamoDB table, one hash chain per
+conversation.
+
+Table ``cadencia-agente-auditoria``: partition key ``cadeia`` (the conversation id,
+or ``-`` for records of no conversation), sort key ``seq`` (1, 2, 3, ...). Each
+record carries ``hashAnterior`` (the previous record's ``hash``; 64 zeros for the
+first) and ``hash`` = SHA-256 of the record's canonical JSON (``cadeia``, ``seq``,
+``evento``, ``registradoEm``, ``detalhes``, ``hashAnterior``). A record is appended
+with ``PutItem`` conditioned on ``attribute_not_exists(seq)``: two writers that
+read the same last record race for the same ``seq`` and exactly one wins; the
+other re-reads and links after it, so the chain never forks. Writers need only
+``PutItem`` and ``Query`` (to read the last link), never ``UpdateItem`` or
+``DeleteItem`` (infra/contract.py).
+
+``verify`` walks a chain and reports the first broken link: a gap in ``seq`` (a
+deleted record), a ``hashAnterior`` that is not the previous hash (a record
+removed and the rest renumbered, or reordered), or a ``hash`` that does not match
+the content (an edited record). Deleting the *last* records leaves a shorter valid
+chain: the table alone cannot show a truncated tail (compare with the
+conversation's own history or the metrics for that).
+
+Personal data never enters a record in clear: values under keys that name contact
+data (CPF, phone, e-mail, address) are replaced by a truncated, unsalted SHA-256 —
+enough to match two records about the same value and not readable at a glance,
+but a phone number's small space can be brute-forced by whoever reads the table
+(a keyed HMAC with a managed key is the next step; none of today's audit events
+carries such a value).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+AUDIT_TABLE = "cadencia-agente-auditoria"
+CHAIN_KEY, SEQ_KEY = "cadeia", "seq"
+NO_CONVERSATION = "-"
+GENESIS = "0" * 64
+MAX_APPEND_ATTEMPTS = 20
+PERSONAL_KEYS = frozenset({"cpf", "telefone", "email", "e-mail", "endereco", "phone", "address"})
+
+_ser, _de = TypeSerializer(), TypeDeserializer()
+
+
+def mask(value: Any) -> Any:
+    """Contact data hashed, anywhere in the details (nested dicts and lists)."""
+    if isinstance(value, dict):
+        return {k: (_digest(v) if k.lower() in PERSONAL_KEYS else mask(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask(v) for v in value]
+    return value
+
+
+def _digest(value: Any) -> str:
+    return "sha256:" + hashlib.sha256(json.dumps(value, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
+
+
+def record_hash(record: dict[str, Any]) -> str:
+    body = {k: record[k] for k in (CHAIN_KEY, SEQ_KEY, "evento", "registradoEm", "detalhes", "hashAnterior")}
+    canonical = json.dumps(body, ensure_ascii=False, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Broken:
+    chain: str
+    seq: int  # the first record whose link is broken
+    problem: str  # "faltando" | "elo_quebrado" | "conteudo_alterado"
+
+
+class ChainContention(Exception):
+    """Too many concurrent appends won the same positions in a row."""
+
+
+class AuditChain:
+    def __init__(self, table_name: str, client: Any, *, clock: Callable[[], float] = time.time) -> None:
+        self.table_name = table_name
+        self.client = client
+        self._clock = clock
+
+    def append(self, *, conversa_id: str | None, evento: str, detalhes: dict[str, Any]) -> int:
+        """Append one record at the end of the conversation's chain; its ``seq``."""
+        chain = conversa_id or NO_CONVERSATION
+        details = json.dumps(mask(detalhes), ensure_ascii=False, sort_keys=True, default=str)
+        for _ in range(MAX_APPEND_ATTEMPTS):
+            last = self._last(chain)
+            record = {CHAIN_KEY: chain, SEQ_KEY: (last[SEQ_KEY] + 1) if last else 1, "evento": evento,
+                      "registradoEm": self._now(), "detalhes": details,
+                      "hashAnterior": last["hash"] if last else GENESIS}
+            record["hash"] = record_hash(record)
+            try:
+                self.client.put_item(TableName=self.table_name, Item={k: _ser.serialize(v) for k, v in record.items()},
+                                     ConditionExpression=f"attribute_not_exists({SEQ_KEY})")
+            except ClientError as err:
+                if err.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                    continue  # another writer took this seq: link after it
+                raise
+            return record[SEQ_KEY]
+        raise ChainContention(chain)
+
+    def records(self, chain: str) -> Iterator[dict[str, Any]]:
+        kwargs: dict[str, Any] = {"TableName": self.table_name, "KeyConditionExpression": "cadeia = :c",
+                                  "ExpressionAttributeValues": {":c": {"S": chain}}, "ConsistentRead": True}
+        while True:
+            resp = self.client.query(**kwargs)
+            for item in resp.get("Items", []):
+                yield _decode(item)
+            if "LastEvaluatedKey" not in resp:
+                return
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    def chains(self) -> list[str]:
+        """Every chain in the table (the verifier's full pass: a Scan of keys only)."""
+        found: set[str] = set()
+        kwargs: dict[str, Any] = {"TableName": self.table_name, "ProjectionExpression": CHAIN_KEY}
+        while True:
+            resp = self.client.scan(**kwargs)
+            found.update(item[CHAIN_KEY]["S"] for item in resp.get("Items", []))
+            if "LastEvaluatedKey" not in resp:
+                return sorted(found)
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    def verify(self, chain: str) -> tuple[int, Broken | None]:
+        """(records checked, the first broken link or None)."""
+        previous_hash, expected_seq = GENESIS, 1
+        for record in self.records(chain):
+            if record[SEQ_KEY] != expected_seq:
+                return expected_seq - 1, Broken(chain, expected_seq, "faltando")
+            if record.get("hashAnterior") != previous_hash:
+                return expected_seq - 1, Broken(chain, expected_seq, "elo_quebrado")
+            if record.get("hash") != record_hash(record):
+                return expected_seq - 1, Broken(chain, expected_seq, "conteudo_alterado")
+            previous_hash, expected_seq = record["hash"], expected_seq + 1
+        return expected_seq - 1, None
+
+    def _last(self, chain: str) -> dict[str, Any] | None:
+        resp = self.client.query(TableName=self.table_name, KeyConditionExpression="cadeia = :c",
+                                 ExpressionAttributeValues={":c": {"S": chain}}, ScanIndexForward=False, Limit=1,
+                                 ConsistentRead=True)
+        items = resp.get("Items", [])
+        return _decode(items[0]) if items else None
+
+    def _now(self) -> str:
+        return datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _decode(item: dict[str, Any]) -> dict[str, Any]:
+    record = {k: _de.deserialize(v) for k, v in item.items()}
+    record[SEQ_KEY] = int(record[SEQ_KEY])
+    return record
+
+
+def table_definition(table_name: str = AUDIT_TABLE) -> dict[str, Any]:
+    """CreateTable arguments (local stack, tests); the CDK stack mirrors them."""
+    return {
+        "TableName": table_name,
+        "BillingMode": "PAY_PER_REQUEST",
+        "AttributeDefinitions": [{"AttributeName": CHAIN_KEY, "AttributeType": "S"},
+                                 {"AttributeName": SEQ_KEY, "AttributeType": "N"}],
+        "KeySchema": [{"AttributeName": CHAIN_KEY, "KeyType": "HASH"}, {"AttributeName": SEQ_KEY, "KeyType": "RANGE"}],
+    }

@@ -1,0 +1,87 @@
+"""Per-turn limits: model calls, tool calls, tokens, the deadline and the
+operator's cancellation. Each one that ends a turn does so with its own ``motivo``,
+a customer message, an audit record (``TURNO_INTERROMPIDO``) and a metric
+(``TurnosInterrompidos{Motivo}``) — recorded once, by the loop's ``_end``, from the
+ending's ``limit``.
+
+Where each is checked:
+- model calls, tokens, deadline: before every model call (``TurnBudget.before_model_call``);
+  the model-call budget is the round budget (``MAX_RODADAS_POR_TURNO``: one
+  request per round; the model client's own retries of that request are bounded
+  separately by ``MODEL_MAX_ATTEMPTS``);
+- tool calls and the deadline: before every tool call (the ``ToolCallBudget`` and
+  ``CallTimeBudget`` controls, first in the chain);
+- cancellation: before every tool call (``Cancellation``) and, atomically, in the
+  commit's transaction (``Ledger.commit_conversation``'s fence), so it wins over a
+  retry and over a tool result that arrives after the operator's command.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from . import texts
+from .steps import Ending, HandOff, Reply
+
+if TYPE_CHECKING:
+    from .model import Deadline
+
+
+class Limit(StrEnum):
+    """The ``motivo`` of a turn a limit ended (wire names)."""
+
+    MODEL_CALLS = "limite_de_rodadas"  # Lab 87's round budget: one model request per round
+    TOOL_CALLS = "orcamento_de_ferramentas"
+    TOKENS = "orcamento_de_tokens"
+    DEADLINE = "sem_tempo"
+    CANCELLED = "cancelada"
+
+
+def ending_for(limit: Limit) -> Ending:
+    """How a turn a limit stopped ends for the customer. Running out of time is
+    nobody's fault: the agent answers and stays. A spent budget means the agent was
+    going round in circles, and a cancellation means an operator stepped in: a
+    person takes over."""
+    if limit is Limit.DEADLINE:
+        return Reply(texts.OUT_OF_TIME, limit.value, limit=limit.value)
+    text = texts.CANCELLED if limit is Limit.CANCELLED else texts.ROUND_LIMIT
+    return HandOff(text, limit.value, limit=limit.value)
+
+
+@dataclass
+class TurnBudget:
+    """What one turn may still spend; counted by the loop (model calls, ``usage``)
+    and by the ``ToolCallBudget`` control (tool calls)."""
+
+    max_model_calls: int
+    max_tool_calls: int
+    max_tokens: int
+    reserve_s: float
+    min_model_call_s: float
+    model_calls: int = 0
+    tool_calls: int = 0
+    tokens: int = 0
+
+    def before_model_call(self, deadline: Deadline) -> Ending | None:
+        """None: the model may be asked (and the call is counted); else the ending."""
+        if self.model_calls >= self.max_model_calls:
+            return ending_for(Limit.MODEL_CALLS)
+        if self.tokens >= self.max_tokens:
+            return ending_for(Limit.TOKENS)
+        if deadline.remaining_s() - self.reserve_s < self.min_model_call_s:
+            return ending_for(Limit.DEADLINE)
+        self.model_calls += 1
+        return None
+
+    def add_usage(self, usage: Any) -> None:
+        """Tokens billed for one response: input (cached or not) and output."""
+        if usage is None:
+            return
+        for name in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+            self.tokens += getattr(usage, name, None) or 0
+
+    def figures(self) -> dict[str, int]:
+        """For the audit record of an interrupted turn (counts only, no content)."""
+        return {"chamadasModelo": self.model_calls, "chamadasFerramenta": self.tool_calls, "tokens": self.tokens}

@@ -1,0 +1,147 @@
+"""The circuit breaker's shared state: one item per tool in the ledger table
+(``disjuntor#{ferramenta}``, ``tipo = disjuntor``), so every orchestrator instance
+counts the same consecutive failures and sees the same state.
+
+Why not Powertools' ``utilities.circuit_breaker`` as-is: it counts failures in
+each execution environment's memory and writes only on a transition, so K warm
+instances let K x N failing calls through before opening (measured with
+``scripts/medir-disjuntor``: 3, 6 and 12 calls for K = 1, 2, 4 at N = 3). It is also
+a decorator around the call, while the control chain splits before/after. Here
+the failure counter is an atomic ``ADD`` on the shared item, every decision one
+conditional write:
+
+- a failure: ``ADD falhas 1`` (the answer tells whether N was reached), then the
+  trip ``FECHADO → ABERTO`` conditioned on ``estado = FECHADO`` — one writer wins;
+- a success: ``falhas = 0`` (conditioned on a streak existing, so it is cheap);
+- the probe: ``ABERTO → MEIO_ABERTO`` conditioned on the ``abertoEmMs`` that was
+  read — one instance gets it, with a lease (``sondaAteMs``) so a probe whose
+  orchestrator died does not keep the circuit half-open forever;
+- the probe's answer: close or reopen, conditioned on still owning the probe.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from cadencia_shared.ledger import TABLE_KEY, Ledger
+
+_ser, _de = TypeSerializer(), TypeDeserializer()
+ITEM_TYPE = "disjuntor"
+
+
+class CircuitState(StrEnum):
+    CLOSED = "fechado"
+    OPEN = "aberto"
+    HALF_OPEN = "meio_aberto"
+
+
+@dataclass(frozen=True)
+class CircuitRecord:
+    state: CircuitState
+    failures: int = 0
+    opened_at_ms: int = 0
+    probe_owner: str | None = None
+    probe_until_ms: int = 0
+
+
+class CircuitStore:
+    def __init__(self, ledger: Ledger) -> None:
+        self.client = ledger.client
+        self.table_name = ledger.table_name
+        self.now_ms = ledger.now_ms
+
+    @staticmethod
+    def new_owner() -> str:
+        return uuid.uuid4().hex
+
+    def read(self, tool: str) -> CircuitRecord:
+        resp = self.client.get_item(TableName=self.table_name, Key=_key(tool), ConsistentRead=True)
+        item = {k: _de.deserialize(v) for k, v in resp.get("Item", {}).items()}
+        return CircuitRecord(
+            state=CircuitState(item.get("estado", CircuitState.CLOSED.value)),
+            failures=int(item.get("falhas", 0)),
+            opened_at_ms=int(item.get("abertoEmMs", 0)),
+            probe_owner=item.get("sondaDono"),
+            probe_until_ms=int(item.get("sondaAteMs", 0)),
+        )
+
+    def add_failure(self, tool: str) -> int:
+        """The new number of consecutive failures (atomic: concurrent failures
+        from any instance each get their own number)."""
+        resp = self.client.update_item(
+            TableName=self.table_name, Key=_key(tool),
+            UpdateExpression="ADD falhas :um SET tipo = :tipo, estado = if_not_exists(estado, :fechado)",
+            ExpressionAttributeValues=_values({":um": 1, ":tipo": ITEM_TYPE, ":fechado": CircuitState.CLOSED.value}),
+            ReturnValues="UPDATED_NEW",
+        )
+        return int(_de.deserialize(resp["Attributes"]["falhas"]))
+
+    def trip(self, tool: str, threshold: int) -> bool:
+        """FECHADO → ABERTO once ``falhas`` reached ``threshold``; True for the one writer that did it."""
+        return self._conditional(
+            tool, "SET estado = :aberto, abertoEmMs = :agora",
+            "estado = :fechado AND falhas >= :n",
+            {":aberto": CircuitState.OPEN.value, ":agora": self.now_ms(), ":fechado": CircuitState.CLOSED.value,
+             ":n": threshold},
+        )
+
+    def reset_failures(self, tool: str) -> None:
+        self._conditional(tool, "SET falhas = :zero", "estado = :fechado AND falhas > :zero",
+                          {":zero": 0, ":fechado": CircuitState.CLOSED.value})
+
+    def take_probe(self, tool: str, seen: CircuitRecord, owner: str, lease_ms: int) -> bool:
+        """Become the one probe: from the open state that was read, or from a half-open
+        one whose probe lease ran out (its orchestrator died mid-probe)."""
+        if seen.state is CircuitState.OPEN:
+            condition, old = "estado = :aberto AND abertoEmMs = :visto", seen.opened_at_ms
+        else:
+            condition, old = "estado = :meio AND sondaAteMs = :visto", seen.probe_until_ms
+        return self._conditional(
+            tool, "SET estado = :meio, sondaDono = :dono, sondaAteMs = :ate", condition,
+            {":aberto": CircuitState.OPEN.value, ":meio": CircuitState.HALF_OPEN.value, ":visto": old,
+             ":dono": owner, ":ate": self.now_ms() + lease_ms},
+        )
+
+    def close(self, tool: str, owner: str) -> bool:
+        return self._conditional(
+            tool, "SET estado = :fechado, falhas = :zero REMOVE sondaDono, sondaAteMs, abertoEmMs",
+            "estado = :meio AND sondaDono = :dono",
+            {":fechado": CircuitState.CLOSED.value, ":zero": 0, ":meio": CircuitState.HALF_OPEN.value,
+             ":dono": owner},
+        )
+
+    def reopen(self, tool: str, owner: str, *, restart_cooldown: bool) -> bool:
+        """The probe failed (a new cooldown), or was never sent (a later control refused
+        it: the cooldown stays over, so the next call probes)."""
+        sets = "SET estado = :aberto, falhas = :zero" + (", abertoEmMs = :agora" if restart_cooldown else "")
+        values: dict[str, Any] = {":aberto": CircuitState.OPEN.value, ":zero": 0, ":meio": CircuitState.HALF_OPEN.value,
+                                  ":dono": owner}
+        if restart_cooldown:
+            values[":agora"] = self.now_ms()
+        return self._conditional(tool, sets + " REMOVE sondaDono, sondaAteMs", "estado = :meio AND sondaDono = :dono",
+                                 values)
+
+    def _conditional(self, tool: str, update: str, condition: str, values: dict[str, Any]) -> bool:
+        used = {k: v for k, v in values.items() if k in update or k in condition}
+        try:
+            self.client.update_item(TableName=self.table_name, Key=_key(tool), UpdateExpression=update,
+                                    ConditionExpression=condition, ExpressionAttributeValues=_values(used))
+        except ClientError as err:
+            if err.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+
+def _key(tool: str) -> dict[str, Any]:
+    return {TABLE_KEY: {"S": f"{ITEM_TYPE}#{tool}"}}
+
+
+def _values(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: _ser.serialize(v) for k, v in values.items()}

@@ -1,0 +1,84 @@
+"""Verify the tamper-evident audit trail.
+
+    scripts/auditoria verificar [--conversa ID] [--local]
+
+Walks each conversation's hash chain (or only ``--conversa``'s) in the audit
+table and reports the first broken or missing link: a gap in the sequence (a
+deleted record), a previous-hash that does not match (a record removed and the
+rest renumbered, or records reordered), or a hash that does not match the
+record's content (an edited record). Exit 0 when every chain holds, 1 otherwise.
+``--local``: the running local stack; otherwise ``AUDIT_TABLE`` (default
+``cadencia-agente-auditoria``) with the caller's own AWS credentials (read access:
+Query, and Scan for the full pass). A chain whose last records were deleted is
+still valid: see ``cadencia_shared.audit_chain``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+# Runnable as a file too (``.venv/bin/python scripts/auditoria.py ...``), like provocar_laco.py.
+ROOT = Path(__file__).resolve().parents[1]
+for entry in (ROOT, ROOT / "functions"):
+    if str(entry) not in sys.path:
+        sys.path.insert(0, str(entry))
+
+from pydantic import BaseModel, ValidationError  # noqa: E402
+
+from cadencia_shared.audit_chain import AUDIT_TABLE, NO_CONVERSATION, AuditChain  # noqa: E402
+from cadencia_shared.models import EDGE_CONFIG, ConversationId  # noqa: E402
+
+from scripts.local_stack.aws import operator_dynamodb  # noqa: E402
+
+
+class VerifyCommand(BaseModel):
+    model_config = EDGE_CONFIG
+
+    conversaId: ConversationId | None = None
+
+
+def _chain(local: bool) -> AuditChain | None:
+    ddb = operator_dynamodb(local)
+    if ddb is None:
+        print("local stack: down (run: scripts/local-stack up)", file=sys.stderr)
+        return None
+    return AuditChain(os.environ.get("AUDIT_TABLE", AUDIT_TABLE), ddb)
+
+
+def verify(chain: AuditChain, conversa_id: str | None) -> int:
+    chains = [conversa_id] if conversa_id else chain.chains()
+    broken = 0
+    for name in chains:
+        checked, problem = chain.verify(name)
+        label = "(sem conversa)" if name == NO_CONVERSATION else name
+        if problem is None:
+            print(f"{label}: íntegra ({checked} registros)")
+            continue
+        broken += 1
+        print(f"{label}: QUEBRADA no registro seq={problem.seq} ({problem.problem}); "
+              f"{checked} registros íntegros antes dele")
+    print(f"{len(chains)} cadeia(s) verificada(s), {broken} quebrada(s)")
+    return 1 if broken else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/auditoria", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    check = commands.add_parser("verificar", help="verify the hash chains")
+    check.add_argument("--conversa")
+    check.add_argument("--local", action="store_true", help="the running local stack")
+    args = parser.parse_args(argv)
+    try:
+        command = VerifyCommand(conversaId=args.conversa)
+    except ValidationError:
+        print("conversa: identificador inválido", file=sys.stderr)
+        return 2
+    chain = _chain(args.local)
+    return 3 if chain is None else verify(chain, command.conversaId)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

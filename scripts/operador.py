@@ -1,0 +1,74 @@
+"""Operator commands on a conversation.
+
+    scripts/operador cancelar --conversa ID [--local]
+
+``cancelar`` flags the conversation: the automatic turn in flight stops before its
+next tool call, or at its commit (whichever comes first), with a hand-off; with no
+turn in flight, the next one does. The flag is consumed by the turn it cancels
+(``Ledger.request_cancellation``). ``--local``: the running local stack's ledger;
+otherwise the table of ``LEDGER_TABLE`` with the caller's own AWS credentials
+(an operator's, not any Lambda role's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+# Runnable as a file too (``.venv/bin/python scripts/operador.py ...``), like provocar_laco.py.
+ROOT = Path(__file__).resolve().parents[1]
+for entry in (ROOT, ROOT / "functions"):
+    if str(entry) not in sys.path:
+        sys.path.insert(0, str(entry))
+
+from pydantic import BaseModel, ValidationError  # noqa: E402
+
+from cadencia_shared.ledger import Ledger  # noqa: E402
+from cadencia_shared.models import EDGE_CONFIG, ConversationId  # noqa: E402
+from cadencia_shared.settings import LedgerSettings  # noqa: E402
+
+from scripts.local_stack.aws import operator_dynamodb  # noqa: E402
+
+
+class CancelCommand(BaseModel):
+    model_config = EDGE_CONFIG
+
+    conversaId: ConversationId
+
+
+def _ledger(local: bool) -> Ledger | None:
+    ddb = operator_dynamodb(local)
+    if ddb is None:
+        print("local stack: down (run: scripts/local-stack up)", file=sys.stderr)
+        return None
+    # LEDGER_TABLE wins (a test's private ledger on the same server), else the stack's name.
+    return Ledger(LedgerSettings.from_env().table_name, ddb)
+
+
+def cancel(ledger: Ledger, conversa_id: str) -> int:
+    if not ledger.request_cancellation(conversa_id):
+        print(f"conversa {conversa_id}: não encontrada", file=sys.stderr)
+        return 2
+    print(f"conversa {conversa_id}: cancelamento registrado (o turno em andamento, ou o próximo, é interrompido)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/operador", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    cancelar = commands.add_parser("cancelar", help="stop the conversation's automatic turn")
+    cancelar.add_argument("--conversa", required=True)
+    cancelar.add_argument("--local", action="store_true", help="the running local stack's ledger")
+    args = parser.parse_args(argv)
+    try:
+        command = CancelCommand(conversaId=args.conversa)
+    except ValidationError:
+        print("conversa: identificador inválido", file=sys.stderr)
+        return 2
+    ledger = _ledger(args.local)
+    return 3 if ledger is None else cancel(ledger, command.conversaId)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Reliability figures measured on the local stack (``scripts/confiabilidade.py``)."""

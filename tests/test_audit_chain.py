@@ -1,0 +1,160 @@
+"""The tamper-evident audit trail (issue 11, item 5) on the local stack's moto
+server, each test on a private table: a clean chain verifies; an edited, a deleted
+and a reordered record are each reported at the right link, by the library and by
+``scripts/auditoria verificar``; concurrent appends from separate OS processes never
+fork the chain; personal data is masked; the orchestrator's records go through it."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from cadencia_shared.audit_chain import GENESIS, AuditChain, record_hash, table_definition
+from cadencia_shared.ledger import Ledger, table_definition as ledger_definition
+from orchestrator.events import TurnRequest
+from orchestrator.model import Deadline
+from scripts.local_stack.aws import session_client
+
+from .support.anthropic_fake import ScriptedModel, tool_use
+from .support.orchestrators import CountingInvoker, build
+
+ROOT = Path(__file__).resolve().parents[1]
+CONV = "conv-auditada"
+
+
+@pytest.fixture
+def audit(local_stack):
+    ddb = session_client("dynamodb", local_stack.aws_endpoint)
+    name = f"auditoria-teste-{uuid.uuid4().hex[:10]}"
+    ddb.create_table(**table_definition(name))
+    yield AuditChain(name, ddb)
+    ddb.delete_table(TableName=name)
+
+
+def _fill(chain: AuditChain, n: int = 5) -> None:
+    for i in range(n):
+        chain.append(conversa_id=CONV, evento="DECISAO", detalhes={"i": i})
+
+
+def _raw(chain: AuditChain, seq: int) -> dict:
+    return chain.client.get_item(TableName=chain.table_name,
+                                 Key={"cadeia": {"S": CONV}, "seq": {"N": str(seq)}})["Item"]
+
+
+def _verifier(local_stack, chain: AuditChain, *args: str) -> subprocess.CompletedProcess:
+    env = {"PATH": "/usr/bin:/bin", "CADENCIA_LOCAL_STACK_DIR": local_stack.directory, "AUDIT_TABLE": chain.table_name}
+    return subprocess.run([str(ROOT / "scripts" / "auditoria"), "verificar", "--local", *args], env=env,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
+
+
+def test_a_clean_chain_links_every_record_to_the_previous_one(audit, local_stack):
+    _fill(audit)
+    records = list(audit.records(CONV))
+    assert [r["seq"] for r in records] == [1, 2, 3, 4, 5]
+    assert records[0]["hashAnterior"] == GENESIS
+    assert all(b["hashAnterior"] == a["hash"] for a, b in zip(records, records[1:], strict=False))
+    assert audit.verify(CONV) == (5, None)
+    out = _verifier(local_stack, audit, "--conversa", CONV)
+    assert out.returncode == 0 and "íntegra (5 registros)" in out.stdout
+
+
+def test_an_edited_record_is_reported_at_its_link(audit, local_stack):
+    _fill(audit)
+    audit.client.update_item(TableName=audit.table_name, Key={"cadeia": {"S": CONV}, "seq": {"N": "3"}},
+                             UpdateExpression="SET detalhes = :d",
+                             ExpressionAttributeValues={":d": {"S": json.dumps({"i": 99})}})
+    checked, broken = audit.verify(CONV)
+    assert (checked, broken.seq, broken.problem) == (2, 3, "conteudo_alterado")
+    out = _verifier(local_stack, audit)
+    assert out.returncode == 1 and "seq=3 (conteudo_alterado)" in out.stdout
+
+
+def test_an_edit_that_also_recomputes_its_own_hash_breaks_the_next_link(audit):
+    _fill(audit)
+    item = {k: v for k, v in _raw(audit, 3).items()}
+    record = {"cadeia": CONV, "seq": 3, "evento": item["evento"]["S"], "registradoEm": item["registradoEm"]["S"],
+              "detalhes": json.dumps({"i": 99}), "hashAnterior": item["hashAnterior"]["S"]}
+    item["detalhes"], item["hash"] = {"S": record["detalhes"]}, {"S": record_hash(record)}
+    audit.client.put_item(TableName=audit.table_name, Item=item)
+    _, broken = audit.verify(CONV)
+    assert (broken.seq, broken.problem) == (4, "elo_quebrado")
+
+
+def test_a_deleted_record_is_reported_as_missing(audit, local_stack):
+    _fill(audit)
+    audit.client.delete_item(TableName=audit.table_name, Key={"cadeia": {"S": CONV}, "seq": {"N": "2"}})
+    checked, broken = audit.verify(CONV)
+    assert (checked, broken.seq, broken.problem) == (1, 2, "faltando")
+    out = _verifier(local_stack, audit, "--conversa", CONV)
+    assert out.returncode == 1 and "seq=2 (faltando)" in out.stdout
+
+
+def test_reordered_records_are_reported(audit):
+    """Records 2 and 3 swapped (each one's content moved to the other's position)."""
+    _fill(audit)
+    two, three = _raw(audit, 2), _raw(audit, 3)
+    two["seq"], three["seq"] = {"N": "3"}, {"N": "2"}
+    for item in (two, three):
+        audit.client.put_item(TableName=audit.table_name, Item=item)
+    _, broken = audit.verify(CONV)
+    assert (broken.seq, broken.problem) == (2, "elo_quebrado")
+
+
+def test_personal_data_is_masked_and_the_verifier_refuses_hostile_ids(audit, local_stack):
+    audit.append(conversa_id=CONV, evento="CADASTRO_ATUALIZADO",
+                 detalhes={"campos": {"email": "ana@example.com", "telefone": "+5511999998888"}, "cpf": "12345678909"})
+    (record,) = audit.records(CONV)
+    assert "ana@example.com" not in json.dumps(record) and "999998888" not in json.dumps(record)
+    assert "12345678909" not in json.dumps(record)
+    assert json.loads(record["detalhes"])["campos"]["email"].startswith("sha256:")
+    assert _verifier(local_stack, audit, "--conversa", "x#y").returncode == 2
+
+
+def _append_many(endpoint: str, table: str, writer: int, n: int) -> None:
+    chain = AuditChain(table, session_client("dynamodb", endpoint))
+    for i in range(n):
+        chain.append(conversa_id=CONV, evento="DECISAO", detalhes={"escritor": writer, "i": i})
+
+
+def test_concurrent_appends_from_separate_processes_never_fork(audit, local_stack):
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_append_many, args=(local_stack.aws_endpoint, audit.table_name, w, 12))
+             for w in range(4)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=240)
+        assert proc.exitcode == 0
+    records = list(audit.records(CONV))
+    assert [r["seq"] for r in records] == list(range(1, 49))
+    assert len({r["hashAnterior"] for r in records}) == 48  # no two records claim the same predecessor
+    assert audit.verify(CONV) == (48, None)
+
+
+def test_the_orchestrators_records_go_through_the_chain(audit, local_stack):
+    """The fifth refund attempt is refused by the ceiling and handed off: both
+    records are links of the conversation's chain, none is a ledger item."""
+    ddb = audit.client
+    ledger_name = f"cadencia-teste-{uuid.uuid4().hex[:10]}"
+    ddb.create_table(**ledger_definition(ledger_name))
+    try:
+        ledger = Ledger(ledger_name, ddb, audit_chain=audit)
+        refund = ("emitir_reembolso", {"pedidoId": "4821", "valor": 10.0})
+        model = ScriptedModel(*[tool_use(*refund) for _ in range(5)])
+        orch, _ = build(model, ledger, CountingInvoker(answer={"ok": True, "resultado": "executado", "dados": {}}),
+                        MAX_RODADAS_POR_TURNO="20")
+        reply = orch.handle(TurnRequest(conversaId=CONV, clienteId=1001, mensagemId="wamid.a1", mensagem="reembolso"),
+                            Deadline.after(60))
+        assert reply.motivo == "teto"
+        events = [r["evento"] for r in audit.records(CONV)]
+        assert events == ["TETO_DE_TENTATIVAS_ATINGIDO", "ENCAMINHADO_PARA_HUMANO"]
+        assert audit.verify(CONV) == (2, None)
+        assert list(ledger.history(CONV, tipo=None)) and not [
+            i for i in ledger.history(CONV) if i.get("tipo") == "auditoria"]
+    finally:
+        ddb.delete_table(TableName=ledger_name)
