@@ -22,8 +22,9 @@ def spec() -> ToolSpec | None:
     package = getattr(catalog, "RECONCILER_PACKAGE", None)
     if package is None or importlib.util.find_spec(package) is None:
         return None
+    # timeout_s: the reconciler Lambda's (infra/reconciler.py); the fleet runs it in-process.
     return ToolSpec(name=package, function_name=catalog.RECONCILER_FUNCTION_NAME,
-                    db_user=catalog.RECONCILER_DB_USER, package=package)
+                    db_user=catalog.RECONCILER_DB_USER, package=package, timeout_s=60)
 
 
 def discover() -> tuple[PassRunner | None, str | None, str | None]:
