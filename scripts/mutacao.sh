@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Mutation testing of the money path with mutmut 3 (configuration: [tool.mutmut] in pyproject.toml):
 #   functions/emitir_reembolso/logic.py (+ the refund state machine when present), the retry ceiling gate
-#   (orchestrator/gates.py) and the claim store (the claim functions of functions/cadencia_shared/ledger.py).
+#   (RetryCeiling in orchestrator/controls.py) and the claim store (the claim functions of functions/cadencia_shared/ledger.py).
 # Each mutant runs only the money tests that cover it, against ONE local stack started here and reused by
 # every pytest run (CADENCIA_TEST_STACK_DIR, see tests/conftest.py). Too slow for scripts/test.sh: run it by hand.
 #
@@ -25,7 +25,7 @@ CLAIM_STORE=(
   "$L.xǁLedgerǁsettle_claim__mutmut_*" "$L.xǁLedgerǁmark_erp_updated__mutmut_*" "$L.xǁLedgerǁunsettled_claims__mutmut_*"
 )
 if [ "$#" -gt 0 ]; then PATTERNS=("$@"); else
-  PATTERNS=('emitir_reembolso.logic.*' 'emitir_reembolso.transitions.*' 'orchestrator.gates.*'
+  PATTERNS=('emitir_reembolso.logic.*' 'emitir_reembolso.transitions.*' 'orchestrator.controls.xǁRetryCeilingǁ*'
             "${CLAIM_STORE[@]}"); fi
 
 repo=$PWD

@@ -12,7 +12,7 @@ import pytest
 from cadencia_shared.catalog import EMITIR_REEMBOLSO, TOOLS
 from cadencia_shared.ledger import ClaimStatus, ItemType, Ledger, refund_idempotency_key
 from emitir_reembolso.logic import RefundService
-from orchestrator.gates import RetryCeiling
+from orchestrator.controls import RetryCeiling
 from orchestrator.tools import ToolCall
 
 
@@ -85,10 +85,10 @@ def test_the_ceiling_records_each_attempt_with_its_order_and_key(mocked_aws):
     """Lab 87's output fields come from these records: the order and the idempotency key
     of every attempt, allowed or refused."""
     ledger = mocked_aws["ledger"]
-    ceiling = RetryCeiling(ledger, teto=1)
+    ceiling = RetryCeiling(ledger, limit=1)
     conv = f"conv-rec-{uuid.uuid4().hex[:6]}"
     call = ToolCall(spec=TOOLS["emitir_reembolso"], tool_use_id="t1", arguments={"pedidoId": "4821", "valor": 1},
-                    conversa_id=conv, cliente_id=1001)
+                    conversation_id=conv, customer_id=1001)
     first, second = ceiling.decide(call), ceiling.decide(call)
     assert (first.allowed, second.allowed) == (True, False)
     records = list(ledger.history(conv, tipo=ItemType.ATTEMPT))
