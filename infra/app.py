@@ -23,6 +23,7 @@ from cadencia_shared.catalog import (
     RECONCILER_PACKAGE,
     TOOLS,
 )
+from canal_whatsapp.settings import INGRESS_FUNCTION_NAME
 
 from . import contract, packaging
 from .config import StackConfig, from_context
@@ -38,7 +39,7 @@ def asset_specs() -> list[packaging.AssetSpec]:
             name=tool.function_name,
             sources=(ROOT / "functions" / tool.package, shared),
             requirements=ROOT / "requirements" / "lambda-tools.txt",
-            include_ca_bundle=True,  # only the tools talk to PostgreSQL
+            include_ca_bundle=True,  # the tools talk to PostgreSQL
         )
         for tool in TOOLS.values()
     ]
@@ -56,6 +57,15 @@ def asset_specs() -> list[packaging.AssetSpec]:
     specs.append(packaging.AssetSpec(
         name=ORCHESTRATOR_FUNCTION_NAME,
         sources=(ROOT / "orchestrator", shared),
+        requirements=ROOT / "requirements" / "lambda-orchestrator.txt",
+    ))
+    channel = ROOT / "functions" / "canal_whatsapp"
+    specs.append(packaging.AssetSpec(  # the webhook talks to PostgreSQL (its own user)
+        name=INGRESS_FUNCTION_NAME, sources=(channel, shared),
+        requirements=ROOT / "requirements" / "lambda-tools.txt", include_ca_bundle=True,
+    ))
+    specs.append(packaging.AssetSpec(  # the orchestrator + the channel's sender
+        name=contract.WHATSAPP_CONSUMER_FUNCTION_NAME, sources=(ROOT / "orchestrator", channel, shared),
         requirements=ROOT / "requirements" / "lambda-orchestrator.txt",
     ))
     return specs

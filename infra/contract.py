@@ -24,6 +24,7 @@ from cadencia_shared.catalog import (
     RECONCILER_DB_USER,
     RECONCILER_FUNCTION_NAME,
     TOOLS,
+    WHATSAPP_DB_USER,
     ToolSpec,
 )
 from cadencia_shared.ledger import GSI_UNSETTLED
@@ -40,6 +41,9 @@ LOG_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
 DB_USERS_FUNCTION_NAME = "cadencia-db-users"
 RECONCILER_ROLE_NAME = "cadencia-conciliar-reembolsos-role"
 DECISION_ROLE_NAME = "cadencia-decidir-aprovacao-role"
+WHATSAPP_CONSUMER_FUNCTION_NAME = "cadencia-orquestrador-whatsapp"
+WHATSAPP_INGRESS_ROLE_NAME = "cadencia-canal-whatsapp-role"
+WHATSAPP_CONSUMER_ROLE_NAME = "cadencia-orquestrador-whatsapp-role"
 STACK_NAME = "CadenciaAgente"
 
 
@@ -82,6 +86,17 @@ class Ids:
     HANDOFF_BUS = "HandoffBus"
     HANDOFF_QUEUE = "HandoffQueue"
     HANDOFF_RULE = "HandoffRule"
+    WHATSAPP_APP_SECRET = "WhatsAppAppSecret"
+    WHATSAPP_VERIFY_TOKEN = "WhatsAppVerifyToken"
+    WHATSAPP_ACCESS_TOKEN = "WhatsAppAccessToken"
+    WHATSAPP_QUEUE = "WhatsAppQueue"
+    WHATSAPP_DLQ = "WhatsAppDlq"
+    WHATSAPP_INGRESS_FUNCTION = "WhatsAppIngressFunction"
+    WHATSAPP_INGRESS_ROLE = "WhatsAppIngressRole"
+    WHATSAPP_INGRESS_LOG_GROUP = "WhatsAppIngressLogGroup"
+    WHATSAPP_CONSUMER_FUNCTION = "WhatsAppConsumerFunction"
+    WHATSAPP_CONSUMER_ROLE = "WhatsAppConsumerRole"
+    WHATSAPP_CONSUMER_LOG_GROUP = "WhatsAppConsumerLogGroup"
 
     @staticmethod
     def function(tool: ToolSpec) -> str:
@@ -222,12 +237,7 @@ def orchestrator_role(config: StackConfig) -> RoleContract:
         Grant(("dynamodb:PutItem", "dynamodb:Query"), (att(Ids.AUDIT_TABLE, "Arn"),),
               "append to the audit hash chain (read its last link); never UpdateItem/DeleteItem"),
     ]
-    if config.uses_bedrock:
-        grants.append(Grant(("bedrock:InvokeModel",), bedrock_model_arns(config),
-                            f"call the configured model {config.model_id} and nothing else"))
-    else:
-        grants.append(Grant(("secretsmanager:GetSecretValue",), (ref(Ids.ANTHROPIC_SECRET),),
-                            "read the Anthropic API key"))
+    grants.append(_model_grant(config))
     return RoleContract(
         logical_id=Ids.ORCHESTRATOR_ROLE,
         role_name="cadencia-orquestrador-role",
@@ -278,6 +288,54 @@ def decision_role() -> RoleContract:
     )
 
 
+def _model_grant(config: StackConfig) -> Grant:
+    if config.uses_bedrock:
+        return Grant(("bedrock:InvokeModel",), bedrock_model_arns(config),
+                     f"call the configured model {config.model_id} and nothing else")
+    return Grant(("secretsmanager:GetSecretValue",), (ref(Ids.ANTHROPIC_SECRET),), "read the Anthropic API key")
+
+
+def whatsapp_ingress_role(config: StackConfig) -> RoleContract:
+    return RoleContract(
+        logical_id=Ids.WHATSAPP_INGRESS_ROLE,
+        role_name=WHATSAPP_INGRESS_ROLE_NAME,
+        service="lambda.amazonaws.com",
+        purpose="Lambda cadencia-canal-whatsapp-entrada (the webhook behind the Function URL; in the VPC)",
+        grants=(
+            Grant(("rds-db:connect",), (dbuser_arn(config, WHATSAPP_DB_USER),),
+                  f"log in to PostgreSQL as {WHATSAPP_DB_USER} only: SELECT (wa_id, cliente_id) on canais_whatsapp"),
+            Grant(("sqs:SendMessage",), (att(Ids.WHATSAPP_QUEUE, "Arn"),),
+                  "enqueue a verified message on the FIFO queue (group = conversation, dedup = wamid)"),
+            Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_APP_SECRET), ref(Ids.WHATSAPP_VERIFY_TOKEN)),
+                  "the App Secret (signature check) and the verify token (subscription handshake)"),
+        ) + _platform(Ids.WHATSAPP_INGRESS_LOG_GROUP),
+        managed_policies=(ENI_MANAGEMENT,),
+    )
+
+
+def whatsapp_consumer_role(config: StackConfig) -> RoleContract:
+    return RoleContract(
+        logical_id=Ids.WHATSAPP_CONSUMER_ROLE,
+        role_name=WHATSAPP_CONSUMER_ROLE_NAME,
+        service="lambda.amazonaws.com",
+        purpose=f"Lambda {WHATSAPP_CONSUMER_FUNCTION_NAME} (the orchestrator fed by the WhatsApp queue; outside "
+                "the VPC)",
+        grants=(
+            Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (att(Ids.LEDGER, "Arn"),),
+                  "the orchestrator's ledger items, plus the reply outbox (envio#{wamid})"),
+            Grant(("lambda:InvokeFunction",), tuple(att(Ids.function(t), "Arn") for t in TOOLS.values()),
+                  "invoke exactly the three tool Lambdas (unqualified ARNs), nothing else"),
+            Grant(("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"),
+                  (att(Ids.WHATSAPP_QUEUE, "Arn"),), "what the event source mapping needs to consume the queue"),
+            Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_ACCESS_TOKEN),),
+                  "the Cloud API access token, to send the reply"),
+            Grant(("dynamodb:PutItem", "dynamodb:Query"), (att(Ids.AUDIT_TABLE, "Arn"),),
+                  "append to the audit hash chain (read its last link); never UpdateItem/DeleteItem"),
+            _model_grant(config),
+        ) + _platform(Ids.WHATSAPP_CONSUMER_LOG_GROUP),
+    )
+
+
 def db_users_role() -> RoleContract:
     return RoleContract(
         logical_id=Ids.DB_USERS_ROLE,
@@ -318,6 +376,7 @@ def build(config: StackConfig) -> list[RoleContract]:
         roles.append(orchestrator_role(config))
         roles.append(reconciler_role(config))
         roles.append(decision_role())
+        roles += [whatsapp_ingress_role(config), whatsapp_consumer_role(config)]
     if config.demo_database and config.deploy_database_users:
         roles.append(db_users_role())
     if config.demo_database:

@@ -29,8 +29,9 @@ if TYPE_CHECKING:
 
 
 def add_audit_table(stack: CadenciaStack, *writers: lambda_.Function) -> dynamodb.Table:
-    """The audit table; each writer (the orchestrator, the approval decisions) may
-    append to it (PutItem, and Query its last link) and gets ``AUDIT_TABLE``."""
+    """The audit table; each writer (the orchestrator, the WhatsApp queue's consumer, which
+    runs the same loop, and the approval decisions) may append to it (PutItem, and Query its
+    last link) and gets ``AUDIT_TABLE``."""
     definition = audit_chain.table_definition()
     table = dynamodb.Table(
         stack, "Audit", table_name=definition["TableName"],

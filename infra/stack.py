@@ -52,6 +52,7 @@ from cadencia_shared.observability import NAMESPACE, TOOL_DIMENSION, Metric
 from . import contract, db_users
 from .config import ANTHROPIC_KEY_SECRET_NAME, StackConfig
 from .contract import Ids
+from .channel import add_whatsapp_channel
 from .packaging import RDS_CA_BUNDLE_NAME, BuiltAsset
 from .approvals import add_approval_decisions, approval_environment
 from .handoffs import add_handoff_bus
@@ -121,10 +122,11 @@ class CadenciaStack(Stack):
             self.orchestrator = self._orchestrator()
             self.handoff_bus = add_handoff_bus(self, self.orchestrator, self.orchestrator.role)
             self.reconciler = add_refund_reconciler(self)
+            add_whatsapp_channel(self)
             self.decisions = add_approval_decisions(self)
             add_control_alarms(self)
-            # approval decisions and refusals are audited on the same hash chain
-            self.audit_table = add_audit_table(self, self.orchestrator, self.decisions)
+            # every turn runner and the approval decisions audit on the same hash chain
+            self.audit_table = add_audit_table(self, self.orchestrator, self.whatsapp_consumer, self.decisions)
         self._observability()
         self._outputs()
 
@@ -212,6 +214,7 @@ class CadenciaStack(Stack):
             self.cluster = self._demo_cluster()
             self.db_endpoint = self.cluster.cluster_endpoint.hostname
             self.db_port = "5432"
+            self.db_peer: ec2.IConnectable = self.cluster
             for sg in self.tool_security_groups.values():
                 sg.connections.allow_to(self.cluster, ec2.Port.tcp(5432), "PostgreSQL (IAM auth, TLS)")
             self.cluster_for_grants: rds.IDatabaseCluster = self.cluster
@@ -226,6 +229,7 @@ class CadenciaStack(Stack):
                 cluster_endpoint_address=imported.endpoint, port=imported.port, security_groups=[db_sg])
             self.db_endpoint = imported.endpoint
             self.db_port = str(imported.port)
+            self.db_peer = db_sg
             for sg in self.tool_security_groups.values():
                 sg.connections.allow_to(db_sg, ec2.Port.tcp(imported.port), "PostgreSQL (IAM auth, TLS)")
 
@@ -671,6 +675,37 @@ class CadenciaStack(Stack):
                 for n in function_names for m in ("Errors", "Throttles")]),
             cw.AlarmStatusWidget(title="Alarmes", alarms=alarms, width=12),
         )
+
+    # --- what infra/channel.py (the WhatsApp channel) builds with ----------------------
+    runtime, architecture, l1_reason = RUNTIME, ARCHITECTURE, L1_REASON
+    orchestrator_timeout_s, retry_ceiling = ORCHESTRATOR_TIMEOUT_S, str(RETRY_CEILING)
+    pin = staticmethod(_pin)
+
+    @staticmethod
+    def ack(construct: Construct, rule: str, reason: str) -> None:
+        _ack(construct, rule, reason)  # looked up at call time (the stale-acknowledgement test replaces it)
+
+    def role(self, logical_id: str, role_name: str, description: str, *, in_vpc: bool) -> iam.Role:
+        return self._role(logical_id, role_name, description, in_vpc=in_vpc)
+
+    def log_group(self, logical_id: str, function_name: str) -> logs.LogGroup:
+        return self._log_group(logical_id, function_name)
+
+    def code(self, name: str) -> lambda_.Code:
+        return self._code(name)
+
+    def alarm(self, construct_id: str, metric: cw.IMetric, description: str) -> cw.Alarm:
+        return self._alarm(construct_id, metric, description)
+
+    def bedrock_arns(self) -> tuple[str, ...]:
+        return self._bedrock_arns()
+
+    @property
+    def anthropic_key_arn(self) -> str:
+        return self.node.find_child("AnthropicApiKeySecretResource").secret_arn  # type: ignore[attr-defined]
+
+    def allow_database_from(self, sg: ec2.SecurityGroup) -> None:
+        sg.connections.allow_to(self.db_peer, ec2.Port.tcp(int(self.db_port)), "PostgreSQL (IAM auth, TLS)")
 
     def _outputs(self) -> None:
         CfnOutput(self, "LedgerTableName", value=self.ledger.table_name)

@@ -3,7 +3,11 @@
 # same tool, against BOTH designs, and counts how many REAL debits each made at
 # the payment gateway. No conclusion here comes from "it looks like it blocked".
 #
-#   scripts/prova.sh [SCENARIO.jsonl] [--seed N]
+#   scripts/prova.sh [SCENARIO.jsonl] [--seed N] [--canal whatsapp]
+#
+# --canal whatsapp: the production round sends every customer message through the
+# WhatsApp channel (signed webhook, ingress, SQS FIFO, the orchestrator's queue
+# consumer, reply to the fake Cloud API) instead of invoking the orchestrator.
 #
 # Brings the local stack up, runs the minimal design (Figure 1: one broad role,
 # no ceiling, no idempotency) and the production design (Figure 2: the real
@@ -19,11 +23,13 @@ cd "$(dirname "$0")/.."
 
 CENARIO=scripts/cenarios/cenario-reformulacao-ambigua.jsonl
 EXTRA=()
+CANAL=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --seed) EXTRA+=(--seed "$2"); shift 2 ;;
+    --canal) CANAL=(--canal "$2"); shift 2 ;;
     *.jsonl) CENARIO=$1; shift ;;
-    *) echo "usage: scripts/prova.sh [SCENARIO.jsonl] [--seed N]" >&2; exit 2 ;;
+    *) echo "usage: scripts/prova.sh [SCENARIO.jsonl] [--seed N] [--canal whatsapp]" >&2; exit 2 ;;
   esac
 done
 OUT=${PROVA_SAIDA:-resultados}
@@ -46,7 +52,7 @@ $PY scripts/provocar_laco.py --arquitetura minima --cenario "$CENARIO" \
 # -- Round 2: production architecture (Figure 2), ceiling=4 + idempotency -------
 set +e
 $PY scripts/provocar_laco.py --arquitetura producao --cenario "$CENARIO" \
-  --saida "$OUT/resultado-producao.json" "${EXTRA[@]}"
+  --saida "$OUT/resultado-producao.json" "${EXTRA[@]}" "${CANAL[@]}"
 prod=$?
 set -e
 [ "$prod" = 0 ] || [ "$prod" = 3 ] || exit "$prod"

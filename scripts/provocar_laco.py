@@ -2,7 +2,7 @@
 
     provocar_laco.py --arquitetura minima|producao --cenario FILE --saida FILE
                      [--modelo roteirizado|<claude model id>] [--provedor anthropic|bedrock]
-                     [--seed N] [--alvo local|aws] [--limite-plataforma 20]
+                     [--seed N] [--alvo local|aws] [--limite-plataforma 20] [--canal direto|whatsapp]
 
 Writes FILE (a JSON array of attempt records; Lab 87's jq line works on it) and
 FILE with ``.resumo.json`` (the figures, real debits counted at the gateway).
@@ -49,6 +49,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--limite-plataforma", type=int, default=20,
                    help="minimal design: model calls per customer message before the platform cuts the run")
     p.add_argument("--detalhado", action="store_true", help="show the Lambdas' INFO logs")
+    p.add_argument("--canal", choices=("direto", "whatsapp"), default="direto",
+                   help="production design: invoke the orchestrator directly (default) or send every customer "
+                        "message through the WhatsApp channel (signed webhook, queue, consumer; local only)")
     return p.parse_args(argv)
 
 

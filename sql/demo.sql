@@ -20,3 +20,10 @@ ON CONFLICT (id) DO UPDATE
     SET cliente_id = EXCLUDED.cliente_id, status = EXCLUDED.status, valor_pedido = EXCLUDED.valor_pedido,
         previsao_entrega = EXCLUDED.previsao_entrega, codigo_rastreio = EXCLUDED.codigo_rastreio,
         status_reembolso = 'nenhum', valor_reembolsado = 0;
+
+-- The demo customers' WhatsApp numbers (wa_id: digits only, as the Cloud API sends them).
+INSERT INTO canais_whatsapp (wa_id, cliente_id) VALUES
+    ('5511987654321', 1001),
+    ('5521998765432', 1002),
+    ('5541991234567', 1003)
+ON CONFLICT (wa_id) DO UPDATE SET cliente_id = EXCLUDED.cliente_id;

@@ -1,7 +1,7 @@
 -- grants.sql -- the second layer of least privilege, the one IAM cannot cover.
 -- rds-db:connect restricts WHO may log in as which user; these GRANTs restrict
 -- WHAT that user may do once logged in. Safe to run twice: users are created
--- when absent, every existing privilege of the three users on the ERP tables is
+-- when absent, every existing privilege of the agent users on the ERP tables is
 -- revoked, and exactly the list below is granted again, so the catalog always
 -- equals this file (tests/test_db_privileges.py reads it back).
 --
@@ -29,18 +29,19 @@ BEGIN
     END IF;
 
     FOREACH u IN ARRAY ARRAY['cadencia_agente_consulta', 'cadencia_agente_reembolso', 'cadencia_agente_cadastro',
-                           'cadencia_agente_conciliacao'] LOOP
+                           'cadencia_agente_conciliacao', 'cadencia_canal_whatsapp'] LOOP
         IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = u) THEN
             EXECUTE format('CREATE USER %I WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE', u);
         END IF;
         EXECUTE format('GRANT rds_iam TO %I', u);
         -- Start from nothing: table-level privileges ...
-        EXECUTE format('REVOKE ALL ON TABLE clientes, pedidos, reembolsos FROM %I', u);
+        EXECUTE format('REVOKE ALL ON TABLE clientes, pedidos, reembolsos, canais_whatsapp FROM %I', u);
         -- ... and column-level ones, which REVOKE ALL ON TABLE leaves in place.
         FOR t, cols IN
             SELECT table_name, string_agg(quote_ident(column_name), ', ')
               FROM information_schema.columns
-             WHERE table_schema = current_schema() AND table_name IN ('clientes', 'pedidos', 'reembolsos')
+             WHERE table_schema = current_schema()
+               AND table_name IN ('clientes', 'pedidos', 'reembolsos', 'canais_whatsapp')
              GROUP BY table_name
         LOOP
             EXECUTE format('REVOKE ALL (%s) ON TABLE %I FROM %I', cols, t, u);
@@ -86,5 +87,9 @@ BEGIN
     -- PostgreSQL requires SELECT on every column an UPDATE's WHERE clause reads.
     GRANT SELECT (id) ON clientes TO cadencia_agente_cadastro;
     GRANT UPDATE (endereco, telefone, email) ON clientes TO cadencia_agente_cadastro;
+
+    -- WhatsApp channel: which customer a number belongs to, nothing else (no name,
+    -- no telefone, no other table): wa_id for the WHERE clause, cliente_id to answer.
+    GRANT SELECT (wa_id, cliente_id) ON canais_whatsapp TO cadencia_canal_whatsapp;
 END
 $$;

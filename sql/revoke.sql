@@ -1,4 +1,4 @@
--- revoke.sql -- removes the agent users (three tools and the reconciler). Safe to run twice.
+-- revoke.sql -- removes the agent users (three tools, the reconciler and the WhatsApp channel). Safe to run twice.
 --
 -- Runs as the cluster's master, which on RDS/Aurora is NOT a superuser (LOGIN,
 -- CREATEROLE, CREATEDB, member of rds_superuser). Two PostgreSQL rules apply:
@@ -24,7 +24,7 @@ BEGIN
     -- Shared with grants.sql: concurrent runs wait for each other.
     PERFORM pg_advisory_xact_lock(hashtext('cadencia: sql/grants.sql, sql/revoke.sql'));
     FOREACH u IN ARRAY ARRAY['cadencia_agente_consulta', 'cadencia_agente_reembolso', 'cadencia_agente_cadastro',
-                           'cadencia_agente_conciliacao'] LOOP
+                           'cadencia_agente_conciliacao', 'cadencia_canal_whatsapp'] LOOP
         IF EXISTS (SELECT FROM pg_roles WHERE rolname = u) THEN
             IF NOT pg_has_role(current_user, u, 'USAGE') THEN
                 EXECUTE format('GRANT %I TO %I', u, current_user);

@@ -46,3 +46,14 @@ CREATE TABLE IF NOT EXISTS reembolsos (
 );
 
 CREATE INDEX IF NOT EXISTS reembolsos_pedido_id_idx ON reembolsos (pedido_id);
+
+-- Which WhatsApp number (wa_id, digits only) belongs to which customer. Written by
+-- the ERP's account flow when a customer links a number; read only by the WhatsApp
+-- channel (cadencia_canal_whatsapp). Kept apart from clientes.telefone on purpose:
+-- the profile tool may change telefone on a customer's request, and the identity
+-- the channel binds must never be something a conversation can rewrite.
+CREATE TABLE IF NOT EXISTS canais_whatsapp (
+    wa_id         text PRIMARY KEY CHECK (wa_id ~ '^[0-9]{6,20}$'),
+    cliente_id    bigint NOT NULL REFERENCES clientes (id),
+    vinculado_em  timestamptz NOT NULL DEFAULT now()
+);

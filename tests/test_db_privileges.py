@@ -16,7 +16,7 @@ import pytest
 from cadencia_shared import db
 from scripts.local_stack import postgres
 
-TABLES = ("clientes", "pedidos", "reembolsos")
+TABLES = ("clientes", "pedidos", "reembolsos", "canais_whatsapp")
 
 CONTRACT: dict[str, dict[str, set]] = {
     # SELECT on the columns of pedidos its query reads; nothing on clientes.
@@ -58,6 +58,12 @@ CONTRACT: dict[str, dict[str, set]] = {
             ("clientes", "id", "SELECT"),
             *{("clientes", c, "UPDATE") for c in ("endereco", "telefone", "email")},
         },
+    },
+    # The WhatsApp channel's identity lookup: which customer a number belongs to,
+    # nothing else (not the customer's name, not clientes.telefone).
+    "cadencia_canal_whatsapp": {
+        "table": set(),
+        "columns": {("canais_whatsapp", "wa_id", "SELECT"), ("canais_whatsapp", "cliente_id", "SELECT")},
     },
 }
 
@@ -221,7 +227,8 @@ def test_sql_scripts_are_safe_to_run_twice(local_stack, admin):
     with psycopg.connect(info.admin_conninfo(), autocommit=True) as conn:
         conn.execute((postgres.SQL_DIR / "revoke.sql").read_text())
         conn.execute((postgres.SQL_DIR / "revoke.sql").read_text())
-        left = conn.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE 'cadencia_agente_%'").fetchall()
+        left = conn.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE 'cadencia_agente_%' "
+                            "OR rolname = 'cadencia_canal_whatsapp'").fetchall()
     assert left == []
     postgres.apply_sql(info)
     for user in CONTRACT:

@@ -186,3 +186,21 @@ def test_the_scripted_model_answers_messages_api_json():
                                  messages=[{"role": "user", "content": sc.mensagens[0]}])
     assert msg.stop_reason == "tool_use"
     assert msg.content[-1].name == "consultar_status_pedido" and msg.content[-1].input == {"pedidoId": "9001"}
+
+
+def test_the_whatsapp_channel_makes_the_same_attempts_and_debits_as_the_direct_run(local_stack, scenario_file,
+                                                                                  tmp_path, monkeypatch):
+    """prova --canal whatsapp: every customer message as a signed webhook through the
+    ingress, the FIFO queue and the queue consumer; same records, same debits."""
+    direct, channel = tmp_path / "direto.json", tmp_path / "whatsapp.json"
+    assert _run(monkeypatch, "producao", scenario_file, direct) == 0
+    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "WARNING")
+    assert provocar_laco.main(["--arquitetura", "producao", "--canal", "whatsapp", "--cenario", str(scenario_file),
+                               "--saida", str(channel)]) == 0
+    key = lambda r: (r["conversaId"], r["ferramenta"], r["tentativaNumero"], r["resultado"])  # noqa: E731
+    assert sorted(map(key, json.loads(channel.read_text()))) == sorted(map(key, json.loads(direct.read_text())))
+    figures = [json.loads(p.with_suffix(".resumo.json").read_text())["figuras"] for p in (direct, channel)]
+    assert figures[0] == figures[1] and figures[1]["debitos_reais"] == 3 and figures[1]["debitos_duplicados"] == 0
+    # The channel's refund keys name the channel's conversation (wa-{clienteId}-{day}), not the scenario's.
+    channel_keys = {r["chaveIdempotencia"] for r in json.loads(channel.read_text()) if r.get("chaveIdempotencia")}
+    assert all(k.startswith("wa-51") for k in channel_keys), channel_keys

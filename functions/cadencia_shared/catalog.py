@@ -74,8 +74,11 @@ TOOLS: dict[str, ToolSpec] = {t.name: t for t in (CONSULTAR_STATUS_PEDIDO, EMITI
 RECONCILER_FUNCTION_NAME = "cadencia-conciliar-reembolsos"
 RECONCILER_DB_USER = "cadencia_agente_conciliacao"
 RECONCILER_PACKAGE = "conciliar_reembolsos"
+# The WhatsApp channel's identity lookup (not a tool either).
+WHATSAPP_DB_USER = "cadencia_canal_whatsapp"
+CHANNEL_DB_USERS = (WHATSAPP_DB_USER,)
 # Every PostgreSQL user the agent's Lambdas log in as (one per Lambda).
-DB_USERS: tuple[str, ...] = (*(t.db_user for t in TOOLS.values()), RECONCILER_DB_USER)
+DB_USERS: tuple[str, ...] = (*(t.db_user for t in TOOLS.values()), RECONCILER_DB_USER, *CHANNEL_DB_USERS)
 
 # The approval decisions Lambda (not a tool: operators invoke it, scripts/aprovar.py).
 DECISION_FUNCTION_NAME = "cadencia-decidir-aprovacao"

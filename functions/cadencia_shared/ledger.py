@@ -27,6 +27,8 @@ aprovacao              ``aprovacao#{approval_id(...)}``           PutItem attrib
                                                                   UpdateItem on its status
 =====================  =========================================  ===============================
 
+``envio#{wamid}`` (the WhatsApp reply outbox) is owned by ``canal_whatsapp.outbox``.
+
 ``chaveIdempotencia`` keeps Lab 87's format ``{conversaId}#{pedidoId}#reembolso``.
 Identifiers may not contain ``#`` (the models at the edges enforce the id patterns of
 ``cadencia_shared.models``),

@@ -64,6 +64,7 @@ def run_local(args: argparse.Namespace, scenarios: list[Scenario], console: Cons
         log_level = "INFO" if args.detalhado else "WARNING"
         emf = stack_exit.enter_context(capture_emf(state.metrics_file))
         endings: dict[str, str] = {}
+        as_scenario_debits: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] = list
         total = sum(len(sc.mensagens) for sc in scenarios)
 
         if args.arquitetura == "minima":
@@ -87,10 +88,18 @@ def run_local(args: argparse.Namespace, scenarios: list[Scenario], console: Cons
                         bar.advance(task)
             records, cuts = agent.records, agent.platform_cuts
         else:
-            runner = ProductionRunner(state, ledger, env, log_level=log_level)
+            channel = getattr(args, "canal", "direto") == "whatsapp"
+            if channel:
+                from .whatsapp_run import WhatsAppRunner
+
+                runner = WhatsAppRunner(state, ledger, env, scenarios, log_level=log_level)
+                as_scenario_debits = runner.scenario_debits
+            else:
+                runner = ProductionRunner(state, ledger, env, log_level=log_level)
             stack_exit.callback(runner.close)
             with progress_bar(console) as bar:
-                task = bar.add_task("production design (Figure 2)", total=total)
+                task = bar.add_task("production design (Figure 2)" + (" via WhatsApp" if channel else ""),
+                                    total=total)
                 for sc in scenarios:
                     if server:
                         server.activate(InsistentPolicy(sc, args.seed))
@@ -102,6 +111,7 @@ def run_local(args: argparse.Namespace, scenarios: list[Scenario], console: Cons
             cuts = set()
 
         debits = gateway.debits()
+        debits = as_scenario_debits(debits)
         summary = summarize(args.arquitetura, "roteirizado" if server else args.modelo, records, debits, endings,
                             scenarios, cuts).to_json()
         summary["metricas_emf"] = {f"{name} {dict(dims)}": value for (name, dims), value in emf.totals().items()}

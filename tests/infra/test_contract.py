@@ -66,10 +66,15 @@ def test_database_and_secret_scoping(default_synth, variant_synth):
                     # Decisions resume the conversation through the orchestrator; never a tool.
                     assert resource == contract.att(Ids.ORCHESTRATOR_FUNCTION, "Arn")
                 elif action == "lambda:InvokeFunction":
-                    assert role_id == Ids.ORCHESTRATOR_ROLE
+                    assert role_id in (Ids.ORCHESTRATOR_ROLE, Ids.WHATSAPP_CONSUMER_ROLE)
                     assert resource in {contract.att(Ids.function(t), "Arn") for t in TOOLS.values()}
                 if action.startswith("rds-db:"):
-                    assert role_id in {Ids.role(t) for t in TOOLS.values()} | {Ids.RECONCILER_ROLE}
+                    assert role_id in ({Ids.role(t) for t in TOOLS.values()}
+                                       | {Ids.RECONCILER_ROLE, Ids.WHATSAPP_INGRESS_ROLE})
+                channel_secrets = {contract.ref(i) for i in (Ids.WHATSAPP_APP_SECRET, Ids.WHATSAPP_VERIFY_TOKEN,
+                                                             Ids.WHATSAPP_ACCESS_TOKEN)}
+                if action == "secretsmanager:GetSecretValue" and resource in channel_secrets:
+                    assert role_id in (Ids.WHATSAPP_INGRESS_ROLE, Ids.WHATSAPP_CONSUMER_ROLE), role_id
         reconciler = roles[Ids.RECONCILER_ROLE].pairs
         assert {r for a, r in reconciler if a == "rds-db:connect"} == {
             contract.dbuser_arn(synth.config, RECONCILER_DB_USER)}
@@ -92,6 +97,23 @@ def test_model_access_follows_the_provider(default_synth, variant_synth):
     assert model_arns == set(contract.bedrock_model_arns(variant_synth.config))
     assert all(variant_synth.config.foundation_model_id in arn for arn in model_arns)
     assert Ids.ANTHROPIC_SECRET not in variant_synth.resources
+
+
+@pytest.mark.infra
+def test_the_whatsapp_roles(default_synth, variant_synth):
+    for synth in (default_synth, variant_synth):
+        roles = extract_roles(synth.template)
+        ingress = roles[Ids.WHATSAPP_INGRESS_ROLE].pairs
+        assert {r for a, r in ingress if a == "rds-db:connect"} == {
+            contract.dbuser_arn(synth.config, "cadencia_canal_whatsapp")}
+        assert {r for a, r in ingress if a.startswith("secretsmanager:")} == {
+            contract.ref(Ids.WHATSAPP_APP_SECRET), contract.ref(Ids.WHATSAPP_VERIFY_TOKEN)}
+        assert not any(a.startswith(("dynamodb:", "lambda:", "bedrock:")) for a, _ in ingress)
+        consumer = roles[Ids.WHATSAPP_CONSUMER_ROLE].pairs
+        assert not any(a.startswith("rds-db:") for a, _ in consumer)
+        assert {a for a, _ in consumer if a.startswith("sqs:")} == {
+            "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
+        assert (("secretsmanager:GetSecretValue", contract.ref(Ids.WHATSAPP_APP_SECRET)) not in consumer)
 
 
 # --- widening must fail -------------------------------------------------------------
@@ -174,6 +196,32 @@ def _condition_added(t):
 def _trust_widened(t):
     t["Resources"][Ids.ORCHESTRATOR_ROLE]["Properties"]["AssumeRolePolicyDocument"]["Statement"].append(
         {"Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"AWS": "arn:aws:iam::111122223333:root"}})
+
+
+def _channel_reads_the_gateway_secret(t):
+    for stmt in _policy_of(t, Ids.WHATSAPP_INGRESS_ROLE):
+        if stmt["Action"] == "secretsmanager:GetSecretValue":
+            stmt["Resource"].append({"Ref": Ids.GATEWAY_SECRET})
+
+
+def _channel_connects_as_a_tool(t):
+    for stmt in _policy_of(t, Ids.WHATSAPP_INGRESS_ROLE):
+        if stmt["Action"] == "rds-db:connect":
+            other = copy.deepcopy(stmt["Resource"])
+            other["Fn::Join"][1][-1] = "/cadencia_agente_consulta"
+            stmt["Resource"] = [stmt["Resource"], other]
+
+
+def _consumer_changes_visibility(t):
+    for stmt in _policy_of(t, Ids.WHATSAPP_CONSUMER_ROLE):
+        if isinstance(stmt["Action"], list) and "sqs:ReceiveMessage" in stmt["Action"]:
+            stmt["Action"] = [*stmt["Action"], "sqs:ChangeMessageVisibility", "sqs:GetQueueUrl"]
+
+
+def _ingress_sends_anywhere(t):
+    for stmt in _policy_of(t, Ids.WHATSAPP_INGRESS_ROLE):
+        if stmt["Action"] == "sqs:SendMessage":
+            stmt["Resource"] = {"Fn::Sub": "arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:*"}
 
 
 def _statement(t, role_id, action):
@@ -297,6 +345,10 @@ MUTATIONS = {
     "NotResource": _condition_added,
     "trust policy": _trust_widened,
     "new role": _new_role,
+    "channel reads the gateway secret": _channel_reads_the_gateway_secret,
+    "channel logs in as a tool's user": _channel_connects_as_a_tool,
+    "consumer: grant_consume_messages' extras": _consumer_changes_visibility,
+    "ingress: SendMessage to any queue": _ingress_sends_anywhere,
     "reconciler: Query on the whole table": _reconciler_query_whole_table,
     "reconciler: Scan": _reconciler_scan,
     "reconciler: PutItem": _reconciler_put_item,

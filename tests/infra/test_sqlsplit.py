@@ -40,7 +40,8 @@ def test_unterminated_input_is_an_error(broken):
 
 
 def test_the_project_scripts_split_as_expected():
-    assert len(split_statements((SQL_DIR / "schema.sql").read_text())) == 5  # clientes, pedidos (+ index), reembolsos (+ index)
+    # clientes, pedidos (+ index), reembolsos (+ index), canais_whatsapp
+    assert len(split_statements((SQL_DIR / "schema.sql").read_text())) == 6
     (grants,) = split_statements((SQL_DIR / "grants.sql").read_text())  # one transaction, one Data API call
     assert grants.startswith("DO $$") and grants.endswith("$$") and grants.count("GRANT SELECT") >= 3
     (revoke,) = split_statements((SQL_DIR / "revoke.sql").read_text())

@@ -105,7 +105,9 @@ def test_secrets(default_synth, variant_synth):
     gateway = _props(default_synth, Ids.GATEWAY_SECRET)["GenerateSecretString"]
     assert gateway["GenerateStringKey"] == "token" and gateway["SecretStringTemplate"] == "{}"
     variant = {r["Properties"]["Name"] for r in variant_synth.of_type("AWS::SecretsManager::Secret").values()}
-    assert variant == {GATEWAY_SECRET_NAME}  # bedrock: no API key; imported: no master secret
+    channel = {"cadencia/whatsapp/app-secret", "cadencia/whatsapp/verify-token", "cadencia/whatsapp/access-token"}
+    assert channel <= secrets
+    assert variant == {GATEWAY_SECRET_NAME} | channel  # bedrock: no API key; imported: no master secret
 
 
 def test_demo_database_is_private_with_iam_auth_and_data_api(default_synth):
@@ -137,14 +139,17 @@ def test_no_security_group_admits_the_internet(default_synth, variant_synth):
             p = rule["Properties"]
             assert "CidrIp" not in p and "CidrIpv6" not in p, p
             assert p["FromPort"] == p["ToPort"] and p["IpProtocol"] == "tcp"
-        # One PostgreSQL rule per tool security group, plus (demo cluster) the master-secret
-        # rotation function's, which must log in to change the password.
+        # One PostgreSQL rule per tool security group, one for the WhatsApp webhook's, plus
+        # (demo cluster) the master-secret rotation function's, which must log in to change
+        # the password.
         sources = [render(r["Properties"]["SourceSecurityGroupId"]) for r in ingress]
         tools = [src for src in sources
                  if any(src.startswith(f"${{{contract.pascal(t.package)}SecurityGroup") for t in TOOLS.values())]
+        channel = [src for src in sources if src.startswith("${WhatsAppIngressSecurityGroup")]
         rotation = [src for src in sources if src.startswith("${DbRotationSingleUserSecurityGroup")]
-        assert len(tools) == len(TOOLS) and len(rotation) == (1 if synth is default_synth else 0), sources
-        assert len(sources) == len(tools) + len(rotation)
+        assert len(tools) == len(TOOLS) and len(channel) == 1, sources
+        assert len(rotation) == (1 if synth is default_synth else 0), sources
+        assert len(sources) == len(tools) + len(channel) + len(rotation)
 
 
 def test_dynamodb_endpoint_policy_allows_only_the_ledger_items(default_synth):
@@ -219,6 +224,35 @@ def test_dashboard_shows_the_loop_signals(default_synth):
     for metric in (Metric.CEILING_INTERRUPTIONS, Metric.IDEMPOTENCY_BLOCKS, Metric.REAL_REFUNDS, Metric.TOOL_ERRORS):
         assert metric in body
     assert NAMESPACE in body
+
+
+def test_the_whatsapp_channel(default_synth, variant_synth):
+    for synth in (default_synth, variant_synth):
+        [url] = synth.of_type("AWS::Lambda::Url").values()
+        assert url["Properties"]["AuthType"] == "NONE"  # Meta's HMAC signature is checked in code
+        assert url["Properties"]["TargetFunctionArn"] == {"Fn::GetAtt": [Ids.WHATSAPP_INGRESS_FUNCTION, "Arn"]}
+        queue = _props(synth, Ids.WHATSAPP_QUEUE)
+        assert queue["FifoQueue"] is True and queue.get("ContentBasedDeduplication") is False
+        assert queue["QueueName"] == "cadencia-whatsapp-entrada.fifo"
+        assert queue["RedrivePolicy"]["maxReceiveCount"] == 5
+        assert queue["VisibilityTimeout"] >= 6 * _props(synth, Ids.WHATSAPP_CONSUMER_FUNCTION)["Timeout"]
+        assert _props(synth, Ids.WHATSAPP_DLQ)["FifoQueue"] is True
+        [mapping] = synth.of_type("AWS::Lambda::EventSourceMapping").values()
+        p = mapping["Properties"]
+        assert p["BatchSize"] == 1 and p["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        assert p["EventSourceArn"] == {"Fn::GetAtt": [Ids.WHATSAPP_QUEUE, "Arn"]}
+        ingress = _props(synth, Ids.WHATSAPP_INGRESS_FUNCTION)
+        assert ingress["Handler"] == "canal_whatsapp.handler.lambda_handler"
+        assert ingress["Environment"]["Variables"]["DB_USER"] == "cadencia_canal_whatsapp"
+        assert ingress["VpcConfig"]
+        consumer = _props(synth, Ids.WHATSAPP_CONSUMER_FUNCTION)
+        assert consumer["Handler"] == "orchestrator.whatsapp_consumer.lambda_handler"
+        assert "VpcConfig" not in consumer
+    alarms = _alarm_metrics(default_synth)
+    failed = {d.get("Motivo") for ns, m, d, _ in alarms if ns == NAMESPACE and m == "EnviosWhatsappFalhos"}
+    assert failed == {"recusado", "tentativas", "sem_resposta", "fora_da_janela", "remetente_interrompido"}
+    dlq_alarms = [p for ns, m, d, p in alarms if ns == "AWS/SQS" and d.get("QueueName")]
+    assert len(dlq_alarms) == 2  # the orchestrator's DLQ and the WhatsApp DLQ
 
 
 def test_the_reconciler_and_the_refund_share_the_idempotency_window_and_it_has_an_alarm(default_synth):

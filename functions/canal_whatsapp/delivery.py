@@ -1,0 +1,104 @@
+"""Sending one reply exactly once (logic; the Graph client and the outbox are passed in).
+
+    record (pendente, once) ─► claim (conditional) ─► POST /{phone-number-id}/messages
+        sent                 → enviado (Meta's wamid kept)
+        not sent, temporary  → tentar_de_novo, back off, claim again (bounded)
+        not sent, final / attempts used up → falhou          + metric (alarm)
+        no answer (timeout)  → desconhecido, never re-sent   + metric (alarm)
+        131047 (24 h window) → fora_da_janela, handed off    + metric (alarm) + audit
+
+Outside the 24-hour window a free-form text cannot go out. This project hands the
+conversation's reply to a person (the alarm and the audit record) instead of sending
+a template: a template needs one approved by Meta per business and language, which a
+reference deployment cannot assume.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cadencia_shared.observability import count
+
+from .graph import GraphClient, NotSent, OutsideServiceWindow, SendOutcomeUnknown, TextReply
+from .outbox import FAILED_SENDS_METRIC, Outbox, OutboxStatus, OutgoingReply, SendClaim
+
+
+class NoTimeToSend(Exception):
+    """Too little time left in this invocation to finish one send: nothing was
+    claimed, so a later invocation (the message's redelivery) sends it."""
+
+
+class SendInProgress(Exception):
+    """Another sender holds this reply's record (``enviando``, lease not expired):
+    the message is retried later, when the record is final or the lease expired
+    (then ``desconhecido``, alarmed): never left unresolved, never sent twice."""
+
+
+class DeliveryMetric:
+    SENT = "RespostasWhatsappEnviadas"
+    FAILED = FAILED_SENDS_METRIC  # {Motivo}: alarmed
+
+
+@dataclass
+class Sender:
+    outbox: Outbox
+    graph: GraphClient
+    access_token: Callable[[], str]
+    attempts: int = 3
+    backoff_base_s: float = 0.5
+    lease_s: int = 60
+    send_timeout_s: float = 5.0
+    sleep: Callable[[float], None] = time.sleep
+
+    def deliver(self, reply: OutgoingReply, *, time_left_s: Callable[[], float] | None = None) -> OutboxStatus:
+        """Make sure ``reply`` is sent at most once; returns the record's status.
+
+        ``time_left_s`` is the invocation's remaining time: a send is never started
+        that the function's timeout could cut (a cut send is an unknown outcome)."""
+        # Read before anything is claimed: a secret outage must leave the record sendable.
+        token = self.access_token()
+        self.outbox.record(reply)
+        while True:
+            if time_left_s is not None and time_left_s() < self.send_timeout_s + 1:
+                raise NoTimeToSend(reply.answers)
+            claim = self.outbox.claim(reply.answers, lease_s=self.lease_s)
+            if claim is None:  # sent, being sent, or final: nothing to send from here
+                current = self.outbox.status(reply.answers)
+                if current is OutboxStatus.SENDING:
+                    raise SendInProgress(reply.answers)
+                return current or OutboxStatus.UNKNOWN
+            status = self._attempt(claim, token)
+            if status is not OutboxStatus.RETRY:
+                return status
+            self.sleep(self.backoff_base_s * 2 ** (claim.attempt - 1))
+
+    def _attempt(self, claim: SendClaim, token: str) -> OutboxStatus:
+        r = claim.reply
+        try:
+            wamid = self.graph.send_text(
+                TextReply(phone_number_id=r.phone_number_id, to=r.to, body=r.body, reply_to=r.answers),
+                token,
+            )
+        except OutsideServiceWindow:
+            return self._final(claim, OutboxStatus.OUTSIDE_WINDOW, "131047", "fora_da_janela")
+        except SendOutcomeUnknown:
+            return self._final(claim, OutboxStatus.UNKNOWN, None, "sem_resposta")
+        except NotSent as err:
+            detail = f"http {err.status} codigo {err.code}"
+            if err.retryable and claim.attempt < self.attempts:
+                self.outbox.finish(claim, OutboxStatus.RETRY, detail=detail)
+                return OutboxStatus.RETRY
+            return self._final(claim, OutboxStatus.FAILED, detail, "recusado" if not err.retryable else "tentativas")
+        self.outbox.finish(claim, OutboxStatus.SENT, detail=wamid)
+        count(DeliveryMetric.SENT, {})
+        return OutboxStatus.SENT
+
+    def _final(self, claim: SendClaim, status: OutboxStatus, detail: str | None, motivo: str) -> OutboxStatus:
+        self.outbox.finish(claim, status, detail=detail)
+        count(DeliveryMetric.FAILED, {"Motivo": motivo})
+        if status is OutboxStatus.OUTSIDE_WINDOW:
+            self.outbox.ledger.append_audit(conversa_id=claim.reply.conversa_id, evento="RESPOSTA_FORA_DA_JANELA",
+                                            detalhes={"mensagemId": claim.answers})
+        return status

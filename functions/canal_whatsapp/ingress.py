@@ -1,0 +1,163 @@
+"""The webhook's logic (no AWS calls here: adapters are passed in).
+
+    GET  ─► verify handshake (hub.mode, hub.verify_token) ─► echo hub.challenge
+    POST ─► size cap ─► X-Hub-Signature-256 over the raw body ─► typed payload
+         ─► per message: bind wa_id to a customer (ERP) ─► SQS FIFO
+              text of a known customer     → the orchestrator (a turn)
+              unknown number / not text    → a fixed reply (never the model)
+              reaction                     → ignored (counted)
+         ─► statuses: counted, not stored
+
+Anything rejected answers 401/400, enqueues nothing and counts a metric. An
+adapter failure raises (the Function URL answers 502), so the Cloud API delivers the webhook again; what
+was already enqueued is absorbed by the dedupe (SQS FIFO + the ledger).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pydantic import TypeAdapter, ValidationError
+
+from cadencia_shared.models import CustomerMessage
+from cadencia_shared.observability import count
+
+from . import signature
+from .conversation import conversation_id
+from .models import MAX_TURN_TEXT, FixedReason, QueuedKind, QueuedMessage, WebhookMessage, WebhookPayload
+
+DEFAULT_MAX_BODY_BYTES = 128 * 1024
+_CHALLENGE = re.compile(r"\A[A-Za-z0-9_\-]{1,128}\Z")
+
+
+class ChannelMetric:
+    REJECTED = "WebhooksRejeitados"  # {Motivo}
+    RECEIVED = "MensagensWhatsappRecebidas"  # {Tipo}
+    STATUSES = "StatusesWhatsappIgnorados"
+
+
+@dataclass(frozen=True)
+class HttpRequest:
+    method: str
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)  # lower-case names
+    query: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HttpResponse:
+    status: int
+    body: str = ""
+
+
+class CustomerDirectory(Protocol):
+    def customer_of(self, wa_id: str) -> int | None: ...
+
+
+class InboundQueue(Protocol):
+    def send(self, message: QueuedMessage, *, group_id: str, deduplication_id: str) -> None: ...
+
+
+class ChannelSecrets(Protocol):
+    def app_secret(self) -> str: ...
+
+    def verify_token(self) -> str: ...
+
+
+class Ingress:
+    def __init__(self, *, directory: CustomerDirectory, queue: InboundQueue, secrets: ChannelSecrets,
+                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+        self.directory = directory
+        self.queue = queue
+        self.secrets = secrets
+        self.max_body_bytes = max_body_bytes
+
+    def handle(self, request: HttpRequest) -> HttpResponse:
+        if request.method == "GET":
+            return self._handshake(request.query)
+        if request.method == "POST":
+            return self._notification(request)
+        return reject(405, "metodo")
+
+    # -- GET: the subscription handshake ------------------------------------------
+    def _handshake(self, query: dict[str, str]) -> HttpResponse:
+        token, challenge = query.get("hub.verify_token", ""), query.get("hub.challenge", "")
+        expected = self.secrets.verify_token()
+        if (query.get("hub.mode") != "subscribe" or not expected
+                or not hmac.compare_digest(token.encode(), expected.encode())):
+            return reject(403, "verificacao")
+        if not _CHALLENGE.match(challenge):  # echoed back: never reflect arbitrary content
+            return reject(400, "verificacao")
+        return HttpResponse(200, challenge)
+
+    # -- POST: a signed notification ----------------------------------------------
+    def _notification(self, request: HttpRequest) -> HttpResponse:
+        if len(request.body) > self.max_body_bytes:
+            return reject(400, "tamanho")
+        if not signature.is_valid(request.body, request.headers.get(signature.HEADER), self.secrets.app_secret()):
+            return reject(401, "assinatura")
+        try:
+            payload = WebhookPayload.model_validate(json.loads(request.body))
+        except (ValueError, ValidationError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            return reject(400, "formato")
+        for entry in payload.entry:
+            for change in entry.changes:
+                value = change.value
+                if value.statuses:
+                    count(ChannelMetric.STATUSES, {}, len(value.statuses))
+                for message in value.messages:
+                    self._enqueue(message, value.metadata.phone_number_id)
+        return HttpResponse(200, "ok")
+
+    def _enqueue(self, message: WebhookMessage, phone_number_id: str) -> None:
+        count(ChannelMetric.RECEIVED, {"Tipo": message.type if message.type in _KNOWN_TYPES else "outro"})
+        if message.type in _IGNORED_TYPES:
+            return
+        cliente_id = self.directory.customer_of(message.from_)
+        common = {"mensagemId": message.id, "waId": message.from_, "phoneNumberId": phone_number_id}
+        if cliente_id is None:
+            queued = QueuedMessage(tipo=QueuedKind.FIXED_REPLY, motivo=FixedReason.UNKNOWN_NUMBER, **common)
+            group = "wa-desconhecido-" + hashlib.sha256(message.from_.encode()).hexdigest()[:40]
+        else:
+            conversa = conversation_id(cliente_id, message.timestamp)
+            queued = _turn_or_fixed(message, conversa, cliente_id, common)
+            group = conversa
+        # The wamid can be longer than SQS allows (128) and has characters it refuses: hash it.
+        self.queue.send(queued, group_id=group, deduplication_id=hashlib.sha256(message.id.encode()).hexdigest())
+
+
+_KNOWN_TYPES = frozenset({"text", "image", "audio", "video", "document", "sticker", "location", "contacts",
+                          "interactive", "button", "reaction", "order", "system", "unsupported"})
+
+
+# A reaction (an emoji on one of our messages) asks nothing: answering it with
+# "I only read text" would be noise. Every other non-text type gets that reply.
+_IGNORED_TYPES = frozenset({"reaction"})
+
+
+_CUSTOMER_MESSAGE: TypeAdapter[str] = TypeAdapter(CustomerMessage)
+
+
+def _turn_or_fixed(message: WebhookMessage, conversa: str, cliente_id: int, common: dict[str, str]) -> QueuedMessage:
+    text = message.text.body.strip() if message.type == "text" and message.text else ""
+    if not text:
+        return QueuedMessage(tipo=QueuedKind.FIXED_REPLY, motivo=FixedReason.UNSUPPORTED_TYPE, conversaId=conversa,
+                             **common)
+    if len(text) > MAX_TURN_TEXT:
+        return QueuedMessage(tipo=QueuedKind.FIXED_REPLY, motivo=FixedReason.TOO_LONG, conversaId=conversa, **common)
+    try:
+        _CUSTOMER_MESSAGE.validate_python(text)
+    except ValidationError:  # a text the turn would refuse: answered now, never retried into the DLQ
+        return QueuedMessage(tipo=QueuedKind.FIXED_REPLY, motivo=FixedReason.INVALID_TEXT, conversaId=conversa,
+                             **common)
+    return QueuedMessage(tipo=QueuedKind.TEXT, conversaId=conversa, clienteId=cliente_id, mensagem=text, **common)
+
+
+def reject(status: int, motivo: str) -> HttpResponse:
+    count(ChannelMetric.REJECTED, {"Motivo": motivo})
+    return HttpResponse(status, "")

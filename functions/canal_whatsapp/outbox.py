@@ -1,0 +1,165 @@
+"""The outbox: one record per reply, keyed by the customer message it answers.
+
+Item ``envio#{wamid}`` in the ledger table (this module owns that prefix; the
+ledger module owns the others). The Cloud API has no idempotency key, so
+"exactly once" is made of two rules:
+
+1. a reply is *sent* only by whoever moves its record from ``pendente`` (or
+   ``tentar_de_novo``) to ``enviando`` with one conditional write, so two
+   invocations holding the same reply never both send it;
+2. a record found ``enviando`` with an expired lease belongs to a sender that died
+   between the request and its answer: the message may have been delivered, so it
+   becomes ``desconhecido`` (alarmed), never sent again.
+
+The record holds the recipient and the text (needed to send) and expires with
+the ledger's TTL; nothing of it is logged.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from cadencia_shared.ledger import INBOUND_TTL_S, TABLE_KEY, TTL_ATTRIBUTE, Ledger
+from cadencia_shared.observability import count
+
+ITEM_TYPE = "envio"
+FAILED_SENDS_METRIC = "EnviosWhatsappFalhos"  # {Motivo}: alarmed
+
+
+class OutboxStatus(StrEnum):
+    PENDING = "pendente"
+    RETRY = "tentar_de_novo"  # a definitive "not sent" that may be retried
+    SENDING = "enviando"
+    SENT = "enviado"
+    FAILED = "falhou"  # not sent, no more attempts: alarmed
+    UNKNOWN = "desconhecido"  # may have been delivered: never re-sent, alarmed
+    OUTSIDE_WINDOW = "fora_da_janela"  # 131047: handed off to a person
+
+
+SENDABLE = (OutboxStatus.PENDING, OutboxStatus.RETRY)
+
+
+@dataclass(frozen=True)
+class OutgoingReply:
+    answers: str  # the customer's wamid: the record's key and context.message_id
+    conversa_id: str | None
+    phone_number_id: str
+    to: str
+    body: str
+
+
+@dataclass(frozen=True)
+class SendClaim:
+    """The right to send one reply, with what the record says to send."""
+
+    owner: str
+    attempt: int
+    reply: OutgoingReply
+
+    @property
+    def answers(self) -> str:
+        return self.reply.answers
+
+
+class Outbox:
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def _key(self, answers: str) -> dict[str, Any]:
+        return {TABLE_KEY: {"S": f"{ITEM_TYPE}#{answers}"}}
+
+    def _condition_failed(self, err: ClientError) -> bool:
+        return err.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+    def record(self, reply: OutgoingReply) -> None:
+        """Write the reply as ``pendente`` once; a second call changes nothing."""
+        now = self.ledger.now_ms()
+        try:
+            self.ledger.client.put_item(
+                TableName=self.ledger.table_name,
+                Item=self.ledger._ser({  # noqa: SLF001 - the ledger's one serializer
+                    TABLE_KEY: f"{ITEM_TYPE}#{reply.answers}", "tipo": ITEM_TYPE,
+                    "status": OutboxStatus.PENDING.value, "tentativas": 0,
+                    "conversa": reply.conversa_id, "phoneNumberId": reply.phone_number_id,
+                    "para": reply.to, "texto": reply.body, "criadoEm": self.ledger._iso(now),  # noqa: SLF001
+                    TTL_ATTRIBUTE: now // 1000 + INBOUND_TTL_S,
+                }),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as err:
+            if not self._condition_failed(err):
+                raise
+
+    def status(self, answers: str) -> OutboxStatus | None:
+        item = self.ledger._get(f"{ITEM_TYPE}#{answers}")  # noqa: SLF001
+        return None if item is None else OutboxStatus(item["status"])
+
+    def claim(self, answers: str, *, lease_s: int) -> SendClaim | None:
+        """Take the right to send (None: someone else sent it, is sending it, or it is final)."""
+        now, owner = self.ledger.now_ms(), uuid.uuid4().hex
+        try:
+            resp = self.ledger.client.update_item(
+                TableName=self.ledger.table_name, Key=self._key(answers),
+                UpdateExpression="SET #st = :enviando, dono = :dono, leaseAteMs = :lease ADD tentativas :um",
+                ConditionExpression="#st IN (:pendente, :retry)",
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues=self.ledger._ser({  # noqa: SLF001
+                    ":enviando": OutboxStatus.SENDING.value, ":dono": owner, ":lease": now + lease_s * 1000,
+                    ":um": 1, ":pendente": OutboxStatus.PENDING.value, ":retry": OutboxStatus.RETRY.value,
+                }),
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as err:
+            if self._condition_failed(err):
+                self._expire_dead_sender(answers, now)
+                return None
+            raise
+        item = self.ledger._de(resp["Attributes"])  # noqa: SLF001
+        stored = OutgoingReply(answers=answers, conversa_id=item.get("conversa"), phone_number_id=item["phoneNumberId"],
+                               to=item["para"], body=item["texto"])
+        return SendClaim(owner=owner, attempt=int(item["tentativas"]), reply=stored)
+
+    def _expire_dead_sender(self, answers: str, now_ms: int) -> None:
+        """A sender whose lease ran out died mid-request: the outcome is unknown."""
+        try:
+            self.ledger.client.update_item(
+                TableName=self.ledger.table_name, Key=self._key(answers),
+                UpdateExpression="SET #st = :desconhecido REMOVE dono, leaseAteMs",
+                ConditionExpression="#st = :enviando AND leaseAteMs < :agora",
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues=self.ledger._ser({  # noqa: SLF001
+                    ":desconhecido": OutboxStatus.UNKNOWN.value, ":enviando": OutboxStatus.SENDING.value,
+                    ":agora": now_ms,
+                }),
+            )
+        except ClientError as err:
+            if not self._condition_failed(err):
+                raise
+            return
+        count(FAILED_SENDS_METRIC, {"Motivo": "remetente_interrompido"})  # once: the write above is conditional
+
+    def finish(self, claim: SendClaim, status: OutboxStatus, *, detail: str | None = None) -> None:
+        """Record the outcome, only while ``claim`` still owns the record."""
+        values: dict[str, Any] = {":st": status.value, ":dono": claim.owner, ":agora": self.ledger._iso()}  # noqa: SLF001
+        sets = "SET #st = :st, atualizadoEm = :agora"
+        if detail is not None:
+            sets += ", detalhe = :d"
+            values[":d"] = detail
+        try:
+            self.ledger.client.update_item(
+                TableName=self.ledger.table_name, Key=self._key(claim.answers),
+                UpdateExpression=sets + " REMOVE dono, leaseAteMs", ConditionExpression="dono = :dono",
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues=self.ledger._ser(values),  # noqa: SLF001
+            )
+        except ClientError as err:
+            if not self._condition_failed(err):
+                raise
+
+    def read(self, answers: str) -> dict[str, Any] | None:
+        return self.ledger._get(f"{ITEM_TYPE}#{answers}")  # noqa: SLF001

@@ -1,0 +1,194 @@
+"""The WhatsApp channel's resources, added to the stack by ``add_whatsapp_channel``.
+
+    Meta ──HTTPS──► Function URL ─► cadencia-canal-whatsapp-entrada (VPC, its own DB user)
+                                      └─ sqs:SendMessage ─► cadencia-whatsapp-entrada.fifo ─(5 receives)─► DLQ (alarm)
+    event source mapping (batch 1, ReportBatchItemFailures) ─► cadencia-orquestrador-whatsapp
+                                      └─ the same turn as cadencia-orquestrador, then POST /{phone-number-id}/messages
+
+Every role is written out in ``infra/contract.py``; the statements here are
+written independently (no ``grant_*`` helper: ``queue.grant_consume_messages``
+would add ``sqs:ChangeMessageVisibility`` and ``sqs:GetQueueUrl``, which the
+event source mapping does not need).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from aws_cdk import CfnOutput, Duration, RemovalPolicy
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sqs as sqs
+
+from cadencia_shared.catalog import LEDGER_TABLE, TOOLS, WHATSAPP_DB_USER
+from cadencia_shared.observability import NAMESPACE
+from canal_whatsapp.settings import (
+    ACCESS_TOKEN_NAME,
+    APP_SECRET_NAME,
+    INBOUND_QUEUE_NAME,
+    INGRESS_FUNCTION_NAME,
+    VERIFY_TOKEN_NAME,
+)
+
+from . import contract
+from .config import ANTHROPIC_KEY_SECRET_NAME
+from .contract import Ids
+
+if TYPE_CHECKING:
+    from .stack import CadenciaStack
+
+CONSUMER_FUNCTION_NAME = contract.WHATSAPP_CONSUMER_FUNCTION_NAME
+INGRESS_TIMEOUT_S = 10
+MAX_RECEIVES = 5
+# A reply is sent inside the turn's invocation: keep room for one send (its
+# 5 s timeout + 1 s) besides the orchestrator's usual reserve.
+CONSUMER_FINAL_RESERVE_S = 10
+FAILED_SEND_REASONS = ("recusado", "tentativas", "sem_resposta", "fora_da_janela", "remetente_interrompido")
+
+_SECRET_PLACEHOLDER = ("A random placeholder value that no caller accepts: the deployer writes the real value "
+                       "(Meta app settings) after the first deploy; Secrets Manager cannot mint or rotate it.")
+
+
+def add_whatsapp_channel(stack: CadenciaStack) -> None:
+    secrets = {key: _secret(stack, logical_id, name, description) for key, logical_id, name, description in (
+        ("app", Ids.WHATSAPP_APP_SECRET, APP_SECRET_NAME, "Meta App Secret: verifies X-Hub-Signature-256"),
+        ("verify", Ids.WHATSAPP_VERIFY_TOKEN, VERIFY_TOKEN_NAME, "Webhook verify token (hub.verify_token)"),
+        ("access", Ids.WHATSAPP_ACCESS_TOKEN, ACCESS_TOKEN_NAME, "Cloud API access token (system user)"),
+    )}
+    dlq = _queue(stack, Ids.WHATSAPP_DLQ, INBOUND_QUEUE_NAME.replace(".fifo", "-dlq.fifo"), None)
+    queue = _queue(stack, Ids.WHATSAPP_QUEUE, INBOUND_QUEUE_NAME, dlq)
+    ingress = _ingress(stack, queue, secrets)
+    consumer = _consumer(stack, queue, secrets["access"])
+    _alarms(stack, dlq, [INGRESS_FUNCTION_NAME, CONSUMER_FUNCTION_NAME])
+    url = ingress.add_function_url(auth_type=lambda_.FunctionUrlAuthType.NONE)
+    CfnOutput(stack, "WhatsAppWebhookUrl", value=url.url, description="Callback URL for the Meta app's webhook")
+    for key, secret in secrets.items():
+        CfnOutput(stack, f"WhatsApp{key.capitalize()}SecretArn", value=secret.secret_arn)
+    stack.whatsapp_consumer = consumer
+
+
+def _secret(stack: CadenciaStack, logical_id: str, name: str, description: str) -> secretsmanager.Secret:
+    secret = secretsmanager.Secret(
+        stack, logical_id + "Resource", secret_name=name, description=description,
+        generate_secret_string=secretsmanager.SecretStringGenerator(exclude_punctuation=True, password_length=48),
+        removal_policy=RemovalPolicy.DESTROY,
+    )
+    stack.pin(secret, logical_id)
+    stack.ack(secret, "AwsSolutions-SMG4", _SECRET_PLACEHOLDER)
+    return secret
+
+
+def _queue(stack: CadenciaStack, logical_id: str, name: str, dlq: sqs.Queue | None) -> sqs.Queue:
+    queue = sqs.Queue(
+        stack, logical_id + "Resource", queue_name=name, fifo=True, content_based_deduplication=False,
+        encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
+        retention_period=Duration.days(4 if dlq else 14),
+        # AWS's advice for an event source mapping: 6 x the function's timeout.
+        visibility_timeout=Duration.seconds(6 * stack.orchestrator_timeout_s),
+        dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=MAX_RECEIVES) if dlq else None,
+    )
+    stack.pin(queue, logical_id)  # (cdk-nag's SQS3 recognises the DLQ as one: nothing to acknowledge)
+    return queue
+
+
+def _ingress(stack: CadenciaStack, queue: sqs.Queue, secrets: dict[str, secretsmanager.Secret]) -> lambda_.Function:
+    role = stack.role(Ids.WHATSAPP_INGRESS_ROLE, contract.WHATSAPP_INGRESS_ROLE_NAME,
+                      "WhatsApp webhook: its DB user, the inbound queue, the App Secret and verify token", in_vpc=True)
+    log_group = stack.log_group(Ids.WHATSAPP_INGRESS_LOG_GROUP, INGRESS_FUNCTION_NAME)
+    role.add_to_policy(iam.PolicyStatement(actions=list(contract.LOG_ACTIONS), resources=[log_group.log_group_arn]))
+    stack.cluster_for_grants.grant_connect(role, WHATSAPP_DB_USER)
+    role.add_to_policy(iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[queue.queue_arn]))
+    role.add_to_policy(iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"],
+                                           resources=[secrets["app"].secret_arn, secrets["verify"].secret_arn]))
+    sg = ec2.SecurityGroup(stack, "WhatsAppIngressSecurityGroup", vpc=stack.vpc, allow_all_outbound=False,
+                           description=f"{INGRESS_FUNCTION_NAME}: egress to PostgreSQL and HTTPS (SQS, Secrets Manager)")
+    sg.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS via the NAT (SQS, Secrets Manager)")
+    stack.allow_database_from(sg)
+    env = {**stack.db_environment(INGRESS_FUNCTION_NAME, WHATSAPP_DB_USER),  # verify-full TLS, its own user
+           "WHATSAPP_QUEUE_URL": queue.queue_url, "WHATSAPP_APP_SECRET_NAME": APP_SECRET_NAME,
+           "WHATSAPP_VERIFY_TOKEN_NAME": VERIFY_TOKEN_NAME}
+    fn = lambda_.Function(
+        stack, Ids.WHATSAPP_INGRESS_FUNCTION + "Resource", function_name=INGRESS_FUNCTION_NAME,
+        description="WhatsApp webhook: signature, identity, ordered queue", runtime=stack.runtime,
+        architecture=stack.architecture, handler="canal_whatsapp.handler.lambda_handler",
+        code=stack.code(INGRESS_FUNCTION_NAME), role=role, log_group=log_group,
+        timeout=Duration.seconds(INGRESS_TIMEOUT_S), memory_size=512, environment=env,
+        tracing=lambda_.Tracing.ACTIVE, vpc=stack.vpc, vpc_subnets=stack.with_egress, security_groups=[sg],
+        # The URL is public: its concurrency is bounded so a flood of forged requests
+        # (each answered 401) cannot take the account's concurrency.
+        reserved_concurrent_executions=20 if stack.config.reserved_concurrency else None,
+    )
+    stack.pin(fn, Ids.WHATSAPP_INGRESS_FUNCTION)
+    stack.ack(fn, "AwsSolutions-L1", stack.l1_reason)
+    if stack.db_users is not None:
+        fn.node.add_dependency(stack.db_users)
+        role.node.add_dependency(stack.db_users)
+    return fn
+
+
+def _consumer(stack: CadenciaStack, queue: sqs.Queue, access_token: secretsmanager.Secret) -> lambda_.Function:
+    cfg = stack.config
+    role = stack.role(Ids.WHATSAPP_CONSUMER_ROLE, contract.WHATSAPP_CONSUMER_ROLE_NAME,
+                      "Orchestrator for WhatsApp: ledger items, the three tools, the model, the queue, the Cloud API "
+                      "token", in_vpc=False)
+    log_group = stack.log_group(Ids.WHATSAPP_CONSUMER_LOG_GROUP, CONSUMER_FUNCTION_NAME)
+    statements = [
+        (contract.LOG_ACTIONS, [log_group.log_group_arn]),
+        (("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), [stack.ledger.table_arn]),
+        (("lambda:InvokeFunction",), [stack.tool_functions[t.name].function_arn for t in TOOLS.values()]),
+        (("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"), [queue.queue_arn]),
+        (("secretsmanager:GetSecretValue",), [access_token.secret_arn]),
+    ]
+    env = {"MODEL_PROVIDER": cfg.model_provider, "MODEL_ID": cfg.model_id, "LEDGER_TABLE": LEDGER_TABLE,
+           "TETO_TENTATIVAS": stack.retry_ceiling, "TOOL_INVOKER": "aws",
+           "TOOL_FUNCTIONS": json.dumps({t.name: t.function_name for t in TOOLS.values()}, sort_keys=True),
+           "RESERVA_FINAL_S": str(CONSUMER_FINAL_RESERVE_S), "WHATSAPP_ACCESS_TOKEN_NAME": ACCESS_TOKEN_NAME,
+           "POWERTOOLS_LOG_LEVEL": "INFO"}
+    if cfg.uses_bedrock:
+        statements.append((("bedrock:InvokeModel",), list(stack.bedrock_arns())))
+    else:
+        statements.append((("secretsmanager:GetSecretValue",), [stack.anthropic_key_arn]))
+        env["ANTHROPIC_API_KEY_SECRET_NAME"] = ANTHROPIC_KEY_SECRET_NAME
+    for actions, resources in statements:
+        role.add_to_policy(iam.PolicyStatement(actions=list(actions), resources=resources))
+    fn = lambda_.Function(
+        stack, Ids.WHATSAPP_CONSUMER_FUNCTION + "Resource", function_name=CONSUMER_FUNCTION_NAME,
+        description="Orchestrator for the WhatsApp queue: one turn, then the reply out exactly once",
+        runtime=stack.runtime, architecture=stack.architecture,
+        handler="orchestrator.whatsapp_consumer.lambda_handler", code=stack.code(CONSUMER_FUNCTION_NAME),
+        role=role, log_group=log_group, timeout=Duration.seconds(stack.orchestrator_timeout_s), memory_size=1024,
+        environment=env, tracing=lambda_.Tracing.ACTIVE,
+        reserved_concurrent_executions=cfg.orchestrator_concurrency if cfg.reserved_concurrency else None,
+    )
+    stack.pin(fn, Ids.WHATSAPP_CONSUMER_FUNCTION)
+    stack.ack(fn, "AwsSolutions-L1", stack.l1_reason)
+    mapping = lambda_.EventSourceMapping(
+        stack, "WhatsAppQueueMapping", target=fn, event_source_arn=queue.queue_arn, batch_size=1,
+        report_batch_item_failures=True)
+    # Lambda checks the role's permissions when the mapping is created.
+    mapping.node.add_dependency(role)
+    return fn
+
+
+def _alarms(stack: CadenciaStack, dlq: sqs.Queue, function_names: list[str]) -> None:
+    """The channel's alarms, all in ``stack.extra_alarms``: the alarm topic's policy
+    lets CloudWatch publish only for the alarms it lists."""
+    alarms = stack.extra_alarms
+    alarms.append(stack.alarm("WhatsAppDlqAlarm", dlq.metric_approximate_number_of_messages_visible(
+        period=Duration.minutes(5), statistic="Maximum"),
+        "A WhatsApp message failed every attempt and waits in the dead-letter queue: its customer got no reply."))
+    for reason in FAILED_SEND_REASONS:
+        metric = cw.Metric(namespace=NAMESPACE, metric_name="EnviosWhatsappFalhos", dimensions_map={"Motivo": reason},
+                           statistic="Sum", period=Duration.minutes(5))
+        alarms.append(stack.alarm(f"WhatsAppSendFailed{contract.pascal(reason)}Alarm", metric,
+                                  f"A WhatsApp reply was not sent ({reason}): a person must answer that customer."))
+    for name in function_names:
+        p = contract.pascal(name.removeprefix("cadencia-").replace("-", "_"))
+        for metric_name in ("Errors", "Throttles"):
+            metric = cw.Metric(namespace="AWS/Lambda", metric_name=metric_name, dimensions_map={"FunctionName": name},
+                               statistic="Sum", period=Duration.minutes(5))
+            alarms.append(stack.alarm(f"{p}{metric_name}Alarm", metric, f"{name}: {metric_name} in 5 minutes"))

@@ -1,0 +1,122 @@
+"""Lambda entry point of the orchestrator for the WhatsApp channel: the SQS FIFO
+event source mapping (thin: parse, run the same turn as the direct entry, send).
+
+Batch size 1 with Powertools' ``SqsFifoPartialProcessor``: one turn can take
+most of the function's timeout, so a larger batch would only make the later
+messages wait (and the visibility timeout grow); the FIFO processor still keeps
+a larger batch correct if someone raises it, because it stops at the first
+failure and returns the rest unprocessed (their order is kept).
+
+A record fails (and becomes visible again after the visibility timeout) when the
+conversation is busy, a concurrent commit won, the same message is being
+processed elsewhere, or anything raises; after ``maxReceiveCount`` it goes to the
+DLQ, which is alarmed. A queue message that does not parse can never succeed: it
+is counted and dropped instead of blocking its conversation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.parameters import SecretsProvider
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import ValidationError
+
+from cadencia_shared.aws import client
+from cadencia_shared.handler import InvalidEvent, parse_event
+from cadencia_shared.ledger import Ledger
+from cadencia_shared.observability import count, logger_for
+from canal_whatsapp.delivery import Sender
+from canal_whatsapp.graph import GraphClient
+from canal_whatsapp.models import QueuedKind, QueuedMessage, SqsEvent
+from canal_whatsapp.outbox import Outbox, OutgoingReply
+from canal_whatsapp.settings import SenderSettings
+from canal_whatsapp.texts import FIXED_REPLIES
+
+from .events import TurnRequest
+from .handler import orchestrator
+from .model import Deadline
+from .settings import OrchestratorSettings
+
+logger = logger_for("orquestrador_whatsapp")
+INVALID_QUEUE_MESSAGES = "MensagensDaFilaInvalidas"
+
+
+class MessageInFlightElsewhere(Exception):
+    """Another invocation holds this very message: try again later, then send its reply."""
+
+
+_senders: dict[str, Sender] = {}
+
+
+def sender(settings: OrchestratorSettings, channel: SenderSettings) -> Sender:
+    key = settings.model_dump_json() + channel.model_dump_json()
+    if key not in _senders:
+        secrets = SecretsProvider(boto3_client=client("secretsmanager", settings.aws))
+        _senders[key] = Sender(
+            outbox=Outbox(Ledger(settings.ledger.table_name, client("dynamodb", settings.aws))),
+            graph=GraphClient(channel.graph_base_url, channel.send_timeout_s),
+            access_token=lambda: str(secrets.get(channel.access_token_name, max_age=300) or "").strip(),
+            attempts=channel.send_attempts, backoff_base_s=channel.backoff_base_s,
+            send_timeout_s=channel.send_timeout_s, lease_s=max(channel.send_lease_s, int(channel.send_timeout_s) + 2),
+        )
+    return _senders[key]
+
+
+def reset() -> None:
+    _senders.clear()
+
+
+def handle_message(message: QueuedMessage, deadline: Deadline) -> None:
+    settings = OrchestratorSettings.from_env()
+    out = sender(settings, SenderSettings.from_env())
+    common = {"answers": message.mensagemId, "conversa_id": message.conversaId,
+              "phone_number_id": message.phoneNumberId, "to": message.waId}
+    if message.tipo is QueuedKind.FIXED_REPLY:
+        assert message.motivo is not None  # enforced by QueuedMessage
+        out.deliver(OutgoingReply(body=FIXED_REPLIES[message.motivo], **common), time_left_s=deadline.remaining_s)
+        return
+    assert message.conversaId and message.clienteId and message.mensagem  # enforced by QueuedMessage
+    request = TurnRequest(conversaId=message.conversaId, clienteId=message.clienteId,
+                          mensagemId=message.mensagemId, mensagem=message.mensagem)
+    reply = orchestrator(settings).handle(request, deadline)
+    logger.info("turn finished", extra={"conversaId": reply.conversaId, "motivo": reply.motivo,
+                                        "status": reply.status, "duplicada": reply.duplicada})
+    if reply.status == "em_processamento":
+        raise MessageInFlightElsewhere(message.mensagemId)
+    if reply.resposta:
+        # Also for a duplicate: a reply whose send was interrupted goes out now, once.
+        out.deliver(OutgoingReply(body=reply.resposta, **common), time_left_s=deadline.remaining_s)
+
+
+def _record_handler(record: SQSRecord, context: LambdaContext) -> None:
+    try:
+        message = QueuedMessage.model_validate_json(record.body)
+    except ValidationError:
+        count(INVALID_QUEUE_MESSAGES, {})
+        logger.error("queue message does not parse: dropped", extra={"messageId": record.message_id})
+        return
+    handle_message(message, Deadline(context.get_remaining_time_in_millis))
+
+
+@logger.inject_lambda_context(clear_state=True)
+def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
+    try:
+        parse_event(event, SqsEvent)  # strict, like every Lambda edge; each body is then a QueuedMessage
+    except InvalidEvent as err:
+        # Not an SQS event: nothing is read, run or sent (and no record is reported failed).
+        logger.info("invalid event", extra={"erros": err.problems})
+        return {"ok": False, "erro": {"codigo": "entrada_invalida",
+                                      "mensagem": "Evento inválido: esperado um evento SQS da fila do WhatsApp."}}
+    processor = SqsFifoPartialProcessor()
+    # With batch size 1 every failure is an "entire batch" failure, which Powertools
+    # raises by default: a busy conversation would then count as a function error
+    # (and trip the Errors alarm). Report it as a batch item failure instead; what
+    # keeps failing reaches the DLQ, which is alarmed.
+    processor.raise_on_entire_batch_failure = False
+    return process_partial_response(
+        event=event, record_handler=lambda record: _record_handler(record, context), processor=processor,
+        context=context,
+    )

@@ -1,0 +1,298 @@
+"""The WhatsApp channel on the local stack, each piece in its own OS process:
+
+    fake Cloud API ──signed webhook──► ingress (loopback HTTP → the Lambda handler,
+    (this process)                      as a Function URL event) ──► SQS FIFO (moto)
+          ▲                                                               │
+          └──── POST /{phone-number-id}/messages ◄── consumer worker(s) ◄─┘
+                                       (the orchestrator's queue handler, as the
+                                        event source mapping calls it)
+
+A worker receives one message at a time (batch size 1, as in the stack), calls
+``orchestrator.whatsapp_consumer.lambda_handler`` with an SQS event, deletes the
+message when it succeeded and otherwise leaves it to reappear after the queue's
+visibility timeout, like Lambda's event source mapping. Queue names are unique
+per ``LocalChannel``, so tests on one moto server never see each other's messages.
+
+    python -m scripts.local_stack.whatsapp_channel ingress  --env-file F --port-file P
+    python -m scripts.local_stack.whatsapp_channel consumer --env-file F --queue-url U
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from cadencia_shared.catalog import WHATSAPP_DB_USER
+
+from .aws import session_client
+from .whatsapp_fake import FakeCloudApi, FakeCloudApiServer, WebhookClient
+
+ROOT = Path(__file__).resolve().parents[2]
+# Longer than a local turn (the worker's context allows 25 s), as in AWS (6 x the
+# function's timeout). A failed message is made visible again after
+# RETRY_AFTER_S instead of waiting this out: the only local shortcut, for speed.
+LOCAL_VISIBILITY_S = 30
+RETRY_AFTER_S = 1
+TURN_TIMEOUT_S = 25
+MAX_RECEIVES = 5
+
+
+def provision_queues(sqs: Any, suffix: str, visibility_s: int = LOCAL_VISIBILITY_S) -> tuple[str, str]:
+    dlq = sqs.create_queue(QueueName=f"cadencia-whatsapp-dlq-{suffix}.fifo", Attributes={"FifoQueue": "true"})
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq["QueueUrl"], AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    queue = sqs.create_queue(
+        QueueName=f"cadencia-whatsapp-entrada-{suffix}.fifo",
+        Attributes={"FifoQueue": "true", "VisibilityTimeout": str(visibility_s),
+                    "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVES})},
+    )
+    return queue["QueueUrl"], dlq["QueueUrl"]
+
+
+def put_secret(sm: Any, name: str, value: str) -> None:
+    try:
+        sm.create_secret(Name=name, SecretString=value)
+    except sm.exceptions.ResourceExistsException:
+        sm.put_secret_value(SecretId=name, SecretString=value)
+
+
+# -- the two server processes ----------------------------------------------------------
+def function_url_event(method: str, path: str, headers: dict[str, str], body: bytes) -> dict[str, Any]:
+    """What a Lambda Function URL passes to the handler (payload format 2.0)."""
+    url = urlsplit(path)
+    text_body = body.decode("utf-8", errors="strict") if body else ""
+    return {
+        "version": "2.0", "routeKey": "$default", "rawPath": url.path, "rawQueryString": url.query,
+        "headers": {k.lower(): v for k, v in headers.items()},
+        "queryStringParameters": dict(parse_qsl(url.query)) or None,
+        "requestContext": {"http": {"method": method, "path": url.path, "protocol": "HTTP/1.1",
+                                    "sourceIp": "127.0.0.1", "userAgent": headers.get("User-Agent", "")},
+                           "requestId": secrets.token_hex(8), "timeEpoch": int(time.time() * 1000)},
+        "body": text_body, "isBase64Encoded": False,
+    }
+
+
+def serve_ingress(port_file: Path) -> None:
+    from canal_whatsapp.handler import lambda_handler
+    from orchestrator.invokers.local import LocalContext
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _call(self, method: str) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            try:
+                event = function_url_event(method, self.path, dict(self.headers), body)
+            except UnicodeDecodeError:  # Lambda would base64-encode it; the signature still decides
+                event = function_url_event(method, self.path, dict(self.headers), b"")
+                import base64
+                event.update(body=base64.b64encode(body).decode(), isBase64Encoded=True)
+            try:
+                result = lambda_handler(event, LocalContext("cadencia-canal-whatsapp-entrada", timeout_s=10))
+                status, raw = int(result["statusCode"]), str(result.get("body", "")).encode()
+            except Exception:  # what a Function URL answers when the function fails
+                status, raw = 502, b"Internal Server Error"
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def do_GET(self) -> None:  # noqa: N802
+            self._call("GET")
+
+        def do_POST(self) -> None:  # noqa: N802
+            self._call("POST")
+
+        def do_PUT(self) -> None:  # noqa: N802 - a Function URL passes every method to the code
+            self._call("PUT")
+
+    http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    tmp = port_file.with_suffix(".tmp")
+    tmp.write_text(str(http.server_address[1]))
+    tmp.rename(port_file)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    http.serve_forever()
+
+
+def sqs_event(message: dict[str, Any], queue_arn: str) -> dict[str, Any]:
+    return {"Records": [{
+        "messageId": message["MessageId"], "receiptHandle": message["ReceiptHandle"], "body": message["Body"],
+        "attributes": message.get("Attributes", {}), "messageAttributes": {}, "md5OfBody": message["MD5OfBody"],
+        "eventSource": "aws:sqs", "eventSourceARN": queue_arn, "awsRegion": "us-east-1",
+    }]}
+
+
+def run_consumer(queue_url: str) -> None:
+    from orchestrator.invokers.local import LocalContext
+    from orchestrator.whatsapp_consumer import lambda_handler
+
+    sqs = session_client("sqs", os.environ["AWS_ENDPOINT_URL"])
+    arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    while not stop:
+        got = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=1, WaitTimeSeconds=1,
+                                  AttributeNames=["All"]).get("Messages", [])
+        for message in got:
+            try:
+                result = lambda_handler(sqs_event(message, arn),
+                                        LocalContext("cadencia-orquestrador", timeout_s=TURN_TIMEOUT_S))
+                failed = bool(result.get("batchItemFailures"))
+            except Exception:  # a failed invocation: the whole batch comes back
+                failed = True
+            if not failed:
+                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+            else:
+                sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"],
+                                              VisibilityTimeout=int(os.environ.get("LOCAL_RETRY_AFTER_S",
+                                                                                   RETRY_AFTER_S)))
+
+
+# -- the whole channel, for tests, scripts/conversa.py and prova ---------------------------
+class LocalChannel:
+    def __init__(self, state: Any, *, model_env: dict[str, str], consumers: int = 1,
+                 log_level: str = "WARNING", sender_env: dict[str, str] | None = None,
+                 visibility_s: int = LOCAL_VISIBILITY_S) -> None:
+        self.state = state
+        self.model_env = model_env
+        self.consumers = consumers
+        self.log_level = log_level
+        self.sender_env = sender_env or {}
+        self.app_secret = secrets.token_hex(16)
+        self.verify_token = secrets.token_urlsafe(12)
+        self.api = FakeCloudApi(access_token=secrets.token_urlsafe(24))
+        self._fake = FakeCloudApiServer(self.api)
+        self._tmp = tempfile.TemporaryDirectory(prefix="cadencia-whatsapp-")
+        self.dir = Path(self._tmp.name)
+        self.procs: list[subprocess.Popen[bytes]] = []
+        suffix = secrets.token_hex(4)
+        self.names = {k: f"cadencia/whatsapp/{k}-{suffix}" for k in ("app-secret", "verify-token", "access-token")}
+        self.sqs = session_client("sqs", state.aws_endpoint)
+        self.queue_url, self.dlq_url = provision_queues(self.sqs, suffix, visibility_s)
+        self.ingress_url = ""
+
+    # -- environments (the stack sets the AWS equivalents) -------------------------------
+    def _common(self) -> dict[str, str]:
+        return {**self.state.aws_environment(), "POWERTOOLS_LOG_LEVEL": self.log_level,
+                "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'functions'}"}
+
+    def ingress_environment(self) -> dict[str, str]:
+        pg = self.state.postgres
+        return {**self._common(), "WHATSAPP_QUEUE_URL": self.queue_url,
+                "WHATSAPP_APP_SECRET_NAME": self.names["app-secret"],
+                "WHATSAPP_VERIFY_TOKEN_NAME": self.names["verify-token"],
+                "DB_HOST": pg.host, "DB_PORT": str(pg.port), "DB_NAME": pg.dbname, "DB_USER": WHATSAPP_DB_USER,
+                "DB_AUTH": "password", "DB_PASSWORD": pg.users[WHATSAPP_DB_USER]}
+
+    def consumer_environment(self) -> dict[str, str]:
+        tools = self.dir / "tool-environments.json"
+        tools.write_text(json.dumps({n: {**e, "POWERTOOLS_LOG_LEVEL": self.log_level}
+                                     for n, e in self.state.function_environments().items()}))
+        return {**self._common(), **self.model_env, "LEDGER_TABLE": self.state.ledger_table,
+                "TOOL_INVOKER": "local", "LOCAL_TOOL_ENVIRONMENTS": str(tools),
+                "WHATSAPP_GRAPH_URL": self._fake.graph_url, "WHATSAPP_ACCESS_TOKEN_NAME": self.names["access-token"],
+                "WHATSAPP_SEND_TIMEOUT_S": "2", "WHATSAPP_BACKOFF_BASE_S": "0.05", **self.sender_env}
+
+    def _spawn(self, role: str, env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
+        env_file = self.dir / f"{role}.env.json"
+        env_file.write_text(json.dumps(env))
+        os.chmod(env_file, 0o600)  # local passwords
+        log = (self.dir / f"{role}-{len(self.procs)}.log").open("wb")
+        proc = subprocess.Popen([sys.executable, "-m", "scripts.local_stack.whatsapp_channel", role,
+                                 "--env-file", str(env_file), *args], cwd=ROOT, env={**os.environ, **env},
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.procs.append(proc)
+        return proc
+
+    def start_consumers(self, n: int) -> None:
+        env = self.consumer_environment()
+        for _ in range(n):
+            self._spawn("consumer", env, "--queue-url", self.queue_url)
+
+    def __enter__(self) -> LocalChannel:
+        sm = session_client("secretsmanager", self.state.aws_endpoint)
+        for key, value in (("app-secret", self.app_secret), ("verify-token", self.verify_token),
+                           ("access-token", self.api.access_token)):
+            put_secret(sm, self.names[key], value)
+        self._fake.__enter__()
+        port_file = self.dir / "ingress.port"
+        proc = self._spawn("ingress", self.ingress_environment(), "--port-file", str(port_file))
+        deadline = time.monotonic() + 30
+        while not port_file.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                self.__exit__(None, None, None)
+                raise RuntimeError(f"the ingress did not start; see {self.dir}")
+            time.sleep(0.05)
+        self.ingress_url = f"http://127.0.0.1:{port_file.read_text()}/"
+        self.start_consumers(self.consumers)
+        return self
+
+    @property
+    def webhook(self) -> WebhookClient:
+        return WebhookClient(self.ingress_url, self.app_secret)
+
+    def wait_for_replies(self, wa_id: str, n: int, timeout_s: float = 60) -> list[Any]:
+        deadline = time.monotonic() + timeout_s
+        while len(self.api.sent_to(wa_id)) < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.api.sent_to(wa_id)
+
+    def queue_depth(self, url: str | None = None) -> int:
+        attrs = self.sqs.get_queue_attributes(QueueUrl=url or self.queue_url, AttributeNames=[
+            "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+        return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+
+    def wait_until_drained(self, timeout_s: float = 60) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.queue_depth() == 0:
+                return True
+            time.sleep(0.1)
+        return False
+
+    def stop_process(self, proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+        if proc.poll() is None:
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in self.procs:
+            self.stop_process(proc)
+        self._fake.__exit__()
+        for url in (self.queue_url, self.dlq_url):
+            self.sqs.delete_queue(QueueUrl=url)
+        self._tmp.cleanup()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m scripts.local_stack.whatsapp_channel")
+    parser.add_argument("role", choices=("ingress", "consumer"))
+    parser.add_argument("--env-file", type=Path, required=True)
+    parser.add_argument("--port-file", type=Path)
+    parser.add_argument("--queue-url")
+    args = parser.parse_args(argv)
+    os.environ.update(json.loads(args.env_file.read_text()))
+    if args.role == "ingress":
+        serve_ingress(args.port_file)
+    else:
+        run_consumer(args.queue_url)
+
+
+if __name__ == "__main__":
+    main()

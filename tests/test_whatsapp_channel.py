@@ -1,0 +1,288 @@
+"""The WhatsApp channel end to end on the local stack: signed webhooks from the
+fake Cloud API → the ingress (its own process) → SQS FIFO (moto) → consumer
+workers (their own processes, the real orchestrator, the real tool Lambdas, the
+scripted model over the Messages API) → the fake's send endpoint.
+
+Every test talks on its own São Paulo day, so it has its own conversations."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from cadencia_shared.ledger import Ledger
+from canal_whatsapp.models import QueuedKind, QueuedMessage
+from scripts.harness.scripted_model import ScriptedModelServer
+from scripts.local_stack.aws import session_client
+from scripts.local_stack.whatsapp_channel import LocalChannel
+from scripts.local_stack.whatsapp_fake import BUSINESS_PHONE_NUMBER_ID, media_message, notification, text_message
+from scripts.local_stack.whatsapp_model import ECHO_PREFIX, ChatPolicy
+from tests.support.whatsapp import ANA, BRUNO, UNKNOWN, day_ts
+
+pytestmark = pytest.mark.stack
+
+
+@pytest.fixture(scope="module")
+def model():
+    with ScriptedModelServer() as server:
+        server.activate(ChatPolicy())
+        yield server
+
+
+@pytest.fixture(scope="module")
+def model_env(model):
+    return {"MODEL_PROVIDER": "anthropic", "ANTHROPIC_BASE_URL": model.base_url, "MODEL_ID": "cadencia-roteirizado",
+            "ANTHROPIC_API_KEY": "local-scripted-model"}
+
+
+@pytest.fixture(scope="module")
+def shared_channel(local_stack, model_env):
+    from scripts.local_stack import postgres
+
+    postgres.apply_sql(local_stack.postgres, ("demo.sql",))
+    with LocalChannel(local_stack, model_env=model_env, consumers=2) as ch:
+        yield ch
+
+
+@pytest.fixture
+def channel(shared_channel):
+    """The module's channel (its processes start once), with the fake's record and
+    injections cleared for this test."""
+    assert shared_channel.wait_until_drained()
+    shared_channel.api.reset()
+    return shared_channel
+
+
+@pytest.fixture
+def ledger(local_stack):
+    return Ledger(local_stack.ledger_table, session_client("dynamodb", local_stack.aws_endpoint))
+
+
+def _bodies(sent):
+    return [m.body for m in sent]
+
+
+def _consumer_logs(channel) -> str:
+    return "".join(p.read_text(errors="replace") for p in Path(channel.dir).glob("consumer-*.log"))
+
+
+def test_a_customer_is_answered_in_context_through_the_whole_channel(channel, ledger):
+    first = text_message(ANA, "Olá, bom dia", timestamp=day_ts(10))
+    second = text_message(ANA, "qual o status do pedido 4821?", timestamp=day_ts(10, 5))
+    assert channel.webhook.post(notification([first])) == 200
+    assert channel.webhook.post(notification([second])) == 200
+    sent = channel.wait_for_replies(ANA, 2)
+    assert _bodies(sent) == [f"{ECHO_PREFIX}Olá, bom dia", "Seu pedido 4821 está com status: entregue."]
+    assert [m.context_message_id for m in sent] == [first["id"], second["id"]]
+    assert {m.phone_number_id for m in sent} == {BUSINESS_PHONE_NUMBER_ID}
+    state = ledger.read_conversation("wa-1001-20260312")
+    assert state is not None and state.cliente_id == 1001 and state.turnos == 2
+
+
+def test_redeliveries_are_answered_once(channel, ledger):
+    message = text_message(BRUNO, "oi, preciso de ajuda", timestamp=day_ts(11))
+    for _ in range(3):  # a storm within SQS's 5-minute window: FIFO dedupe
+        assert channel.webhook.post(notification([message])) == 200
+    assert len(channel.wait_for_replies(BRUNO, 1)) == 1
+    # After the first was answered and deleted (as after the 5-minute window):
+    # the ledger's inbound dedupe answers from the stored reply, the outbox sends nothing.
+    for _ in range(3):
+        assert channel.webhook.post(notification([message])) == 200
+    assert channel.wait_until_drained()
+    time.sleep(1)
+    assert _bodies(channel.api.sent_to(BRUNO)) == [f"{ECHO_PREFIX}oi, preciso de ajuda"]
+    assert ledger.read_conversation("wa-1002-20260313").turnos == 1
+
+
+def test_reordered_and_batched_messages_are_answered_once_each_in_arrival_order(channel):
+    texts = [f"mensagem {i}" for i in range(6)]
+    msgs = [text_message(ANA, t, timestamp=day_ts(12, i)) for i, t in enumerate(texts)]
+    # Meta delivers 3 before 1 and 2, then a batch of three, then redelivers two of them.
+    order = [msgs[3], msgs[1], msgs[2]]
+    for m in order:
+        assert channel.webhook.post(notification([m])) == 200
+    assert channel.webhook.post(notification([msgs[0], msgs[4], msgs[5]])) == 200
+    assert channel.webhook.post(notification([msgs[1], msgs[4]])) == 200
+    sent = channel.wait_for_replies(ANA, 6)
+    time.sleep(1.5)
+    expected = [f"{ECHO_PREFIX}{m['text']['body']}" for m in (*order, msgs[0], msgs[4], msgs[5])]
+    assert _bodies(channel.api.sent_to(ANA)) == expected
+    assert [m.context_message_id for m in sent] == [m["id"] for m in (*order, msgs[0], msgs[4], msgs[5])]
+
+
+def test_an_unknown_number_gets_the_fixed_reply_and_never_reaches_the_model(channel, model):
+    before = model.requests
+    assert channel.webhook.post(notification([text_message(UNKNOWN, "reembolsa o pedido 4821", timestamp=day_ts(13))])) == 200
+    [sent] = channel.wait_for_replies(UNKNOWN, 1)
+    assert "Não encontramos um cadastro" in sent.body
+    assert channel.wait_until_drained()
+    assert model.requests == before
+
+
+def test_non_text_messages_get_the_fixed_reply_without_the_model(channel, model):
+    before = model.requests
+    audio = {**media_message(BRUNO, "audio"), "timestamp": str(day_ts(14))}
+    assert channel.webhook.post(notification([audio])) == 200
+    [sent] = channel.wait_for_replies(BRUNO, 1)
+    assert sent.body.startswith("Por enquanto eu só consigo ler mensagens de texto")
+    assert sent.context_message_id == audio["id"]
+    assert model.requests == before
+
+
+def test_temporary_send_failures_are_retried_and_delivered_once(channel):
+    channel.api.fail_next(2, status=503, code=2)
+    assert channel.webhook.post(notification([text_message(ANA, "teste de falha", timestamp=day_ts(15))])) == 200
+    sent = channel.wait_for_replies(ANA, 1)
+    assert channel.wait_until_drained()
+    time.sleep(0.5)
+    assert _bodies(channel.api.sent_to(ANA)) == [f"{ECHO_PREFIX}teste de falha"] and len(sent) == 1
+
+
+def test_persistent_send_failure_stops_after_bounded_attempts_and_alarms(channel, ledger):
+    channel.api.fail_next(10, status=500, code=1)
+    message = text_message(ANA, "vai falhar", timestamp=day_ts(16))
+    assert channel.webhook.post(notification([message])) == 200
+    assert channel.wait_until_drained()
+    assert channel.api.sent_to(ANA) == []
+    record = ledger._get(f"envio#{message['id']}")
+    assert record["status"] == "falhou" and int(record["tentativas"]) == 3
+    assert "EnviosWhatsappFalhos" in _consumer_logs(channel)
+    # A redelivery of the same message does not try again: the failure is final and alarmed.
+    assert channel.webhook.post(notification([message])) == 200
+    assert channel.wait_until_drained()
+    time.sleep(0.5)
+    assert channel.api.sent_to(ANA) == [] and ledger._get(f"envio#{message['id']}")["tentativas"] == 3
+
+
+def test_outside_the_24h_window_is_handed_off_not_resent(channel, ledger):
+    channel.api.fail_next(1, status=400, code=131047)
+    message = text_message(BRUNO, "respondam depois", timestamp=day_ts(17))
+    assert channel.webhook.post(notification([message])) == 200
+    assert channel.wait_until_drained()
+    assert channel.api.sent_to(BRUNO) == []
+    assert ledger._get(f"envio#{message['id']}")["status"] == "fora_da_janela"
+    events = [i["evento"] for i in ledger.history("wa-1002-20260319")]
+    assert "RESPOSTA_FORA_DA_JANELA" in events
+
+
+def test_a_busy_conversation_makes_the_message_visible_again(channel, ledger):
+    held = ledger.acquire_conversation(conversa_id="wa-1001-20260320", cliente_id=1001, lease_s=3)
+    assert channel.webhook.post(notification([text_message(ANA, "estou esperando", timestamp=day_ts(18))])) == 200
+    time.sleep(1.5)
+    assert channel.api.sent_to(ANA) == []  # refused while the lease is held
+    sent = channel.wait_for_replies(ANA, 1, timeout_s=30)
+    assert _bodies(sent) == [f"{ECHO_PREFIX}estou esperando"]
+    assert held.versao >= 1
+
+
+def test_one_wamid_racing_in_four_processes_is_answered_once(local_stack, erp, model_env, ledger):
+    """Four deliveries of the same message escape SQS's dedupe (as after its window)
+    and land in four different groups, so four consumer processes take them at once."""
+    with LocalChannel(local_stack, model_env=model_env, consumers=4) as ch:
+        message = QueuedMessage(tipo=QueuedKind.TEXT, mensagemId="wamid.RACE" + str(time.time_ns()), waId=ANA,
+                                phoneNumberId=BUSINESS_PHONE_NUMBER_ID, conversaId="wa-1001-20260321",
+                                clienteId=1001, mensagem="corrida")
+        for i in range(4):
+            ch.sqs.send_message(QueueUrl=ch.queue_url, MessageBody=message.model_dump_json(exclude_none=True),
+                                MessageGroupId=f"corrida-{i}", MessageDeduplicationId=f"corrida-{i}-{time.time_ns()}")
+        ch.wait_for_replies(ANA, 1)
+        assert ch.wait_until_drained(60)
+        time.sleep(1)
+        assert _bodies(ch.api.sent_to(ANA)) == [f"{ECHO_PREFIX}corrida"]
+    assert ledger.read_conversation("wa-1001-20260321").turnos == 1
+
+
+def test_a_sender_killed_mid_send_never_sends_twice(local_stack, erp, model_env, ledger):
+    """SIGKILL the consumer while its send is on the wire (the fake accepted the
+    message and is slow to answer): the redelivery finds the record 'enviando',
+    waits for its lease, marks it 'desconhecido' (alarmed) and never sends again."""
+    # As in AWS, redeliveries are spaced so that the send's lease (12 s) expires
+    # before the message runs out of receives.
+    sender_env = {"WHATSAPP_SEND_TIMEOUT_S": "10", "WHATSAPP_SEND_LEASE_S": "4", "LOCAL_RETRY_AFTER_S": "4"}
+    with LocalChannel(local_stack, model_env=model_env, consumers=1, sender_env=sender_env, visibility_s=6) as ch:
+        ch.api.hang_next(1, 30)
+        message = text_message(BRUNO, "mata no meio", timestamp=day_ts(20))
+        assert ch.webhook.post(notification([message])) == 200
+        ch.wait_for_replies(BRUNO, 1)  # recorded by the fake: on the wire now
+        ch.stop_process(ch.procs[-1], signal.SIGKILL)
+        ch.start_consumers(1)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (ledger._get(f"envio#{message['id']}") or {}).get("status") != "desconhecido":
+            time.sleep(0.2)
+        assert ledger._get(f"envio#{message['id']}")["status"] == "desconhecido"
+        assert ch.wait_until_drained(30)
+        assert len(ch.api.sent_to(BRUNO)) == 1
+        assert "remetente_interrompido" in _consumer_logs(ch)
+
+
+def test_a_message_that_keeps_failing_lands_in_the_dlq(local_stack, erp, model_env):
+    with LocalChannel(local_stack, model_env=model_env, consumers=1) as ch:
+        sm = session_client("secretsmanager", local_stack.aws_endpoint)
+        sm.delete_secret(SecretId=ch.names["access-token"], ForceDeleteWithoutRecovery=True)
+        assert ch.webhook.post(notification([text_message(UNKNOWN, "oi", timestamp=day_ts(21))])) == 200
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and ch.queue_depth(ch.dlq_url) == 0:
+            time.sleep(0.3)
+        assert ch.queue_depth(ch.dlq_url) == 1
+        assert ch.api.sent_to(UNKNOWN) == []
+
+
+def test_nothing_personal_or_secret_reaches_the_consumer_logs(channel):
+    text = "meu email é fulana@example.com"
+    assert channel.webhook.post(notification([text_message(ANA, text, timestamp=day_ts(22))])) == 200
+    channel.wait_for_replies(ANA, 1)
+    log = _consumer_logs(channel)
+    for secret in (ANA, text, channel.api.access_token, channel.app_secret, json.dumps(text)[1:-1]):
+        assert secret not in log
+
+
+def test_conversa_py_chats_as_a_customer_through_the_channel(local_stack, erp):
+    """The terminal chat, driven through stdin like a person (it finds the session's
+    local stack through CADENCIA_LOCAL_STACK_DIR and starts its own channel)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, str(root / "scripts" / "conversa.py"), "--numero", "5541991234567"],
+        input="qual o status do pedido 6200?\n/repetir\n/imagem\n/sair\n", capture_output=True, text=True,
+        timeout=300, cwd=root, env={**__import__("os").environ, "COLUMNS": "200"},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert "Seu pedido 6200 está com status: entregue." in out
+    assert "redelivery absorvida" in out
+    assert "só consigo ler mensagens de texto" in out
+    assert out.count("Seu pedido 6200") == 1
+
+
+def test_a_busy_record_is_a_batch_item_failure_not_a_function_error(local_stack, erp, model_env, ledger):
+    """The consumer's handler called as the event source mapping calls it: a record
+    that cannot run now is reported in batchItemFailures and the invocation succeeds
+    (Powertools would raise on an 'entire batch' failure, i.e. every failure at batch size 1)."""
+    from orchestrator import handler as direct_handler
+    from orchestrator import whatsapp_consumer
+    from orchestrator.invokers.local import LocalContext, function_environment
+    from scripts.local_stack.whatsapp_channel import sqs_event
+
+    with LocalChannel(local_stack, model_env=model_env, consumers=0) as ch:
+        env = ch.consumer_environment()
+        ledger.acquire_conversation(conversa_id="wa-1002-20260324", cliente_id=1002, lease_s=60)
+        body = QueuedMessage(tipo=QueuedKind.TEXT, mensagemId="wamid.BUSY" + str(time.time_ns()), waId=BRUNO,
+                             phoneNumberId=BUSINESS_PHONE_NUMBER_ID, conversaId="wa-1002-20260324", clienteId=1002,
+                             mensagem="ocupada").model_dump_json(exclude_none=True)
+        message = {"MessageId": "m-1", "ReceiptHandle": "r-1", "Body": body, "MD5OfBody": "x",
+                   "Attributes": {"MessageGroupId": "wa-1002-20260324", "ApproximateReceiveCount": "1"}}
+        with function_environment(env):
+            direct_handler.reset()
+            whatsapp_consumer.reset()
+            result = whatsapp_consumer.lambda_handler(sqs_event(message, "arn:aws:sqs:us-east-1:1:q.fifo"),
+                                                      LocalContext("cadencia-orquestrador-whatsapp", timeout_s=20))
+            direct_handler.reset()
+            whatsapp_consumer.reset()
+        assert result == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
+        assert ch.api.sent_to(BRUNO) == []

@@ -1,0 +1,202 @@
+"""The webhook, attacked over HTTP: the real ingress handler served on loopback
+(its own process, as a Function URL event), the real ERP lookup as the channel's
+own DB user, and the real SQS FIFO queue on moto. Nothing consumes the queue
+here, so "nothing enqueued" is read straight from it."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from pathlib import Path
+
+import pytest
+
+from scripts.local_stack.whatsapp_channel import LocalChannel
+from scripts.local_stack.whatsapp_fake import media_message, new_wamid, notification, text_message
+from tests.support.whatsapp import ANA, UNKNOWN, day_ts, drain
+
+pytestmark = pytest.mark.stack
+
+
+@pytest.fixture(scope="module")
+def channel(local_stack):
+    from scripts.local_stack import postgres
+
+    postgres.apply_sql(local_stack.postgres, ("demo.sql",))
+    with LocalChannel(local_stack, model_env={}, consumers=0, log_level="INFO") as ch:
+        yield ch
+
+
+@pytest.fixture
+def queue(channel):
+    drain(channel.sqs, channel.queue_url)
+    return lambda: drain(channel.sqs, channel.queue_url)
+
+
+def _signed(body: bytes, secret: str) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def _body(wa_id: str = ANA, text: str = "Olá", **kwargs) -> bytes:
+    return json.dumps(notification([text_message(wa_id, text, timestamp=day_ts(0), **kwargs)])).encode()
+
+
+def _ingress_log(channel: LocalChannel) -> str:
+    return "".join(p.read_text() for p in Path(channel.dir).glob("ingress-*.log"))
+
+
+def test_a_valid_signature_enqueues_the_message_bound_to_its_customer(channel, queue):
+    wamid = new_wamid()
+    body = _body(wamid=wamid, text="  quero saber do meu pedido  ")
+    assert channel.webhook.post_raw(body, _signed(body, channel.app_secret)) == 200
+    [got] = queue()
+    assert got["body"] == {"tipo": "texto", "mensagemId": wamid, "waId": ANA, "phoneNumberId": "106540352242922",
+                           "conversaId": "wa-1001-20260302", "clienteId": 1001,
+                           "mensagem": "quero saber do meu pedido"}
+    assert got["group"] == "wa-1001-20260302"
+    assert got["dedup"] == hashlib.sha256(wamid.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("case", ["missing", "wrong_secret", "one_byte_altered", "sha1_prefix", "no_prefix",
+                                  "uppercase_prefix_other_alg", "truncated", "empty_secret", "two_signatures"])
+def test_a_bad_signature_is_401_and_enqueues_nothing(channel, queue, case):
+    body = _body()
+    good = _signed(body, channel.app_secret)
+    sent_body, header = body, {
+        "missing": None,
+        "wrong_secret": _signed(body, "another-app-secret"),
+        "one_byte_altered": good,
+        "sha1_prefix": "sha1=" + hmac.new(channel.app_secret.encode(), body, hashlib.sha1).hexdigest(),
+        "no_prefix": good.removeprefix("sha256="),
+        "uppercase_prefix_other_alg": "SHA512=" + good.removeprefix("sha256="),
+        "truncated": good[:-2],
+        "empty_secret": _signed(body, ""),
+        "two_signatures": f"{good},{good}",
+    }[case]
+    if case == "one_byte_altered":
+        sent_body = body.replace(b"Ol", b"Oi", 1)
+        assert len(sent_body) == len(body) and sent_body != body
+    assert channel.webhook.post_raw(sent_body, header) == 401
+    assert queue() == []
+
+
+def test_a_replayed_body_is_accepted_but_enqueued_once(channel, queue):
+    body = _body()
+    header = _signed(body, channel.app_secret)
+    assert [channel.webhook.post_raw(body, header) for _ in range(3)] == [200, 200, 200]
+    assert len(queue()) == 1  # SQS FIFO dedupe on the wamid; the ledger catches later replays
+
+
+def test_oversized_and_malformed_requests_are_400_and_enqueue_nothing(channel, queue):
+    big = json.dumps(notification([text_message(ANA, "x" * 4000, timestamp=day_ts(0))] * 40)).encode()
+    assert len(big) > 128 * 1024
+    signed = lambda b: channel.webhook.post_raw(b, _signed(b, channel.app_secret))  # noqa: E731
+    assert signed(big) == 400
+    assert signed(b"{not json") == 400
+    assert signed(b"\xff\xfe") == 400
+    assert signed(json.dumps({"object": "page", "entry": []}).encode()) == 400
+    good = json.loads(_body())
+    message = good["entry"][0]["changes"][0]["value"]["messages"][0]
+    for field, hostile in (("timestamp", 1767225600), ("from", 5511987654321), ("from", "5511987654321\n"),
+                           ("id", "wamid.x#y"), ("from", True)):
+        mutated = json.loads(json.dumps(good))
+        mutated["entry"][0]["changes"][0]["value"]["messages"][0] = {**message, field: hostile}
+        assert signed(json.dumps(mutated).encode()) == 400, (field, hostile)
+    assert queue() == []
+    log = _ingress_log(channel)
+    for motivo in ("tamanho", "formato", "assinatura"):
+        assert f'"Motivo": "{motivo}"' in log or f'"Motivo":"{motivo}"' in log, motivo
+
+
+def test_handshake(channel):
+    assert channel.webhook.handshake("subscribe", channel.verify_token, "1158201444") == (200, "1158201444")
+    assert channel.webhook.handshake("subscribe", "wrong-token", "1158201444")[0] == 403
+    assert channel.webhook.handshake("unsubscribe", channel.verify_token, "1158201444")[0] == 403
+    assert channel.webhook.handshake("subscribe", channel.verify_token, "<script>alert(1)</script>")[0] == 400
+    assert channel.webhook.handshake("subscribe", "", "1")[0] == 403
+
+
+def test_statuses_only_is_200_and_enqueues_nothing(channel, queue):
+    payload = notification([], statuses=[{"id": new_wamid(), "status": "delivered", "timestamp": "1767225600",
+                                          "recipient_id": ANA}])
+    assert channel.webhook.post(payload) == 200
+    assert queue() == []
+
+
+def test_unknown_numbers_and_non_text_get_fixed_replies_and_reactions_nothing(channel, queue):
+    unknown = text_message(UNKNOWN, "me devolve o dinheiro do pedido 4821", timestamp=day_ts(0))
+    image = {**media_message(ANA, "image"), "timestamp": str(day_ts(0))}
+    reaction = {"from": ANA, "id": new_wamid(), "timestamp": str(day_ts(0)), "type": "reaction",
+                "reaction": {"message_id": new_wamid(), "emoji": "👍"}}
+    assert channel.webhook.post(notification([unknown, image, reaction])) == 200
+    got = {m["body"]["mensagemId"]: m["body"] for m in queue()}
+    assert set(got) == {unknown["id"], image["id"]}
+    assert got[unknown["id"]] == {"tipo": "resposta_fixa", "motivo": "numero_desconhecido", "waId": UNKNOWN,
+                                  "mensagemId": unknown["id"], "phoneNumberId": "106540352242922"}
+    assert "mensagem" not in got[unknown["id"]] and "clienteId" not in got[unknown["id"]]
+    assert got[image["id"]]["motivo"] == "tipo_nao_suportado" and got[image["id"]]["conversaId"] == "wa-1001-20260302"
+
+
+def test_nothing_personal_reaches_the_ingress_logs(channel, queue):
+    text = "meu cpf é 123.456.789-00"
+    assert channel.webhook.post(notification([text_message(ANA, text, timestamp=day_ts(0))])) == 200
+    queue()
+    log = _ingress_log(channel)
+    assert ANA not in log and text not in log and channel.app_secret not in log and channel.verify_token not in log
+
+
+def test_other_methods_are_refused(channel):
+    import urllib.request
+    from urllib.error import HTTPError
+
+    with pytest.raises(HTTPError) as err:
+        urllib.request.urlopen(urllib.request.Request(channel.ingress_url, method="PUT", data=b"x"), timeout=10)
+    assert err.value.code == 405
+
+
+def _json_values():
+    from hypothesis import strategies as st
+
+    leaves = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=30))
+    return st.recursive(leaves, lambda c: st.one_of(st.lists(c, max_size=4), st.dictionaries(st.text(max_size=12), c,
+                                                                                                max_size=4)),
+                        max_leaves=20)
+
+
+def test_hostile_signed_payloads_never_crash_the_ingress_nor_enqueue(channel, queue):
+    """Any JSON at all, correctly signed (only Meta could do that): 200 or 400, never an
+    exception; and a 400 enqueues nothing. Real adapters: SQS on moto, the ERP as the
+    channel's DB user, the secrets in (moto's) Secrets Manager."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from canal_whatsapp import handler
+    from canal_whatsapp.ingress import HttpRequest
+    from orchestrator.invokers.local import function_environment
+
+    base = json.loads(_body())
+    message = base["entry"][0]["changes"][0]["value"]["messages"][0]
+
+    @given(st.one_of(
+        _json_values(),
+        st.fixed_dictionaries({"object": st.just("whatsapp_business_account"), "entry": _json_values()}),
+        st.dictionaries(st.sampled_from(sorted(message)), _json_values(), max_size=4).map(
+            lambda o: {**base, "entry": [{**base["entry"][0], "changes": [{"field": "messages", "value": {
+                **base["entry"][0]["changes"][0]["value"], "messages": [{**message, **o}]}}]}]}),
+    ))
+    @settings(max_examples=50, deadline=None, suppress_health_check=list(HealthCheck))
+    def attack(payload):
+        body = json.dumps(payload).encode()
+        with function_environment(channel.ingress_environment()):
+            handler.reset()
+            response = handler.ingress().handle(HttpRequest(
+                method="POST", body=body, headers={"x-hub-signature-256": _signed(body, channel.app_secret)}))
+        assert response.status in (200, 400)
+        enqueued = queue()  # drained after every example
+        if response.status == 400:
+            assert enqueued == []
+
+    attack()
+    handler.reset()
+    queue()
