@@ -412,8 +412,9 @@ def test_no_role_may_update_or_delete_an_audit_record(all_synths, variant):
                 assert not any(a.startswith("dynamodb:") and a not in ("dynamodb:PutItem", "dynamodb:Query")
                                for a in actions), stmt
     if Ids.AUDIT_TABLE in synth.template["Resources"]:
-        # two writers: the orchestrator and the approval decisions (issue 10's audit records)
-        assert seen == [["dynamodb:PutItem", "dynamodb:Query"]] * 2
+        # three writers: the orchestrator, the WhatsApp queue's consumer (the same loop) and
+        # the approval decisions (issue 10's audit records)
+        assert seen == [["dynamodb:PutItem", "dynamodb:Query"]] * 3
         props = synth.template["Resources"][Ids.AUDIT_TABLE]["Properties"]
         assert props["DeletionProtectionEnabled"] is True
         assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
