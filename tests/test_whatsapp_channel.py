@@ -193,7 +193,13 @@ def test_one_wamid_racing_in_four_processes_is_answered_once(local_stack, erp, m
         assert ch.wait_until_drained(60)
         time.sleep(1)
         assert _bodies(ch.api.sent_to(ANA)) == [f"{ECHO_PREFIX}corrida"]
-    assert ledger.read_conversation("wa-1001-20260321").turnos == 1
+    # One answer to the message in the conversation. (A turn that failed under load — e.g. the
+    # model call timed out — marks the message failed and a redelivery runs it again: that is
+    # the designed retry, so the turn count alone may be 2; the answer still exists once.)
+    history = ledger.read_conversation("wa-1001-20260321").mensagens
+    answers = [block.get("text") for msg in history if msg["role"] == "assistant"
+               for block in msg["content"] if isinstance(block, dict) and block.get("type") == "text"]
+    assert answers.count(f"{ECHO_PREFIX}corrida") == 1, answers
 
 
 def test_a_sender_killed_mid_send_never_sends_twice(local_stack, erp, model_env, ledger):
