@@ -1,0 +1,279 @@
+"""The ledger's stored format, pinned: every item kind's attribute names, types and keys.
+
+Items are stored data (DESIGN.md §6): renaming a Python identifier must never rename
+an attribute, a key prefix, a GSI value or a wire string. Each test drives the public
+operations with a fixed clock, then compares the raw DynamoDB item (typed JSON, as
+GetItem returns it) with a literal of today's format. Owner tokens (uuid4) are the
+only values replaced, after checking their shape. moto in-process is enough: this is
+about what is written, not about races (the ceiling/claim race tests prove those).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from cadencia_shared import ledger as ledger_module
+from cadencia_shared.ledger import (
+    AttemptResult,
+    ClaimStatus,
+    ConversationStatus,
+    ItemType,
+    Ledger,
+    approval_id,
+    approval_pk,
+    refund_idempotency_key,
+    table_definition,
+)
+
+TABLE = "ledger-shapes"
+CONV, ORDER = "conv-shapes", "PED-1001"
+KEY = "conv-shapes#PED-1001#reembolso"
+TOKEN = re.compile(r"\A[0-9a-f]{32}\Z")
+
+
+def at(second: int) -> dict[str, str]:
+    return {"S": f"2027-01-15T08:00:{second:02d}.000Z"}
+
+
+class World:
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.now = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+        self.ledger = Ledger(TABLE, client, clock=lambda: self.now)
+
+    def tick(self) -> None:
+        self.now += 1
+
+    def item(self, pk: str) -> dict[str, Any]:
+        """The stored item; an owner token becomes "<token>" once its shape is checked,
+        the compressed message history becomes its JSON."""
+        item = self.client.get_item(TableName=TABLE, Key={"pk": {"S": pk}}, ConsistentRead=True)["Item"]
+        if "dono" in item:
+            assert TOKEN.match(item["dono"]["S"]), item["dono"]
+            item["dono"] = {"S": "<token>"}
+        if "mensagensZ" in item:
+            item["mensagensZ"] = {"B": json.loads(zlib.decompress(item["mensagensZ"]["B"]))}
+        return item
+
+
+@pytest.fixture
+def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        client.create_table(**table_definition(TABLE))
+        yield World(client)
+
+
+def test_the_derived_keys_keep_their_shapes():
+    assert refund_idempotency_key(CONV, ORDER) == KEY
+    assert approval_id(CONV, "emitir_reembolso", "v1", "a" * 64) == "d3bcee851d5807bc94a8df266b175348"
+    assert approval_pk("d3bcee851d5807bc94a8df266b175348") == "aprovacao#d3bcee851d5807bc94a8df266b175348"
+    for bad in ("", "a#b"):
+        with pytest.raises(ValueError):
+            refund_idempotency_key(bad, ORDER)
+        with pytest.raises(ValueError):
+            approval_pk(bad)
+
+
+def test_the_table_definition_and_the_stored_names():
+    assert table_definition("t") == {
+        "TableName": "t",
+        "BillingMode": "PAY_PER_REQUEST",
+        "AttributeDefinitions": [
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "conversaId", "AttributeType": "S"},
+            {"AttributeName": "registradoEm", "AttributeType": "S"},
+            {"AttributeName": "pendencia", "AttributeType": "S"},
+            {"AttributeName": "visitadoEm", "AttributeType": "S"},
+        ],
+        "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+        "GlobalSecondaryIndexes": [
+            {"IndexName": "porConversa",
+             "KeySchema": [{"AttributeName": "conversaId", "KeyType": "HASH"},
+                           {"AttributeName": "registradoEm", "KeyType": "RANGE"}],
+             "Projection": {"ProjectionType": "ALL"}},
+            {"IndexName": "reembolsosPendentes",
+             "KeySchema": [{"AttributeName": "pendencia", "KeyType": "HASH"},
+                           {"AttributeName": "visitadoEm", "KeyType": "RANGE"}],
+             "Projection": {"ProjectionType": "ALL"}},
+        ],
+    }
+    stored = (ledger_module.TABLE_KEY, ledger_module.GSI_BY_CONVERSATION, ledger_module.GSI_UNSETTLED,
+              ledger_module.UNSETTLED_MARK, ledger_module.APPROVAL_PENDING_MARK, ledger_module.HUMAN_PENDING_MARK,
+              ledger_module.TTL_ATTRIBUTE, ledger_module.INBOUND_TTL_S, ledger_module.ATTEMPT_EVENT,
+              ledger_module.CANCELLATION_ATTRIBUTE, ledger_module.DETAIL_MAX)
+    assert stored == ("pk", "porConversa", "reembolsosPendentes", "reembolso", "aprovacao", "humano", "expiraEm",
+                      7 * 24 * 3600, "TENTATIVA_DE_FERRAMENTA_REGISTRADA", "cancelamentoSolicitadoEm", 200)
+    assert {t.value for t in ItemType} == {"reivindicacao", "contador_tentativas", "tentativa", "conversa",
+                                           "mensagem", "auditoria", "aprovacao", "primeiro_reembolso"}
+    assert [s.value for s in ClaimStatus] == ["em_processamento", "envio_possivel", "em_conciliacao", "executado",
+                                              "recusado_pelo_gateway", "desconhecido", "falhou_antes_do_gateway"]
+    assert [s.value for s in ConversationStatus] == ["ativa", "aguardando_humano", "aguardando_aprovacao"]
+
+
+CLAIM_COMMON = {
+    "pk": {"S": "reivindicacao#" + KEY}, "tipo": {"S": "reivindicacao"}, "chaveIdempotencia": {"S": KEY},
+    "conversaId": {"S": CONV}, "pedidoId": {"S": ORDER}, "clienteId": {"N": "7"}, "dono": {"S": "<token>"},
+    "criadoEm": at(0), "registradoEm": at(0),
+}
+
+
+def test_a_claim_through_its_life(world: World):
+    led = world.ledger
+    claim = led.claim_refund(chave=KEY, conversa_id=CONV, pedido_id=ORDER, cliente_id=7,
+                             valor=Decimal("150.00"), lease_s=30)
+    assert world.item("reivindicacao#" + KEY) == {
+        **CLAIM_COMMON, "valor": {"N": "150.00"}, "status": {"S": "em_processamento"}, "execucoes": {"N": "1"},
+        "leaseAteMs": {"N": "1800000030000"}, "atualizadoEm": at(0), "pendencia": {"S": "reembolso"},
+        "visitadoEm": at(0)}
+    world.tick()
+    claim = led.settle_claim(claim, ClaimStatus.SENDING)
+    world.tick()
+    claim = led.settle_claim(claim, ClaimStatus.UNKNOWN, detalhe="x" * 300, transacao_gateway="tx-1",
+                             valor=Decimal("140.00"))
+    assert world.item("reivindicacao#" + KEY) == {
+        **CLAIM_COMMON, "valor": {"N": "140.00"}, "status": {"S": "desconhecido"}, "execucoes": {"N": "1"},
+        "leaseAteMs": {"N": "1800000030000"}, "atualizadoEm": at(2), "pendencia": {"S": "reembolso"},
+        "visitadoEm": at(2), "primeiroEnvioEm": at(1), "transacaoGateway": {"S": "tx-1"},
+        "detalhe": {"S": "x" * 199 + "…"}}
+    world.tick()
+    claim = led.retake_claim(claim, valor=Decimal("140.00"), lease_s=30, status=ClaimStatus.RECONCILING)
+    retaken = {
+        **CLAIM_COMMON, "valor": {"N": "140.00"}, "status": {"S": "em_conciliacao"}, "execucoes": {"N": "2"},
+        "leaseAteMs": {"N": "1800000033000"}, "atualizadoEm": at(3), "pendencia": {"S": "reembolso"},
+        "visitadoEm": at(3), "primeiroEnvioEm": at(1), "transacaoGateway": {"S": "tx-1"}}
+    assert world.item("reivindicacao#" + KEY) == retaken
+    assert [c.status for c in led.unsettled_claims()] == [ClaimStatus.RECONCILING]
+    world.tick()
+    claim = led.settle_claim(claim, ClaimStatus.EXECUTED, transacao_gateway="tx-1")
+    executed = {**retaken, "status": {"S": "executado"}, "atualizadoEm": at(4), "visitadoEm": at(4)}
+    assert world.item("reivindicacao#" + KEY) == executed
+    world.tick()
+    led.mark_erp_updated(claim)
+    settled = {k: v for k, v in executed.items() if k != "pendencia"}
+    assert world.item("reivindicacao#" + KEY) == {**settled, "erpAtualizado": {"BOOL": True}}
+    assert led.unsettled_claims() == []
+
+
+def test_a_declined_claim_leaves_the_reconcilers_index(world: World):
+    claim = world.ledger.claim_refund(chave=KEY, conversa_id=CONV, pedido_id=ORDER, cliente_id=7,
+                                      valor=Decimal("10.00"), lease_s=30)
+    world.ledger.settle_claim(claim, ClaimStatus.DECLINED, detalhe="saldo")
+    item = world.item("reivindicacao#" + KEY)
+    assert "pendencia" not in item and item["status"] == {"S": "recusado_pelo_gateway"}
+    assert item["detalhe"] == {"S": "saldo"} and item["visitadoEm"] == at(0)
+
+
+def test_the_first_refund_mark(world: World):
+    assert world.ledger.first_refund_conversation(pedido_id=ORDER, conversa_id=CONV) == CONV
+    assert world.ledger.first_refund_conversation(pedido_id=ORDER, conversa_id="conv-other") == CONV
+    assert world.item("primeiro-reembolso#" + ORDER) == {
+        "pk": {"S": "primeiro-reembolso#PED-1001"}, "tipo": {"S": "primeiro_reembolso"},
+        "conversaDona": {"S": CONV}, "pedidoId": {"S": ORDER}, "criadoEm": at(0)}
+
+
+def test_the_counter_and_the_attempt_records(world: World):
+    led = world.ledger
+    first = led.register_attempt(conversa_id=CONV, assunto=ORDER, ferramenta="emitir_reembolso", teto=1,
+                                 pedido_id=ORDER, chave_idempotencia=KEY)
+    assert world.item("contador#conv-shapes#PED-1001#emitir_reembolso") == {
+        "pk": {"S": "contador#conv-shapes#PED-1001#emitir_reembolso"}, "tipo": {"S": "contador_tentativas"},
+        "tentativas": {"N": "1"}, "atualizadoEm": at(0)}
+    allowed = {
+        "pk": {"S": "tentativa#conv-shapes#PED-1001#emitir_reembolso#0001"}, "tipo": {"S": "tentativa"},
+        "evento": {"S": "TENTATIVA_DE_FERRAMENTA_REGISTRADA"}, "conversaId": {"S": CONV},
+        "pedidoId": {"S": ORDER}, "assunto": {"S": ORDER}, "ferramenta": {"S": "emitir_reembolso"},
+        "tentativaNumero": {"N": "1"}, "teto": {"N": "1"}, "decisao": {"S": "permitida"},
+        "resultado": {"S": "pendente"}, "chaveIdempotencia": {"S": KEY}, "timestamp": at(0),
+        "registradoEm": {"S": "2027-01-15T08:00:00.000Z#tentativa#0001"}}
+    assert world.item("tentativa#conv-shapes#PED-1001#emitir_reembolso#0001") == allowed
+    world.tick()
+    led.record_attempt_result(first, AttemptResult.EXECUTED, "d" * 600)
+    assert world.item("tentativa#conv-shapes#PED-1001#emitir_reembolso#0001") == {
+        **allowed, "resultado": {"S": "executado"}, "concluidoEm": at(1), "detalhe": {"S": "d" * 500}}
+    for _ in range(2):
+        led.register_attempt(conversa_id=CONV, assunto="status", ferramenta="consultar_status_pedido", teto=1)
+    assert world.item("tentativa#conv-shapes#status#consultar_status_pedido#0002") == {
+        "pk": {"S": "tentativa#conv-shapes#status#consultar_status_pedido#0002"}, "tipo": {"S": "tentativa"},
+        "evento": {"S": "TENTATIVA_DE_FERRAMENTA_REGISTRADA"}, "conversaId": {"S": CONV},
+        "assunto": {"S": "status"}, "ferramenta": {"S": "consultar_status_pedido"},
+        "tentativaNumero": {"N": "2"}, "teto": {"N": "1"}, "decisao": {"S": "bloqueada_por_teto"},
+        "resultado": {"S": "bloqueado_por_teto"}, "timestamp": at(1),
+        "registradoEm": {"S": "2027-01-15T08:00:01.000Z#tentativa#0002"}}
+    assert [i["pk"] for i in led.history(CONV, tipo=ItemType.ATTEMPT)] == [
+        "tentativa#conv-shapes#PED-1001#emitir_reembolso#0001",
+        "tentativa#conv-shapes#status#consultar_status_pedido#0001",
+        "tentativa#conv-shapes#status#consultar_status_pedido#0002"]
+
+
+CONVERSATION_COMMON = {"pk": {"S": "conversa#conv-shapes"}, "tipo": {"S": "conversa"}, "clienteId": {"N": "7"},
+                       "criadoEm": at(0)}
+
+
+def test_a_conversation_and_its_inbound_message(world: World):
+    led = world.ledger
+    state = led.acquire_conversation(conversa_id=CONV, cliente_id=7, lease_s=60)
+    assert world.item("conversa#conv-shapes") == {
+        **CONVERSATION_COMMON, "status": {"S": "ativa"}, "versao": {"N": "1"}, "dono": {"S": "<token>"},
+        "leaseAteMs": {"N": "1800000060000"}}
+    inbound = led.begin_inbound(conversa_id=CONV, mensagem_id="wamid.1", lease_s=60)
+    inbound_common = {"pk": {"S": "mensagem#conv-shapes#wamid.1"}, "tipo": {"S": "mensagem"},
+                      "dono": {"S": "<token>"}, "recebidaEm": at(0), "expiraEm": {"N": "1800604800"}}
+    assert world.item("mensagem#conv-shapes#wamid.1") == {
+        **inbound_common, "status": {"S": "processando"}, "leaseAteMs": {"N": "1800000060000"}}
+    world.tick()
+    state = led.commit_conversation(state, mensagens=[{"role": "user", "content": "olá"}],
+                                    status=ConversationStatus.WAITING_HUMAN, inbound=inbound,
+                                    resposta={"texto": "ok"})
+    waiting = {**CONVERSATION_COMMON, "status": {"S": "aguardando_humano"}, "versao": {"N": "2"},
+               "turnos": {"N": "1"}, "atualizadoEm": at(1), "mensagensZ": {"B": [{"role": "user", "content": "olá"}]},
+               "pendencia": {"S": "humano"}, "registradoEm": at(1), "visitadoEm": at(1)}
+    assert world.item("conversa#conv-shapes") == waiting
+    assert world.item("mensagem#conv-shapes#wamid.1") == {
+        **inbound_common, "status": {"S": "respondida"}, "concluidaEm": at(1), "resposta": {"S": '{"texto": "ok"}'}}
+    assert led.waiting_for_a_person() == [(CONV, "2027-01-15T08:00:01.000Z")]
+    assert led.request_cancellation(CONV) and led.cancellation_pending(CONV)
+    assert world.item("conversa#conv-shapes") == {**waiting, "cancelamentoSolicitadoEm": at(1)}
+    world.tick()
+    state = led.acquire_conversation(conversa_id=CONV, cliente_id=7, lease_s=60)
+    led.commit_conversation(state, mensagens=[], status=ConversationStatus.ACTIVE, cancelled=True)
+    assert world.item("conversa#conv-shapes") == {
+        **CONVERSATION_COMMON, "status": {"S": "ativa"}, "versao": {"N": "4"}, "turnos": {"N": "2"},
+        "atualizadoEm": at(2), "mensagensZ": {"B": []}}
+    assert led.waiting_for_a_person() == [] and not led.cancellation_pending(CONV)
+
+
+def test_a_failed_inbound_message(world: World):
+    inbound = world.ledger.begin_inbound(conversa_id=CONV, mensagem_id="wamid.2", lease_s=60)
+    world.tick()
+    world.ledger.finish_inbound(inbound, resposta=None, ok=False)
+    assert world.item("mensagem#conv-shapes#wamid.2") == {
+        "pk": {"S": "mensagem#conv-shapes#wamid.2"}, "tipo": {"S": "mensagem"}, "dono": {"S": "<token>"},
+        "recebidaEm": at(0), "expiraEm": {"N": "1800604800"}, "status": {"S": "falhou"}, "concluidaEm": at(1)}
+
+
+def test_audit_records_without_a_chain(world: World):
+    event = world.ledger.append_audit(conversa_id=CONV, evento="TESTE", detalhes={"valor": Decimal("1.5"), "ação": 1})
+    assert TOKEN.match(event)
+    assert world.item(f"auditoria#{event}") == {
+        "pk": {"S": f"auditoria#{event}"}, "tipo": {"S": "auditoria"}, "evento": {"S": "TESTE"},
+        "conversaId": {"S": CONV}, "timestamp": at(0), "detalhes": {"S": '{"valor": "1.5", "ação": 1}'},
+        "registradoEm": {"S": f"2027-01-15T08:00:00.000Z#auditoria#{event}"}}
+    unbound = world.ledger.append_audit(conversa_id=None, evento="GLOBAL", detalhes={})
+    assert world.item(f"auditoria#{unbound}") == {
+        "pk": {"S": f"auditoria#{unbound}"}, "tipo": {"S": "auditoria"}, "evento": {"S": "GLOBAL"},
+        "timestamp": at(0), "detalhes": {"S": "{}"}}
+    assert [i["pk"] for i in world.ledger.history(CONV)] == [f"auditoria#{event}"]
