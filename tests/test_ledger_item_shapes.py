@@ -277,3 +277,43 @@ def test_audit_records_without_a_chain(world: World):
         "pk": {"S": f"auditoria#{unbound}"}, "tipo": {"S": "auditoria"}, "evento": {"S": "GLOBAL"},
         "timestamp": at(0), "detalhes": {"S": "{}"}}
     assert [i["pk"] for i in world.ledger.history(CONV)] == [f"auditoria#{event}"]
+
+
+def test_an_approval_request_written_through_the_ledgers_table(world: World):
+    from cadencia_shared.approvals import ApprovalStore
+
+    store = ApprovalStore(world.ledger)
+    record, created = store.request(ferramenta="emitir_reembolso", versao="v1", argumentos={"valor": Decimal("500")},
+                                    conversa_id=CONV, cliente_id=7, valor=Decimal("500.00"),
+                                    motivo="acima_do_limite", validade_s=600)
+    assert created and [r.id for r in store.pending()] == [record.id]
+    sort = f"2027-01-15T08:00:00.000Z#aprovacao#{record.id}"
+    pending = {
+        "pk": {"S": f"aprovacao#{record.id}"}, "tipo": {"S": "aprovacao"}, "aprovacaoId": {"S": record.id},
+        "ferramenta": {"S": "emitir_reembolso"}, "versaoFerramenta": {"S": "v1"},
+        "argumentos": {"S": '{"valor":500.0}'}, "argumentosSha256": {"S": record.argumentos_sha256},
+        "conversaId": {"S": CONV}, "clienteId": {"N": "7"}, "valor": {"N": "500.00"},
+        "motivo": {"S": "acima_do_limite"}, "status": {"S": "pendente"}, "criadoEm": at(0),
+        "expiraEmMs": {"N": "1800000600000"}, "registradoEm": {"S": sort}, "pendencia": {"S": "aprovacao"},
+        "visitadoEm": {"S": sort}, "expiraEm": {"N": str(1_800_000_600 + 90 * 24 * 3600)}}
+    assert world.item(f"aprovacao#{record.id}") == pending
+    world.tick()
+    store.decide(record.id, approve=True, approver="ana", justification="ok", allowed_approvers=frozenset({"ana"}))
+    decided = {k: v for k, v in pending.items() if k != "pendencia"}
+    decided |= {"status": {"S": "aprovada"}, "decididoPor": {"S": "ana"}, "justificativa": {"S": "ok"},
+                "decididoEm": at(1)}
+    assert world.item(f"aprovacao#{record.id}") == decided
+    world.tick()
+    assert store.consume(store.get(record.id)) and not store.consume(store.get(record.id))
+    assert world.item(f"aprovacao#{record.id}") == {**decided, "status": {"S": "consumida"}, "consumidaEm": at(2)}
+
+
+def test_a_lost_claim_reads_back_the_winner(world: World):
+    from cadencia_shared.ledger import ClaimTaken
+
+    world.ledger.claim_refund(chave=KEY, conversa_id=CONV, pedido_id=ORDER, cliente_id=7,
+                              valor=Decimal("150.00"), lease_s=30)
+    with pytest.raises(ClaimTaken) as lost:
+        world.ledger.claim_refund(chave=KEY, conversa_id=CONV, pedido_id=ORDER, cliente_id=7,
+                                  valor=Decimal("1.00"), lease_s=30)
+    assert (lost.value.existing.status, lost.value.existing.valor) == (ClaimStatus.IN_PROGRESS, Decimal("150.00"))
