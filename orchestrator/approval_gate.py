@@ -91,7 +91,7 @@ class ConfirmationGate:
             return False
         # Two conversations asking at once both read "nothing refunded" from the ERP;
         # the ledger's conditional mark makes one of them the second.
-        owner = self.ledger.first_refund_conversation(pedido_id=str(call.order_id), conversa_id=call.conversation_id)
+        owner = self.ledger.first_refund_conversation(order_id=str(call.order_id), conversation_id=call.conversation_id)
         if owner != call.conversation_id:
             return True
         refunded = self._refunded_in_erp(call, ctx)
@@ -180,11 +180,11 @@ class ConfirmationGate:
                        ending=Reply(texts.APPROVAL_DENIED.format(pedidoId=call.order_id), "aprovacao_negada"))
 
     def _audit(self, call: ToolCall, event: str, details: dict[str, Any]) -> None:
-        self.ledger.append_audit(conversa_id=call.conversation_id, evento=event,
-                                 detalhes={"ferramenta": call.spec.name, "pedidoId": call.order_id, **details})
+        self.ledger.append_audit(conversation_id=call.conversation_id, event=event,
+                                 details={"ferramenta": call.spec.name, "pedidoId": call.order_id, **details})
 
     def _audit_record(self, record: ApprovalRecord, event: str) -> None:
-        self.ledger.append_audit(conversa_id=record.conversa_id, evento=event, detalhes={
+        self.ledger.append_audit(conversation_id=record.conversa_id, event=event, details={
             "aprovacaoId": record.id, "ferramenta": record.ferramenta, "versaoFerramenta": record.versao_ferramenta,
             "argumentosSha256": record.argumentos_sha256, "valor": str(record.valor), "motivo": record.motivo,
             "status": record.status.value})

@@ -92,8 +92,8 @@ class CircuitBreaker:
     def _refuse(self, ctx: CallContext) -> Refusal:
         spec = ctx.call.spec
         count_for_tool(Metric.BREAKER_REFUSALS, spec.name)
-        self.ledger.append_audit(conversa_id=ctx.call.conversation_id, evento="BLOQUEADO_POR_DISJUNTOR",
-                                 detalhes={"ferramenta": spec.name})
+        self.ledger.append_audit(conversation_id=ctx.call.conversation_id, event="BLOQUEADO_POR_DISJUNTOR",
+                                 details={"ferramenta": spec.name})
         return Refusal(
             BreakerRefusal.OPEN,
             {"mensagem": "Ferramenta indisponível no momento (falhas seguidas); não foi executada. Não tente novamente."},
@@ -103,5 +103,5 @@ class CircuitBreaker:
     def _changed(self, ctx: CallContext, state: CircuitState) -> None:
         tool = ctx.call.spec.name
         count(Metric.BREAKER_TRANSITIONS, {"Ferramenta": tool, "Estado": state.value})
-        self.ledger.append_audit(conversa_id=ctx.call.conversation_id, evento=f"DISJUNTOR_{state.value.upper()}",
-                                 detalhes={"ferramenta": tool, "estado": state.value, "limiteDeFalhas": self.failures})
+        self.ledger.append_audit(conversation_id=ctx.call.conversation_id, event=f"DISJUNTOR_{state.value.upper()}",
+                                 details={"ferramenta": tool, "estado": state.value, "limiteDeFalhas": self.failures})

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from cadencia_shared.ledger import Attempt, AttemptResult, Ledger
+from cadencia_shared.ledger import Attempt, AttemptRecorder, AttemptResult, AuditTrail, ConversationCancellation, Ledger
 from cadencia_shared.observability import Metric, count_for_tool
 from cadencia_shared.outcomes import Outcome
 from cadencia_shared.settings import ApprovalSettings
@@ -125,7 +125,7 @@ class Cancellation:
     atomically (``Ledger.commit_conversation``), so a tool answer that arrives
     after the command does not win either."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: ConversationCancellation) -> None:
         self.ledger = ledger
 
     def before(self, ctx: CallContext) -> Refusal | None:
@@ -161,6 +161,10 @@ def _recorded_outcome(invocation: Invocation) -> tuple[Outcome, str | None]:
     return Outcome.REFUSED_BY_TOOL, (payload.get("erro") or {}).get("codigo")
 
 
+class CeilingLedger(AttemptRecorder, AuditTrail, Protocol):
+    """What the retry ceiling needs of the ledger: the attempt counter and the audit trail."""
+
+
 class RetryCeiling:
     """At most ``limit`` attempts per (conversation, subject, tool) are allowed.
 
@@ -170,18 +174,18 @@ class RetryCeiling:
     for one key get the numbers 1..50 and exactly ``limit`` are allowed.
     """
 
-    def __init__(self, ledger: Ledger, limit: int) -> None:
+    def __init__(self, ledger: CeilingLedger, limit: int) -> None:
         self.ledger = ledger
         self.limit = limit
 
     def decide(self, call: ToolCall) -> Attempt:
         attempt = self.ledger.register_attempt(
-            conversa_id=call.conversation_id,
-            assunto=call.subject,
-            ferramenta=call.spec.name,
-            teto=self.limit,
-            pedido_id=call.order_id,
-            chave_idempotencia=call.idempotency_key,
+            conversation_id=call.conversation_id,
+            subject=call.subject,
+            tool=call.spec.name,
+            ceiling=self.limit,
+            order_id=call.order_id,
+            idempotency_key=call.idempotency_key,
         )
         if attempt.allowed:
             count_for_tool(Metric.CALLS_ALLOWED, call.spec.name)
@@ -190,10 +194,10 @@ class RetryCeiling:
         # the tool's credentials.
         count_for_tool(Metric.CEILING_INTERRUPTIONS, call.spec.name)
         self.ledger.append_audit(
-            conversa_id=call.conversation_id,
-            evento="TETO_DE_TENTATIVAS_ATINGIDO",
-            detalhes={"ferramenta": call.spec.name, "assunto": call.subject, "pedidoId": call.order_id,
-                      "tentativaNumero": attempt.numero, "teto": self.limit},
+            conversation_id=call.conversation_id,
+            event="TETO_DE_TENTATIVAS_ATINGIDO",
+            details={"ferramenta": call.spec.name, "assunto": call.subject, "pedidoId": call.order_id,
+                      "tentativaNumero": attempt.number, "teto": self.limit},
         )
         return attempt
 
@@ -206,7 +210,7 @@ class RetryCeiling:
         text = texts.HANDOFF_CEILING_ORDER.format(pedidoId=order_id) if order_id else texts.HANDOFF_CEILING_PROFILE
         return Refusal(
             RefusalReason.CEILING,
-            {"tentativaNumero": attempt.numero, "teto": attempt.teto,
+            {"tentativaNumero": attempt.number, "teto": attempt.ceiling,
              "mensagem": "Limite de tentativas atingido; um atendente humano vai revisar. Não tente novamente."},
             ending=HandOff(text, "teto"),
         )

@@ -120,36 +120,36 @@ class Orchestrator:
         # Leases outlive this invocation whatever the configuration says, so a live
         # turn never loses its message or its conversation to a redelivery.
         lease_s = max(self.settings.conversation_lease_s, int(deadline.remaining_s()) + 30)
-        inbound = self.ledger.begin_inbound(conversa_id=req.conversaId, mensagem_id=req.mensagemId, lease_s=lease_s)
+        inbound = self.ledger.begin_inbound(conversation_id=req.conversaId, message_id=req.mensagemId, lease_s=lease_s)
         if inbound.status is InboundStatus.DONE:
-            return TurnReply.model_validate({**(inbound.resposta or {}), "duplicada": True})
+            return TurnReply.model_validate({**(inbound.reply or {}), "duplicada": True})
         if inbound.status is InboundStatus.IN_PROGRESS:
             return self._reply(req, None, "em_processamento", "mensagem_em_processamento", duplicate=True)
 
         try:
             state = self.ledger.acquire_conversation(
-                conversa_id=req.conversaId, cliente_id=req.clienteId, lease_s=lease_s
+                conversation_id=req.conversaId, customer_id=req.clienteId, lease_s=lease_s
             )
         except ConversationOfAnotherCustomer:
-            self.ledger.append_audit(conversa_id=req.conversaId, evento="CONVERSA_DE_OUTRO_CLIENTE",
-                                     detalhes={"clienteId": req.clienteId})
+            self.ledger.append_audit(conversation_id=req.conversaId, event="CONVERSA_DE_OUTRO_CLIENTE",
+                                     details={"clienteId": req.clienteId})
             reply = self._reply(req, None, "erro", "conversa_de_outro_cliente")
-            self.ledger.finish_inbound(inbound, resposta=reply.model_dump(mode="json"), ok=True)
+            self.ledger.finish_inbound(inbound, reply=reply.model_dump(mode="json"), ok=True)
             return reply
         except ConversationBusy:
-            self.ledger.finish_inbound(inbound, resposta=None, ok=False)
+            self.ledger.finish_inbound(inbound, reply=None, ok=False)
             raise ConversationBusyError(req.conversaId) from None
 
         try:
             reply, committed = self._commit(req, state, inbound, self._turn(req, state, deadline))
         except StaleConversation:
-            self.ledger.append_audit(conversa_id=req.conversaId, evento="COMMIT_CONCORRENTE_REJEITADO",
-                                     detalhes={"mensagemId": req.mensagemId, "versao": state.versao})
-            self.ledger.finish_inbound(inbound, resposta=None, ok=False)
+            self.ledger.append_audit(conversation_id=req.conversaId, event="COMMIT_CONCORRENTE_REJEITADO",
+                                     details={"mensagemId": req.mensagemId, "versao": state.version})
+            self.ledger.finish_inbound(inbound, reply=None, ok=False)
             raise ConcurrentCommitError(req.conversaId) from None
         except BaseException:
             self.ledger.release_conversation(state)
-            self.ledger.finish_inbound(inbound, resposta=None, ok=False)
+            self.ledger.finish_inbound(inbound, reply=None, ok=False)
             raise
         if committed.event is not None:  # only what was committed is announced
             self.events.publish(committed.event)
@@ -175,13 +175,13 @@ class Orchestrator:
 
     def _write(self, req: TurnRequest, state: ConversationState, inbound: Any, outcome: _Outcome) -> TurnReply:
         reply = self._reply(req, outcome.reply, outcome.status.value, outcome.reason)
-        self.ledger.commit_conversation(state, mensagens=outcome.messages, status=outcome.status, inbound=inbound,
-                                        resposta=reply.model_dump(mode="json"),
+        self.ledger.commit_conversation(state, messages=outcome.messages, status=outcome.status, inbound=inbound,
+                                        reply=reply.model_dump(mode="json"),
                                         cancelled=outcome.reason == Limit.CANCELLED)
         return reply
 
     def _turn(self, req: TurnRequest, state: ConversationState, deadline: Deadline) -> _Outcome:
-        messages = history.append_user_text(state.mensagens, req.mensagem)
+        messages = history.append_user_text(state.messages, req.mensagem)
         if state.status is ConversationStatus.WAITING_HUMAN:
             # A human owns the conversation now: the model is not consulted.
             return _Outcome(messages, ConversationStatus.WAITING_HUMAN, texts.WAITING_HUMAN, "aguardando_humano")
@@ -264,8 +264,8 @@ class Orchestrator:
             self._record_limit(turn.request, Limit(step.limit), turn.budget.figures())
         if isinstance(step, HandOff):
             count(Metric.HUMAN_HANDOFFS, {"Motivo": step.reason})
-            self.ledger.append_audit(conversa_id=turn.request.conversaId, evento="ENCAMINHADO_PARA_HUMANO",
-                                     detalhes={"motivo": step.reason, "mensagemId": turn.request.mensagemId})
+            self.ledger.append_audit(conversation_id=turn.request.conversaId, event="ENCAMINHADO_PARA_HUMANO",
+                                     details={"motivo": step.reason, "mensagemId": turn.request.mensagemId})
             return _Outcome(turn.messages, ConversationStatus.WAITING_HUMAN, step.text, step.reason,
                             handoffs.hand_off(turn.request.conversaId, step.reason, turn.request.mensagemId))
         if isinstance(step, AwaitApproval):
@@ -280,14 +280,14 @@ class Orchestrator:
         count(Metric.MODEL_ERRORS, {"Classe": diagnosis.error_class})
         if diagnosis.audit is not None:
             event, details = diagnosis.audit
-            self.ledger.append_audit(conversa_id=req.conversaId, evento=event, detalhes=details)
+            self.ledger.append_audit(conversation_id=req.conversaId, event=event, details=details)
         if diagnosis.warning is not None:
             self.log.warning("unknown stop reason", extra=diagnosis.warning)
 
     def _record_limit(self, req: TurnRequest, limit: Limit, details: dict[str, Any]) -> None:
         count(Metric.TURN_LIMITS, {"Motivo": limit.value})
-        self.ledger.append_audit(conversa_id=req.conversaId, evento="TURNO_INTERROMPIDO",
-                                 detalhes={"motivo": limit.value, "mensagemId": req.mensagemId, **details})
+        self.ledger.append_audit(conversation_id=req.conversaId, event="TURNO_INTERROMPIDO",
+                                 details={"motivo": limit.value, "mensagemId": req.mensagemId, **details})
 
     @staticmethod
     def _reply(req: TurnRequest, text: str | None, status: str, reason: str, *, duplicate: bool = False) -> TurnReply:

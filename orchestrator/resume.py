@@ -87,7 +87,7 @@ class Resumer:
             return Resumed("", approval, None, "", "nada_a_retomar")
         lease_s = max(self.settings.conversation_lease_s, int(deadline.remaining_s()) + 30)
         try:
-            state = self.ledger.acquire_conversation(conversa_id=record.conversa_id, cliente_id=record.cliente_id,
+            state = self.ledger.acquire_conversation(conversation_id=record.conversa_id, customer_id=record.cliente_id,
                                                      lease_s=lease_s)
         except ConversationBusy:
             raise ConversationBusyError(record.conversa_id) from None
@@ -95,20 +95,20 @@ class Resumer:
             self.ledger.release_conversation(state)
             return Resumed(record.conversa_id, approval, None, state.status.value, "nada_a_retomar")
         try:
-            messages, status, text, reason = self._decided(record, list(state.mensagens), deadline)
+            messages, status, text, reason = self._decided(record, list(state.messages), deadline)
             try:
-                self.ledger.commit_conversation(state, mensagens=messages, status=status)
+                self.ledger.commit_conversation(state, messages=messages, status=status)
             except CancellationPending:
                 # An operator cancelled while the conversation waited (issue 11): the
                 # cancellation wins, as in the loop's commit; a person takes over.
                 ending = ending_for(Limit.CANCELLED)
                 status, text, reason = ConversationStatus.WAITING_HUMAN, ending.text, ending.reason
-                self.ledger.commit_conversation(state, mensagens=messages, status=status, cancelled=True)
+                self.ledger.commit_conversation(state, messages=messages, status=status, cancelled=True)
         except BaseException:
             self.ledger.release_conversation(state)
             raise
-        self.ledger.append_audit(conversa_id=record.conversa_id, evento="CONVERSA_RETOMADA_APOS_APROVACAO",
-                                 detalhes={"aprovacaoId": approval, "status": record.status.value, "motivo": reason})
+        self.ledger.append_audit(conversation_id=record.conversa_id, event="CONVERSA_RETOMADA_APOS_APROVACAO",
+                                 details={"aprovacaoId": approval, "status": record.status.value, "motivo": reason})
         if status is ConversationStatus.WAITING_HUMAN:
             self.events.publish(handoffs.hand_off(record.conversa_id, reason))
         return Resumed(record.conversa_id, approval, text, status.value, reason)
@@ -125,8 +125,8 @@ class Resumer:
         order = record.argumentos.get("pedidoId")
         if canonical_arguments(record.argumentos)[1] != record.argumentos_sha256:
             # Edited after it was requested: what would run is not what was decided.
-            self.ledger.append_audit(conversa_id=record.conversa_id, evento="APROVACAO_INVALIDA",
-                                     detalhes={"aprovacaoId": record.id, "status": record.status.value,
+            self.ledger.append_audit(conversation_id=record.conversa_id, event="APROVACAO_INVALIDA",
+                                     details={"aprovacaoId": record.id, "status": record.status.value,
                                                "vinculada": False})
             body = {"erro": "aprovacao_inutilizavel", "mensagem": "Aprovação inválida; a chamada não foi executada."}
             messages.append({"role": "user", "content": [history.tool_result(block.id, _json(body), is_error=True)]})

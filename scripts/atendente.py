@@ -99,14 +99,14 @@ def take_over(ledger: Ledger, conversa_id: str, *, text: str | None, back_to_age
     current = ledger.read_conversation(conversa_id)
     assert current is not None
     try:
-        state = ledger.acquire_conversation(conversa_id=conversa_id, cliente_id=current.cliente_id, lease_s=LEASE_S)
+        state = ledger.acquire_conversation(conversation_id=conversa_id, customer_id=current.customer_id, lease_s=LEASE_S)
     except ConversationBusy:
         raise SystemExit("a conversa está sendo processada agora; tente de novo em instantes") from None
-    messages = history.append_assistant_text(state.mensagens, text) if text else state.mensagens
+    messages = history.append_assistant_text(state.messages, text) if text else state.messages
     status = ConversationStatus.ACTIVE if back_to_agent else state.status
-    ledger.commit_conversation(state, mensagens=messages, status=status)
-    ledger.append_audit(conversa_id=conversa_id, evento="ATENDENTE_DEVOLVEU_AO_AGENTE" if back_to_agent
-                        else "ATENDENTE_RESPONDEU", detalhes={"caracteres": len(text or "")})
+    ledger.commit_conversation(state, messages=messages, status=status)
+    ledger.append_audit(conversation_id=conversa_id, event="ATENDENTE_DEVOLVEU_AO_AGENTE" if back_to_agent
+                        else "ATENDENTE_RESPONDEU", details={"caracteres": len(text or "")})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     conversa_id = find(ledger, args.ref)
     if args.comando == "mostrar":
         state = ledger.read_conversation(conversa_id)
-        for role, text in masked_history(state.mensagens if state else []):
+        for role, text in masked_history(state.messages if state else []):
             console.print(f"[bold]{role}[/]: {escape(text)}", highlight=False)
         return 0
     take_over(ledger, conversa_id, text=getattr(args, "texto", None), back_to_agent=args.comando == "devolver")

@@ -76,11 +76,11 @@ class Section:
         return sum(len(self.gateway.debits_for(sc.conversaId)) for sc in scenarios)
 
     def audits(self, scenarios: list[Scenario], event: str) -> int:
-        return sum(1 for sc in scenarios for i in self.ledger.history(sc.conversaId, tipo=ItemType.AUDIT)
+        return sum(1 for sc in scenarios for i in self.ledger.history(sc.conversaId, item_type=ItemType.AUDIT)
                    if i["evento"] == event)
 
     def approval_of(self, scenario: Scenario) -> str:
-        (item,) = list(self.ledger.history(scenario.conversaId, tipo=ItemType.APPROVAL))
+        (item,) = list(self.ledger.history(scenario.conversaId, item_type=ItemType.APPROVAL))
         return item["aprovacaoId"]
 
     def decide(self, approval: str) -> dict:

@@ -46,7 +46,7 @@ def _waiting(local_stack, ledger: Ledger) -> tuple[str, str]:
     reply = orch.handle(TurnRequest(conversaId=conv, clienteId=1001, mensagemId=f"wamid.{uuid.uuid4().hex}",
                                     mensagem="quero o reembolso"), Deadline.after(60))
     assert reply.status == "aguardando_aprovacao"
-    (item,) = list(ledger.history(conv, tipo=ItemType.APPROVAL))
+    (item,) = list(ledger.history(conv, item_type=ItemType.APPROVAL))
     return conv, item["aprovacaoId"]
 
 
@@ -75,7 +75,7 @@ def test_two_operators_deciding_at_once_one_decision_wins_one_debit(local_stack,
     assert len(gateway.debits_for(conv)) == 1
     record = ApprovalStore(server_ledger).get(approval)
     assert record.status is ApprovalStatus.CONSUMED and record.decidido_por in POLICY["APROVADORES"].split(",")
-    decided = [i for i in server_ledger.history(conv, tipo=ItemType.AUDIT) if i["evento"] == "APROVACAO_DECIDIDA"]
+    decided = [i for i in server_ledger.history(conv, item_type=ItemType.AUDIT) if i["evento"] == "APROVACAO_DECIDIDA"]
     assert len(decided) == 1
 
 

@@ -55,7 +55,7 @@ def _ask(ledger: Ledger, invoker, conv: str, arguments: dict | None = None, **en
 
 
 def _pending(ledger: Ledger, conv: str):
-    (item,) = [i for i in ledger.history(conv, tipo=ItemType.APPROVAL)]
+    (item,) = [i for i in ledger.history(conv, item_type=ItemType.APPROVAL)]
     return ApprovalStore(ledger).get(item["aprovacaoId"])
 
 
@@ -65,7 +65,7 @@ def _decide(ledger: Ledger, approval: str, *, approve: bool = True, who: str = O
 
 
 def _audit_events(ledger: Ledger, conv: str) -> list[str]:
-    return [i["evento"] for i in ledger.history(conv, tipo=ItemType.AUDIT)]
+    return [i["evento"] for i in ledger.history(conv, item_type=ItemType.AUDIT)]
 
 
 # -- the policy -----------------------------------------------------------------------
@@ -77,7 +77,7 @@ def test_below_the_default_threshold_a_first_refund_runs_without_approval(mocked
     orch, _ = build(model, ledger, _real_tools(tools), APROVADORES="")  # default R$ 500, nobody to ask
     assert orch.handle(_turn(conv), Deadline.after(60)).status == "ativa"
     assert len(gateway.debits_for(conv)) == 1
-    assert list(ledger.history(conv, tipo=ItemType.APPROVAL)) == []
+    assert list(ledger.history(conv, item_type=ItemType.APPROVAL)) == []
 
 
 def test_above_the_threshold_with_no_approver_refuses_and_never_executes(mocked_aws, gateway, tools):
@@ -88,7 +88,7 @@ def test_above_the_threshold_with_no_approver_refuses_and_never_executes(mocked_
     assert "Nenhum valor foi movimentado" in reply.resposta
     assert invoker.calls["emitir_reembolso"] == 0 and gateway.debits_for(conv) == []
     assert "APROVACAO_SEM_APROVADOR" in _audit_events(ledger, conv)
-    assert list(ledger.history(conv, tipo=ItemType.APPROVAL)) == []
+    assert list(ledger.history(conv, item_type=ItemType.APPROVAL)) == []
     assert len(model.requests) == 1  # the turn ended at the refusal
 
 
@@ -111,7 +111,7 @@ def test_above_the_threshold_the_conversation_waits_with_a_bound_durable_request
     assert "APROVACAO_SOLICITADA" in _audit_events(ledger, conv)
     assert ledger.read_conversation(conv).status is ConversationStatus.WAITING_APPROVAL
     # The model was told the call awaits approval (so it does not insist).
-    (result,) = [b for m in ledger.read_conversation(conv).mensagens if m["role"] == "user"
+    (result,) = [b for m in ledger.read_conversation(conv).messages if m["role"] == "user"
                  for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
     assert result["is_error"] and json.loads(result["content"])["erro"] == "aguardando_aprovacao"
     # The customer writes again: no model call while waiting.
@@ -167,8 +167,8 @@ def test_an_approval_executes_exactly_the_approved_call_once(mocked_aws, gateway
     # The history shows the executed call with the record's arguments and its result.
     state = ledger.read_conversation(conv)
     assert state.status is ConversationStatus.ACTIVE
-    assert state.mensagens[-2]["content"][0]["input"] == record.argumentos
-    assert json.loads(state.mensagens[-1]["content"][0]["content"])["resultado"] == "executado"
+    assert state.messages[-2]["content"][0]["input"] == record.argumentos
+    assert json.loads(state.messages[-1]["content"][0]["content"])["resultado"] == "executado"
     # Replayed: nothing to resume, nothing decided twice, still one debit.
     assert _resumer(orch).resume(record.id, Deadline.after(60)).motivo == "nada_a_retomar"
     with pytest.raises(DecisionRefused) as err:
@@ -188,7 +188,7 @@ def test_a_denial_tells_the_model_is_error_with_the_reason_and_the_customer(mock
     resumed = _resumer(orch).resume(record.id, Deadline.after(60))
     assert (resumed.status, resumed.motivo) == ("ativa", "aprovacao_negada")
     assert "não foi aprovado" in resumed.resposta and "Nenhum valor foi movimentado" in resumed.resposta
-    last = ledger.read_conversation(conv).mensagens[-1]["content"][0]
+    last = ledger.read_conversation(conv).messages[-1]["content"][0]
     assert last["is_error"] is True
     assert json.loads(last["content"])["motivo"] == "pedido fora da política de devolução"
     assert invoker.calls["emitir_reembolso"] == 0 and gateway.debits_for(conv) == []
@@ -209,21 +209,21 @@ def test_an_approval_for_another_amount_conversation_or_version_authorises_nothi
     model = ScriptedModel(tool_use("emitir_reembolso", REFUND), text_reply("x"))
     orch, _ = build(model, ledger, invoker, **POLICY)
     state = ledger.read_conversation(conv_a)
-    ledger.commit_conversation(ledger.acquire_conversation(conversa_id=conv_a, cliente_id=1001, lease_s=30),
-                               mensagens=state.mensagens, status=ConversationStatus.ACTIVE)
+    ledger.commit_conversation(ledger.acquire_conversation(conversation_id=conv_a, customer_id=1001, lease_s=30),
+                               messages=state.messages, status=ConversationStatus.ACTIVE)
     assert orch.handle(_turn(conv_a), Deadline.after(60)).status == "aguardando_aprovacao"
     # R$ 150 in conversation B: A's approval is not B's.
     conv_b = _conv("b")
     assert _ask(ledger, invoker, conv_b, {"pedidoId": "4821", "valor": 150.0})[0].status == "aguardando_aprovacao"
     # R$ 150 in A again, after a new release: the approved record is for the old version.
     conv_a_state = ledger.read_conversation(conv_a)
-    ledger.commit_conversation(ledger.acquire_conversation(conversa_id=conv_a, cliente_id=1001, lease_s=30),
-                               mensagens=conv_a_state.mensagens, status=ConversationStatus.ACTIVE)
+    ledger.commit_conversation(ledger.acquire_conversation(conversation_id=conv_a, customer_id=1001, lease_s=30),
+                               messages=conv_a_state.messages, status=ConversationStatus.ACTIVE)
     reply = _ask(ledger, invoker, conv_a, {"pedidoId": "4821", "valor": 150.0}, VERSAO_RELEASE="v2")[0]
     assert reply.status == "aguardando_aprovacao"
     assert invoker.calls["emitir_reembolso"] == 0
     assert gateway.debits_for(conv_a) == [] and gateway.debits_for(conv_b) == []
-    records = list(ledger.history(conv_a, tipo=ItemType.APPROVAL))
+    records = list(ledger.history(conv_a, item_type=ItemType.APPROVAL))
     assert {r["status"] for r in records} == {"aprovada", "pendente"} and len(records) == 3
 
 
@@ -284,7 +284,7 @@ def test_an_approval_while_the_conversation_is_busy_waits_and_then_runs_once(moc
     _, _, orch = _ask(ledger, invoker, conv)
     record = _pending(ledger, conv)
     _decide(ledger, record.id)
-    busy = ledger.acquire_conversation(conversa_id=conv, cliente_id=1001, lease_s=60)  # a turn in progress
+    busy = ledger.acquire_conversation(conversation_id=conv, customer_id=1001, lease_s=60)  # a turn in progress
     with pytest.raises(ConversationBusyError):
         _resumer(orch).resume(record.id, Deadline.after(60))
     assert gateway.debits_for(conv) == [] and ApprovalStore(ledger).get(record.id).status is ApprovalStatus.APPROVED

@@ -42,7 +42,7 @@ def test_a_person_lists_reads_masked_replies_and_returns_the_conversation(local_
     assert atendente.main(["responder", ref, "--texto", "Oi! Sou a Ana, vou ver seu pedido."]) == 0
     state = ledger.read_conversation(conv)
     assert state.status is ConversationStatus.WAITING_HUMAN
-    assert state.mensagens[-1] == {"role": "assistant", "content": [
+    assert state.messages[-1] == {"role": "assistant", "content": [
         {"type": "text", "text": "Oi! Sou a Ana, vou ver seu pedido."}]}
 
     assert atendente.main(["devolver", ref]) == 0

@@ -154,7 +154,7 @@ def test_the_orchestrators_records_go_through_the_chain(audit, local_stack):
         events = [r["evento"] for r in audit.records(CONV)]
         assert events == ["TETO_DE_TENTATIVAS_ATINGIDO", "ENCAMINHADO_PARA_HUMANO"]
         assert audit.verify(CONV) == (2, None)
-        assert list(ledger.history(CONV, tipo=None)) and not [
+        assert list(ledger.history(CONV, item_type=None)) and not [
             i for i in ledger.history(CONV) if i.get("tipo") == "auditoria"]
     finally:
         ddb.delete_table(TableName=ledger_name)

@@ -33,8 +33,8 @@ def _claim(local_stack, *, status: ClaimStatus, valor: str = "50.00", lease_s: i
         store._clock = clock
     conv = f"rec-{uuid.uuid4().hex[:8]}"
     key = refund_idempotency_key(conv, ORDER)
-    claim = store.claim_refund(chave=key, conversa_id=conv, pedido_id=ORDER, cliente_id=1001,
-                               valor=Decimal(valor), lease_s=lease_s)
+    claim = store.claim_refund(key=key, conversation_id=conv, order_id=ORDER, customer_id=1001,
+                               amount=Decimal(valor), lease_s=lease_s)
     if status is not ClaimStatus.IN_PROGRESS:
         store.settle_claim(claim, status)
     return key
@@ -76,7 +76,7 @@ def test_one_pass_settles_each_kind_of_unsettled_claim(local_stack, gateway, erp
     assert keys == {debited, never_arrived} and len(gateway.debits()) == 2
     store = ledger(local_stack)
     assert store.get_claim(abandoned).status is ClaimStatus.FAILED_BEFORE_GATEWAY
-    pending = {c.chave for c in store.unsettled_claims(limit=1000)}
+    pending = {c.key for c in store.unsettled_claims(limit=1000)}
     assert live in pending and not pending & {debited, never_arrived, abandoned}
     outcomes = {dims: n for (name, dims), n in emf.totals().items() if name == "ConciliacoesDeReembolso"}
     assert outcomes[(("Resultado", "executado"),)] >= 2 and outcomes[(("Resultado", "liberado"),)] >= 1
@@ -152,13 +152,13 @@ def test_an_executed_claim_whose_erp_update_was_lost_is_finished_once(local_stac
     key = _claim(local_stack, status=ClaimStatus.SENDING, valor="20.00")
     _reserve(erp, key, "20.00")
     claim = store.get_claim(key)
-    store.settle_claim(claim, ClaimStatus.EXECUTED, transacao_gateway="rb_perdido")  # ... and the process died
-    assert key in {c.chave for c in store.unsettled_claims(limit=1000)}
+    store.settle_claim(claim, ClaimStatus.EXECUTED, gateway_transaction="rb_perdido")  # ... and the process died
+    assert key in {c.key for c in store.unsettled_claims(limit=1000)}
     assert _visit(reconcile_pass(local_stack), key).resultado is Verdict.EXECUTED
     assert erp.execute("SELECT valor_reembolsado FROM pedidos WHERE id = %s", (ORDER,)).fetchone() == (
         Decimal("20.00"),)
-    assert key not in {c.chave for c in store.unsettled_claims(limit=1000)}
-    assert store.get_claim(key).erp_atualizado is True
+    assert key not in {c.key for c in store.unsettled_claims(limit=1000)}
+    assert store.get_claim(key).erp_updated is True
     reconcile_pass(local_stack)
     assert erp.execute("SELECT valor_reembolsado FROM pedidos WHERE id = %s", (ORDER,)).fetchone() == (
         Decimal("20.00"),)

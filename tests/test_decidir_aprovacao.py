@@ -43,7 +43,7 @@ def _waiting(local_stack, conv: str) -> str:
     orch, _ = build(model, ledger, InProcessInvoker(local_stack.function_environments()), **POLICY)
     orch.handle(TurnRequest(conversaId=conv, clienteId=1001, mensagemId=f"wamid.{uuid.uuid4().hex}",
                             mensagem="reembolso"), Deadline.after(60))
-    (item,) = list(ledger.history(conv, tipo=ItemType.APPROVAL))
+    (item,) = list(ledger.history(conv, item_type=ItemType.APPROVAL))
     return item["aprovacaoId"]
 
 

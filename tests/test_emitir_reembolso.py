@@ -225,8 +225,8 @@ def test_declined_refund_is_final_and_repeats_report_it(tools, gateway, erp):
 def test_claim_in_progress_under_lease_blocks_without_touching_anything(tools, gateway, mocked_aws, call_log):
     event = _event()
     ledger = mocked_aws["ledger"]
-    ledger.claim_refund(chave=refund_idempotency_key(event["conversaId"], "4821"), conversa_id=event["conversaId"],
-                        pedido_id="4821", cliente_id=1001, valor=Decimal("50"), lease_s=60)
+    ledger.claim_refund(key=refund_idempotency_key(event["conversaId"], "4821"), conversation_id=event["conversaId"],
+                        order_id="4821", customer_id=1001, amount=Decimal("50"), lease_s=60)
     out = tools(EMITIR_REEMBOLSO, event)
     assert out["resultado"] == "em_processamento"
     assert call_log.count("GetSecretValue") == 0
@@ -245,8 +245,8 @@ def test_abandoned_claim_that_did_debit_is_reconciled_by_resending(tools, gatewa
     # gateway's idempotency window (past it, a claim is never re-sent).
     clock = [time.time() - 60]
     ledger = ledger_mod.Ledger("cadencia-agente-execucoes", mocked_aws["dynamodb"], clock=lambda: clock[0])
-    claim = ledger.claim_refund(chave=key, conversa_id=event["conversaId"], pedido_id="4821", cliente_id=1001,
-                                valor=Decimal("50.00"), lease_s=30)
+    claim = ledger.claim_refund(key=key, conversation_id=event["conversaId"], order_id="4821", customer_id=1001,
+                                amount=Decimal("50.00"), lease_s=30)
     ledger.settle_claim(claim, ClaimStatus.SENDING)
     PaymentGatewayClient(local_stack.gateway_url, 2).refund(
         idempotency_key=key, pedido_id="4821", valor=Decimal("50.00"), token=local_stack.gateway_token
@@ -262,8 +262,8 @@ def test_abandoned_claim_that_never_reached_the_gateway_is_executed_once(tools, 
     event = _event()
     key = refund_idempotency_key(event["conversaId"], "4821")
     ledger = ledger_mod.Ledger("cadencia-agente-execucoes", mocked_aws["dynamodb"], clock=lambda: 1_000_000.0)
-    ledger.claim_refund(chave=key, conversa_id=event["conversaId"], pedido_id="4821", cliente_id=1001,
-                        valor=Decimal("50.00"), lease_s=30)
+    ledger.claim_refund(key=key, conversation_id=event["conversaId"], order_id="4821", customer_id=1001,
+                        amount=Decimal("50.00"), lease_s=30)
     out = tools(EMITIR_REEMBOLSO, event)
     assert out["resultado"] == "executado"
     assert len(gateway.debits()) == 1
@@ -316,15 +316,15 @@ def test_refund_user_cannot_touch_other_columns(local_stack, erp):
 
 def test_fenced_settle_fails_for_a_stale_owner(mocked_aws):
     ledger = mocked_aws["ledger"]
-    claim = ledger.claim_refund(chave="c-1#p-1#reembolso", conversa_id="c-1", pedido_id="p-1", cliente_id=1,
-                                valor=Decimal("1"), lease_s=1)
+    claim = ledger.claim_refund(key="c-1#p-1#reembolso", conversation_id="c-1", order_id="p-1", customer_id=1,
+                                amount=Decimal("1"), lease_s=1)
     ledger.settle_claim(claim, ClaimStatus.FAILED_BEFORE_GATEWAY)
     current = ledger.get_claim("c-1#p-1#reembolso")
-    ledger.retake_claim(current, valor=Decimal("1"), lease_s=1)
+    ledger.retake_claim(current, amount=Decimal("1"), lease_s=1)
     with pytest.raises(ledger_mod.ClaimLost):
         ledger.settle_claim(claim, ClaimStatus.EXECUTED)  # the old owner lost the claim
     with pytest.raises(ledger_mod.ClaimTaken):
-        ledger.retake_claim(current, valor=Decimal("1"), lease_s=1)  # the same takeover cannot win twice
+        ledger.retake_claim(current, amount=Decimal("1"), lease_s=1)  # the same takeover cannot win twice
 
 
 def test_conditional_claim_cannot_be_won_twice(mocked_aws):
@@ -334,7 +334,7 @@ def test_conditional_claim_cannot_be_won_twice(mocked_aws):
     first = ledger.claim_refund(**args)
     with pytest.raises(ledger_mod.ClaimTaken) as taken:
         ledger.claim_refund(**args)
-    assert taken.value.existing.dono == first.dono
+    assert taken.value.existing.owner == first.owner
 
 
 def test_unhandled_database_error_is_a_crash_not_a_typed_answer(tools, gateway):
@@ -356,9 +356,9 @@ def test_secret_failure_while_reconciling_keeps_the_claim_unknown(tools, gateway
     event = _event()
     key = refund_idempotency_key(event["conversaId"], "4821")
     ledger = ledger_mod.Ledger("cadencia-agente-execucoes", mocked_aws["dynamodb"])
-    claim = ledger.claim_refund(chave=key, conversa_id=event["conversaId"], pedido_id="4821", cliente_id=1001,
-                                valor=Decimal("50.00"), lease_s=30)
-    ledger.settle_claim(claim, ClaimStatus.UNKNOWN, detalhe="timeout")
+    claim = ledger.claim_refund(key=key, conversation_id=event["conversaId"], order_id="4821", customer_id=1001,
+                                amount=Decimal("50.00"), lease_s=30)
+    ledger.settle_claim(claim, ClaimStatus.UNKNOWN, detail="timeout")
     tools.overrides[EMITIR_REEMBOLSO.name] = {"GATEWAY_SECRET_NAME": "nao/existe"}
     out = tools(EMITIR_REEMBOLSO, event)
     assert out["ok"] is True and out["resultado"] == "resultado_desconhecido"
@@ -374,14 +374,14 @@ def test_reconciliation_records_the_amount_the_gateway_debited(tools, gateway, m
     event = _event(valor=50)
     key = refund_idempotency_key(event["conversaId"], "4821")
     ledger = ledger_mod.Ledger("cadencia-agente-execucoes", mocked_aws["dynamodb"])
-    claim = ledger.claim_refund(chave=key, conversa_id=event["conversaId"], pedido_id="4821", cliente_id=1001,
-                                valor=Decimal("30.00"), lease_s=30)
+    claim = ledger.claim_refund(key=key, conversation_id=event["conversaId"], order_id="4821", customer_id=1001,
+                                amount=Decimal("30.00"), lease_s=30)
     ledger.settle_claim(claim, ClaimStatus.FAILED_BEFORE_GATEWAY)  # what a wrong "nothing sent" would leave
     PaymentGatewayClient(local_stack.gateway_url, 2).refund(
         idempotency_key=key, pedido_id="4821", valor=Decimal("30.00"), token=local_stack.gateway_token)
     out = tools(EMITIR_REEMBOLSO, event)
     assert out["resultado"] == "executado" and out["dados"]["valor"] == "30.00"
-    assert ledger.get_claim(key).valor == Decimal("30.00")
+    assert ledger.get_claim(key).amount == Decimal("30.00")
     assert _refund_row(erp)[0] == Decimal("30.00")
     assert len(gateway.debits()) == 1
 
@@ -427,7 +427,7 @@ def test_erp_repair_after_a_lost_flag_adds_once_even_after_other_refunds(tools, 
     assert tools(EMITIR_REEMBOLSO, d)["resultado"] == "executado"
     assert tools(EMITIR_REEMBOLSO, c)["resultado"] == "bloqueado_por_idempotencia"
     assert _refund_row(erp) == (Decimal("60.00"), "reembolsado_parcial")
-    assert mocked_aws["ledger"].get_claim(key_c).erp_atualizado is True
+    assert mocked_aws["ledger"].get_claim(key_c).erp_updated is True
     assert len(gateway.debits()) == 2
 
 

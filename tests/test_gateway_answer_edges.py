@@ -102,8 +102,8 @@ def test_a_huge_error_field_is_stored_capped(tools, erp, scripted_gateway, capsy
     out, claim, reservation, applied = _refund(tools, erp)
     assert claim.status is ClaimStatus.FAILED_BEFORE_GATEWAY
     assert reservation == ("liberado",) and applied == 0
-    assert claim.detalhe is not None and "HTTP 400" in claim.detalhe
-    assert len(claim.detalhe) <= 256, len(claim.detalhe)
+    assert claim.detail is not None and "HTTP 400" in claim.detail
+    assert len(claim.detail) <= 256, len(claim.detail)
     logged = capsys.readouterr()
     assert "x" * 1000 not in logged.out + logged.err
     assert "x" * 1000 not in json.dumps(out)

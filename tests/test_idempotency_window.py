@@ -35,8 +35,8 @@ def _unknown_claim_sent_hours_ago(local_stack, erp, hours: float) -> tuple[str, 
     store._clock = lambda: past
     conv = f"janela-{uuid.uuid4().hex[:8]}"
     key = refund_idempotency_key(conv, ORDER)
-    claim = store.claim_refund(chave=key, conversa_id=conv, pedido_id=ORDER, cliente_id=1001,
-                               valor=Decimal("25.00"), lease_s=30)
+    claim = store.claim_refund(key=key, conversation_id=conv, order_id=ORDER, customer_id=1001,
+                               amount=Decimal("25.00"), lease_s=30)
     claim = store.settle_claim(claim, ClaimStatus.SENDING)
     store.settle_claim(claim, ClaimStatus.UNKNOWN)
     erp.execute("INSERT INTO reembolsos (chave_idempotencia, pedido_id, valor, status) "
@@ -58,7 +58,7 @@ def test_the_reconciler_never_resends_past_the_window(local_stack, gateway, erp)
     store = ledger(local_stack)
     claim = store.get_claim(key)
     assert claim.status is ClaimStatus.UNKNOWN and _reservation(erp, key) == "reservado"
-    assert key in {c.chave for c in store.unsettled_claims(limit=100)}  # still pending: the age alarm sees it
+    assert key in {c.key for c in store.unsettled_claims(limit=100)}  # still pending: the age alarm sees it
     assert report.oldest_unsettled_s >= 24 * HOUR_S - 60
     assert sum(n for (name, _), n in emf.totals().items() if name == Metric.PAST_IDEMPOTENCY_WINDOW) == 1
 

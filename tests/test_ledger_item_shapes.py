@@ -133,8 +133,8 @@ CLAIM_COMMON = {
 
 def test_a_claim_through_its_life(world: World):
     led = world.ledger
-    claim = led.claim_refund(chave=KEY, conversa_id=CONV, pedido_id=ORDER, cliente_id=7,
-                             valor=Decimal("150.00"), lease_s=30)
+    claim = led.claim_refund(key=KEY, conversation_id=CONV, order_id=ORDER, customer_id=7,
+                             amount=Decimal("150.00"), lease_s=30)
     assert world.item("reivindicacao#" + KEY) == {
         **CLAIM_COMMON, "valor": {"N": "150.00"}, "status": {"S": "em_processamento"}, "execucoes": {"N": "1"},
         "leaseAteMs": {"N": "1800000030000"}, "atualizadoEm": at(0), "pendencia": {"S": "reembolso"},
@@ -142,15 +142,15 @@ def test_a_claim_through_its_life(world: World):
     world.tick()
     claim = led.settle_claim(claim, ClaimStatus.SENDING)
     world.tick()
-    claim = led.settle_claim(claim, ClaimStatus.UNKNOWN, detalhe="x" * 300, transacao_gateway="tx-1",
-                             valor=Decimal("140.00"))
+    claim = led.settle_claim(claim, ClaimStatus.UNKNOWN, detail="x" * 300, gateway_transaction="tx-1",
+                             amount=Decimal("140.00"))
     assert world.item("reivindicacao#" + KEY) == {
         **CLAIM_COMMON, "valor": {"N": "140.00"}, "status": {"S": "desconhecido"}, "execucoes": {"N": "1"},
         "leaseAteMs": {"N": "1800000030000"}, "atualizadoEm": at(2), "pendencia": {"S": "reembolso"},
         "visitadoEm": at(2), "primeiroEnvioEm": at(1), "transacaoGateway": {"S": "tx-1"},
         "detalhe": {"S": "x" * 199 + "…"}}
     world.tick()
-    claim = led.retake_claim(claim, valor=Decimal("140.00"), lease_s=30, status=ClaimStatus.RECONCILING)
+    claim = led.retake_claim(claim, amount=Decimal("140.00"), lease_s=30, status=ClaimStatus.RECONCILING)
     retaken = {
         **CLAIM_COMMON, "valor": {"N": "140.00"}, "status": {"S": "em_conciliacao"}, "execucoes": {"N": "2"},
         "leaseAteMs": {"N": "1800000033000"}, "atualizadoEm": at(3), "pendencia": {"S": "reembolso"},
@@ -158,7 +158,7 @@ def test_a_claim_through_its_life(world: World):
     assert world.item("reivindicacao#" + KEY) == retaken
     assert [c.status for c in led.unsettled_claims()] == [ClaimStatus.RECONCILING]
     world.tick()
-    claim = led.settle_claim(claim, ClaimStatus.EXECUTED, transacao_gateway="tx-1")
+    claim = led.settle_claim(claim, ClaimStatus.EXECUTED, gateway_transaction="tx-1")
     executed = {**retaken, "status": {"S": "executado"}, "atualizadoEm": at(4), "visitadoEm": at(4)}
     assert world.item("reivindicacao#" + KEY) == executed
     world.tick()
@@ -169,17 +169,17 @@ def test_a_claim_through_its_life(world: World):
 
 
 def test_a_declined_claim_leaves_the_reconcilers_index(world: World):
-    claim = world.ledger.claim_refund(chave=KEY, conversa_id=CONV, pedido_id=ORDER, cliente_id=7,
-                                      valor=Decimal("10.00"), lease_s=30)
-    world.ledger.settle_claim(claim, ClaimStatus.DECLINED, detalhe="saldo")
+    claim = world.ledger.claim_refund(key=KEY, conversation_id=CONV, order_id=ORDER, customer_id=7,
+                                      amount=Decimal("10.00"), lease_s=30)
+    world.ledger.settle_claim(claim, ClaimStatus.DECLINED, detail="saldo")
     item = world.item("reivindicacao#" + KEY)
     assert "pendencia" not in item and item["status"] == {"S": "recusado_pelo_gateway"}
     assert item["detalhe"] == {"S": "saldo"} and item["visitadoEm"] == at(0)
 
 
 def test_the_first_refund_mark(world: World):
-    assert world.ledger.first_refund_conversation(pedido_id=ORDER, conversa_id=CONV) == CONV
-    assert world.ledger.first_refund_conversation(pedido_id=ORDER, conversa_id="conv-other") == CONV
+    assert world.ledger.first_refund_conversation(order_id=ORDER, conversation_id=CONV) == CONV
+    assert world.ledger.first_refund_conversation(order_id=ORDER, conversation_id="conv-other") == CONV
     assert world.item("primeiro-reembolso#" + ORDER) == {
         "pk": {"S": "primeiro-reembolso#PED-1001"}, "tipo": {"S": "primeiro_reembolso"},
         "conversaDona": {"S": CONV}, "pedidoId": {"S": ORDER}, "criadoEm": at(0)}
@@ -187,8 +187,8 @@ def test_the_first_refund_mark(world: World):
 
 def test_the_counter_and_the_attempt_records(world: World):
     led = world.ledger
-    first = led.register_attempt(conversa_id=CONV, assunto=ORDER, ferramenta="emitir_reembolso", teto=1,
-                                 pedido_id=ORDER, chave_idempotencia=KEY)
+    first = led.register_attempt(conversation_id=CONV, subject=ORDER, tool="emitir_reembolso", ceiling=1,
+                                 order_id=ORDER, idempotency_key=KEY)
     assert world.item("contador#conv-shapes#PED-1001#emitir_reembolso") == {
         "pk": {"S": "contador#conv-shapes#PED-1001#emitir_reembolso"}, "tipo": {"S": "contador_tentativas"},
         "tentativas": {"N": "1"}, "atualizadoEm": at(0)}
@@ -205,7 +205,7 @@ def test_the_counter_and_the_attempt_records(world: World):
     assert world.item("tentativa#conv-shapes#PED-1001#emitir_reembolso#0001") == {
         **allowed, "resultado": {"S": "executado"}, "concluidoEm": at(1), "detalhe": {"S": "d" * 500}}
     for _ in range(2):
-        led.register_attempt(conversa_id=CONV, assunto="status", ferramenta="consultar_status_pedido", teto=1)
+        led.register_attempt(conversation_id=CONV, subject="status", tool="consultar_status_pedido", ceiling=1)
     assert world.item("tentativa#conv-shapes#status#consultar_status_pedido#0002") == {
         "pk": {"S": "tentativa#conv-shapes#status#consultar_status_pedido#0002"}, "tipo": {"S": "tentativa"},
         "evento": {"S": "TENTATIVA_DE_FERRAMENTA_REGISTRADA"}, "conversaId": {"S": CONV},
@@ -213,7 +213,7 @@ def test_the_counter_and_the_attempt_records(world: World):
         "tentativaNumero": {"N": "2"}, "teto": {"N": "1"}, "decisao": {"S": "bloqueada_por_teto"},
         "resultado": {"S": "bloqueado_por_teto"}, "timestamp": at(1),
         "registradoEm": {"S": "2027-01-15T08:00:01.000Z#tentativa#0002"}}
-    assert [i["pk"] for i in led.history(CONV, tipo=ItemType.ATTEMPT)] == [
+    assert [i["pk"] for i in led.history(CONV, item_type=ItemType.ATTEMPT)] == [
         "tentativa#conv-shapes#PED-1001#emitir_reembolso#0001",
         "tentativa#conv-shapes#status#consultar_status_pedido#0001",
         "tentativa#conv-shapes#status#consultar_status_pedido#0002"]
@@ -225,19 +225,19 @@ CONVERSATION_COMMON = {"pk": {"S": "conversa#conv-shapes"}, "tipo": {"S": "conve
 
 def test_a_conversation_and_its_inbound_message(world: World):
     led = world.ledger
-    state = led.acquire_conversation(conversa_id=CONV, cliente_id=7, lease_s=60)
+    state = led.acquire_conversation(conversation_id=CONV, customer_id=7, lease_s=60)
     assert world.item("conversa#conv-shapes") == {
         **CONVERSATION_COMMON, "status": {"S": "ativa"}, "versao": {"N": "1"}, "dono": {"S": "<token>"},
         "leaseAteMs": {"N": "1800000060000"}}
-    inbound = led.begin_inbound(conversa_id=CONV, mensagem_id="wamid.1", lease_s=60)
+    inbound = led.begin_inbound(conversation_id=CONV, message_id="wamid.1", lease_s=60)
     inbound_common = {"pk": {"S": "mensagem#conv-shapes#wamid.1"}, "tipo": {"S": "mensagem"},
                       "dono": {"S": "<token>"}, "recebidaEm": at(0), "expiraEm": {"N": "1800604800"}}
     assert world.item("mensagem#conv-shapes#wamid.1") == {
         **inbound_common, "status": {"S": "processando"}, "leaseAteMs": {"N": "1800000060000"}}
     world.tick()
-    state = led.commit_conversation(state, mensagens=[{"role": "user", "content": "olá"}],
+    state = led.commit_conversation(state, messages=[{"role": "user", "content": "olá"}],
                                     status=ConversationStatus.WAITING_HUMAN, inbound=inbound,
-                                    resposta={"texto": "ok"})
+                                    reply={"texto": "ok"})
     waiting = {**CONVERSATION_COMMON, "status": {"S": "aguardando_humano"}, "versao": {"N": "2"},
                "turnos": {"N": "1"}, "atualizadoEm": at(1), "mensagensZ": {"B": [{"role": "user", "content": "olá"}]},
                "pendencia": {"S": "humano"}, "registradoEm": at(1), "visitadoEm": at(1)}
@@ -248,8 +248,8 @@ def test_a_conversation_and_its_inbound_message(world: World):
     assert led.request_cancellation(CONV) and led.cancellation_pending(CONV)
     assert world.item("conversa#conv-shapes") == {**waiting, "cancelamentoSolicitadoEm": at(1)}
     world.tick()
-    state = led.acquire_conversation(conversa_id=CONV, cliente_id=7, lease_s=60)
-    led.commit_conversation(state, mensagens=[], status=ConversationStatus.ACTIVE, cancelled=True)
+    state = led.acquire_conversation(conversation_id=CONV, customer_id=7, lease_s=60)
+    led.commit_conversation(state, messages=[], status=ConversationStatus.ACTIVE, cancelled=True)
     assert world.item("conversa#conv-shapes") == {
         **CONVERSATION_COMMON, "status": {"S": "ativa"}, "versao": {"N": "4"}, "turnos": {"N": "2"},
         "atualizadoEm": at(2), "mensagensZ": {"B": []}}
@@ -257,22 +257,22 @@ def test_a_conversation_and_its_inbound_message(world: World):
 
 
 def test_a_failed_inbound_message(world: World):
-    inbound = world.ledger.begin_inbound(conversa_id=CONV, mensagem_id="wamid.2", lease_s=60)
+    inbound = world.ledger.begin_inbound(conversation_id=CONV, message_id="wamid.2", lease_s=60)
     world.tick()
-    world.ledger.finish_inbound(inbound, resposta=None, ok=False)
+    world.ledger.finish_inbound(inbound, reply=None, ok=False)
     assert world.item("mensagem#conv-shapes#wamid.2") == {
         "pk": {"S": "mensagem#conv-shapes#wamid.2"}, "tipo": {"S": "mensagem"}, "dono": {"S": "<token>"},
         "recebidaEm": at(0), "expiraEm": {"N": "1800604800"}, "status": {"S": "falhou"}, "concluidaEm": at(1)}
 
 
 def test_audit_records_without_a_chain(world: World):
-    event = world.ledger.append_audit(conversa_id=CONV, evento="TESTE", detalhes={"valor": Decimal("1.5"), "ação": 1})
+    event = world.ledger.append_audit(conversation_id=CONV, event="TESTE", details={"valor": Decimal("1.5"), "ação": 1})
     assert TOKEN.match(event)
     assert world.item(f"auditoria#{event}") == {
         "pk": {"S": f"auditoria#{event}"}, "tipo": {"S": "auditoria"}, "evento": {"S": "TESTE"},
         "conversaId": {"S": CONV}, "timestamp": at(0), "detalhes": {"S": '{"valor": "1.5", "ação": 1}'},
         "registradoEm": {"S": f"2027-01-15T08:00:00.000Z#auditoria#{event}"}}
-    unbound = world.ledger.append_audit(conversa_id=None, evento="GLOBAL", detalhes={})
+    unbound = world.ledger.append_audit(conversation_id=None, event="GLOBAL", details={})
     assert world.item(f"auditoria#{unbound}") == {
         "pk": {"S": f"auditoria#{unbound}"}, "tipo": {"S": "auditoria"}, "evento": {"S": "GLOBAL"},
         "timestamp": at(0), "detalhes": {"S": "{}"}}
@@ -311,9 +311,9 @@ def test_an_approval_request_written_through_the_ledgers_table(world: World):
 def test_a_lost_claim_reads_back_the_winner(world: World):
     from cadencia_shared.ledger import ClaimTaken
 
-    world.ledger.claim_refund(chave=KEY, conversa_id=CONV, pedido_id=ORDER, cliente_id=7,
-                              valor=Decimal("150.00"), lease_s=30)
+    world.ledger.claim_refund(key=KEY, conversation_id=CONV, order_id=ORDER, customer_id=7,
+                              amount=Decimal("150.00"), lease_s=30)
     with pytest.raises(ClaimTaken) as lost:
-        world.ledger.claim_refund(chave=KEY, conversa_id=CONV, pedido_id=ORDER, cliente_id=7,
-                                  valor=Decimal("1.00"), lease_s=30)
-    assert (lost.value.existing.status, lost.value.existing.valor) == (ClaimStatus.IN_PROGRESS, Decimal("150.00"))
+        world.ledger.claim_refund(key=KEY, conversation_id=CONV, order_id=ORDER, customer_id=7,
+                                  amount=Decimal("1.00"), lease_s=30)
+    assert (lost.value.existing.status, lost.value.existing.amount) == (ClaimStatus.IN_PROGRESS, Decimal("150.00"))

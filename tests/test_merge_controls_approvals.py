@@ -101,7 +101,7 @@ def test_the_sparse_index_lists_approvals_and_waiting_people_and_the_reconciler_
     orch, _ = build(model, ledger, CountingInvoker(), APROVADORES="ana.operadora")
     assert orch.handle(_turn(approving), Deadline.after(60)).status == "aguardando_aprovacao"
 
-    conversation = ledger.client.get_item(TableName=ledger.table_name, Key=ledger._key(f"conversa#{waiting}"))
+    conversation = ledger.client.get_item(TableName=ledger.table_name, Key=ledger.table.key(f"conversa#{waiting}"))
     assert GSI_UNSETTLED_SORT in conversation["Item"]
     assert waiting in [c for c, _ in ledger.waiting_for_a_person()]
     (pending,) = [r for r in ApprovalStore(ledger).pending() if r.conversa_id == approving]
@@ -109,9 +109,9 @@ def test_the_sparse_index_lists_approvals_and_waiting_people_and_the_reconciler_
     assert ledger.unsettled_claims() == []  # neither is a refund claim
 
     # Back to the agent: out of the index (status, sort key and mark removed).
-    state = ledger.acquire_conversation(conversa_id=waiting, cliente_id=1001, lease_s=30)
-    ledger.commit_conversation(state, mensagens=list(state.mensagens), status=ConversationStatus.ACTIVE)
+    state = ledger.acquire_conversation(conversation_id=waiting, customer_id=1001, lease_s=30)
+    ledger.commit_conversation(state, messages=list(state.messages), status=ConversationStatus.ACTIVE)
     assert waiting not in [c for c, _ in ledger.waiting_for_a_person()]
-    item = ledger.client.get_item(TableName=ledger.table_name, Key=ledger._key(f"conversa#{waiting}"))["Item"]
+    item = ledger.client.get_item(TableName=ledger.table_name, Key=ledger.table.key(f"conversa#{waiting}"))["Item"]
     assert GSI_UNSETTLED_SORT not in item and "pendencia" not in item
-    assert [a for a in ledger.history(waiting, tipo=ItemType.AUDIT) if a["evento"] == "TURNO_INTERROMPIDO"]
+    assert [a for a in ledger.history(waiting, item_type=ItemType.AUDIT) if a["evento"] == "TURNO_INTERROMPIDO"]

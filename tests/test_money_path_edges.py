@@ -17,8 +17,8 @@ from orchestrator.tools import ToolCall
 
 
 def _claim(ledger: Ledger, conv: str, valor: str = "50.00"):
-    return ledger.claim_refund(chave=refund_idempotency_key(conv, "4821"), conversa_id=conv, pedido_id="4821",
-                               cliente_id=1001, valor=Decimal(valor), lease_s=30)
+    return ledger.claim_refund(key=refund_idempotency_key(conv, "4821"), conversation_id=conv, order_id="4821",
+                               customer_id=1001, amount=Decimal(valor), lease_s=30)
 
 
 def _reservations(erp, conv: str) -> list[tuple]:
@@ -36,7 +36,7 @@ def test_a_claim_taken_behind_the_row_lock_is_answered_from_it_and_reserves_noth
     conv = f"conv-bypass-{uuid.uuid4().hex[:6]}"
     claim = _claim(ledger, conv)
     if final:
-        claim = ledger.settle_claim(claim, ClaimStatus.DECLINED, transacao_gateway="rb_x")
+        claim = ledger.settle_claim(claim, ClaimStatus.DECLINED, gateway_transaction="rb_x")
     monkeypatch.setattr(Ledger, "get_claim", lambda self, chave: None)  # the read misses the claim
 
     out = tools(EMITIR_REEMBOLSO, {"conversaId": conv, "clienteId": 1001, "pedidoId": "4821", "valor": 50})
@@ -48,7 +48,7 @@ def test_a_claim_taken_behind_the_row_lock_is_answered_from_it_and_reserves_noth
         assert out["dados"]["conciliado"] is False  # this invocation reconciled nothing
     else:
         assert out["resultado"] == "em_processamento"
-    assert out["dados"]["chaveIdempotencia"] == claim.chave and out["dados"]["valor"] == "50.00"
+    assert out["dados"]["chaveIdempotencia"] == claim.key and out["dados"]["valor"] == "50.00"
     assert _reservations(erp, conv) == []  # the decision transaction rolled back
     assert gateway.stats()["reembolso"] == 0
 
@@ -60,9 +60,9 @@ def test_reconciling_a_claim_another_invocation_took_answers_from_its_claim(mock
     ledger = mocked_aws["ledger"]
     stale = ledger.settle_claim(_claim(ledger, f"conv-rec-{uuid.uuid4().hex[:6]}"), ClaimStatus.SENDING)
     # The other invocation took it over first (the same fenced retake the loser attempts).
-    current = ledger.retake_claim(stale, valor=stale.valor, lease_s=30, status=ClaimStatus.RECONCILING)
+    current = ledger.retake_claim(stale, amount=stale.amount, lease_s=30, status=ClaimStatus.RECONCILING)
     if final:
-        current = ledger.settle_claim(current, ClaimStatus.EXECUTED, transacao_gateway="rb_y")
+        current = ledger.settle_claim(current, ClaimStatus.EXECUTED, gateway_transaction="rb_y")
 
     def untouchable(*_args, **_kwargs):
         raise AssertionError("the losing reconciler must not read the secret or call anything")
@@ -71,7 +71,7 @@ def test_reconciling_a_claim_another_invocation_took_answers_from_its_claim(mock
                             read_gateway_token=untouchable, claim_lease_s=30)
     out = service.reconcile(stale, as_repeat=True).to_json()
 
-    assert out["ok"] is True and out["dados"]["chaveIdempotencia"] == stale.chave
+    assert out["ok"] is True and out["dados"]["chaveIdempotencia"] == stale.key
     if final:
         assert out["resultado"] == "bloqueado_por_idempotencia"
         assert out["dados"]["resultadoOriginal"] == ClaimStatus.EXECUTED.value
@@ -91,7 +91,7 @@ def test_the_ceiling_records_each_attempt_with_its_order_and_key(mocked_aws):
                     conversation_id=conv, customer_id=1001)
     first, second = ceiling.decide(call), ceiling.decide(call)
     assert (first.allowed, second.allowed) == (True, False)
-    records = list(ledger.history(conv, tipo=ItemType.ATTEMPT))
+    records = list(ledger.history(conv, item_type=ItemType.ATTEMPT))
     assert [(r["pedidoId"], r["chaveIdempotencia"], r["tentativaNumero"]) for r in records] == [
         ("4821", refund_idempotency_key(conv, "4821"), 1), ("4821", refund_idempotency_key(conv, "4821"), 2)]
 
@@ -102,8 +102,8 @@ def test_a_lost_claim_says_which_key_and_state_it_lost_to(mocked_aws):
 
     claim = _claim(mocked_aws["ledger"], f"conv-lost-{uuid.uuid4().hex[:6]}")
     with pytest.raises(ClaimTaken) as lost:
-        _claim(mocked_aws["ledger"], claim.conversa_id)
-    assert str(lost.value) == f"claim {claim.chave} already exists ({ClaimStatus.IN_PROGRESS})"
+        _claim(mocked_aws["ledger"], claim.conversation_id)
+    assert str(lost.value) == f"claim {claim.key} already exists ({ClaimStatus.IN_PROGRESS})"
     assert lost.value.existing == claim
 
 
@@ -129,5 +129,5 @@ def test_the_ceiling_control_tells_the_model_why_and_records_how_each_attempt_en
     assert refusal.details == {
         "tentativaNumero": 2, "teto": 1,
         "mensagem": "Limite de tentativas atingido; um atendente humano vai revisar. Não tente novamente."}
-    first_record = next(r for r in ledger.history(conv, tipo=ItemType.ATTEMPT) if r["tentativaNumero"] == 1)
+    first_record = next(r for r in ledger.history(conv, item_type=ItemType.ATTEMPT) if r["tentativaNumero"] == 1)
     assert (first_record["resultado"], first_record["detalhe"]) == ("erro_da_ferramenta", "tempo_esgotado")

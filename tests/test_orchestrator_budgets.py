@@ -32,7 +32,7 @@ def _request(conv: str, text: str = "oi") -> TurnRequest:
 
 
 def _limit_records(ledger, conv: str) -> list[dict]:
-    return [json.loads(a["detalhes"]) for a in ledger.history(conv, tipo=ItemType.AUDIT)
+    return [json.loads(a["detalhes"]) for a in ledger.history(conv, item_type=ItemType.AUDIT)
             if a["evento"] == "TURNO_INTERROMPIDO"]
 
 
@@ -64,10 +64,10 @@ def test_the_tool_call_budget_refuses_the_call_past_it_and_hands_off(mocked_aws,
     assert invoker.calls["consultar_status_pedido"] == 2 and len(model.requests) == 1
     assert (reply.status, reply.motivo, reply.resposta) == ("aguardando_humano", "orcamento_de_ferramentas",
                                                            texts.ROUND_LIMIT)
-    results = ledger.read_conversation("conv-budget-tools").mensagens[-1]["content"]
+    results = ledger.read_conversation("conv-budget-tools").messages[-1]["content"]
     assert [json.loads(r["content"]).get("erro") for r in results] == [None, None, "orcamento_de_ferramentas"]
     # Refused before the retry ceiling: the third call is not an attempt.
-    assert len(list(ledger.history("conv-budget-tools", tipo=ItemType.ATTEMPT))) == 2
+    assert len(list(ledger.history("conv-budget-tools", item_type=ItemType.ATTEMPT))) == 2
     record = _assert_limit(ledger, capsys, "conv-budget-tools", "orcamento_de_ferramentas")
     assert record["chamadasFerramenta"] == 2 and record["chamadasModelo"] == 1
 
@@ -99,7 +99,7 @@ def test_the_token_budget_stops_before_the_model_call_past_it(mocked_aws, capsys
     assert record["tokens"] == 2 * 883
     # The history stays valid for the human and the next request: the last
     # tool_use has its tool_result.
-    assert ledger.read_conversation("conv-budget-tokens").mensagens[-1]["content"][0]["type"] == "tool_result"
+    assert ledger.read_conversation("conv-budget-tokens").messages[-1]["content"][0]["type"] == "tool_result"
 
 
 def test_enough_tokens_the_turn_ends_normally(mocked_aws, capsys):
@@ -166,10 +166,10 @@ def test_a_cancellation_refuses_the_next_tool_call_before_the_ceiling_and_is_con
     assert invoker.calls["emitir_reembolso"] == 0 and len(model.requests) == 1
     assert (reply.status, reply.motivo, reply.resposta) == ("aguardando_humano", "cancelada", texts.CANCELLED)
     # Wins over the retry ceiling: no attempt was counted.
-    assert list(ledger.history(conv, tipo=ItemType.ATTEMPT)) == []
+    assert list(ledger.history(conv, item_type=ItemType.ATTEMPT)) == []
     state = ledger.read_conversation(conv)
     assert state.status is ConversationStatus.WAITING_HUMAN and not ledger.cancellation_pending(conv)
-    assert json.loads(state.mensagens[-1]["content"][0]["content"])["erro"] == "cancelada"
+    assert json.loads(state.messages[-1]["content"][0]["content"])["erro"] == "cancelada"
     _assert_limit(ledger, capsys, conv, "cancelada")
 
 
@@ -193,7 +193,7 @@ def test_a_cancellation_between_the_tools_answer_and_the_commit_wins(mocked_aws,
     reply = orch.handle(_request(conv, "reembolsa"), Deadline.after(60))
     assert invoker.calls["emitir_reembolso"] == 1
     assert (reply.status, reply.motivo, reply.resposta) == ("aguardando_humano", "cancelada", texts.CANCELLED)
-    (attempt,) = ledger.history(conv, tipo=ItemType.ATTEMPT)
+    (attempt,) = ledger.history(conv, item_type=ItemType.ATTEMPT)
     assert attempt["resultado"] == "executado"
     state = ledger.read_conversation(conv)
     assert state.status is ConversationStatus.WAITING_HUMAN and not ledger.cancellation_pending(conv)

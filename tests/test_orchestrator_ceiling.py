@@ -48,16 +48,16 @@ def test_insistent_model_gets_exactly_four_invocations_and_the_fifth_is_refused(
 
     state = mocked_aws["ledger"].read_conversation(conv)
     assert state.status is ConversationStatus.WAITING_HUMAN
-    last = state.mensagens[-1]["content"][0]
+    last = state.messages[-1]["content"][0]
     assert last["type"] == "tool_result" and last["is_error"] is True
     assert json.loads(last["content"])["erro"] == "bloqueado_por_teto"
 
-    attempts = list(mocked_aws["ledger"].history(conv, tipo=ItemType.ATTEMPT))
+    attempts = list(mocked_aws["ledger"].history(conv, item_type=ItemType.ATTEMPT))
     assert [(a["tentativaNumero"], a["resultado"]) for a in attempts] == [
         (1, "bloqueado_por_idempotencia"), (2, "bloqueado_por_idempotencia"), (3, "bloqueado_por_idempotencia"),
         (4, "bloqueado_por_idempotencia"), (5, "bloqueado_por_teto")]
     audit = [json.loads(a["detalhes"]) | {"evento": a["evento"]}
-             for a in mocked_aws["ledger"].history(conv, tipo=ItemType.AUDIT)]
+             for a in mocked_aws["ledger"].history(conv, item_type=ItemType.AUDIT)]
     assert {"evento": "TETO_DE_TENTATIVAS_ATINGIDO", "ferramenta": "emitir_reembolso", "assunto": "4821",
             "pedidoId": "4821", "tentativaNumero": 5, "teto": 4} in audit
     assert any(a["evento"] == "ENCAMINHADO_PARA_HUMANO" and a["motivo"] == "teto" for a in audit)
@@ -113,7 +113,7 @@ def test_real_tools_one_debit_then_idempotency_then_ceiling(local_stack, mocked_
     assert reply.motivo == "teto"
     assert invoker.calls["emitir_reembolso"] == 4
     assert len(gateway.debits()) == 1 and gateway.stats()["reembolso"] == 1
-    results = [a["resultado"] for a in mocked_aws["ledger"].history("conv-real", tipo=ItemType.ATTEMPT)]
+    results = [a["resultado"] for a in mocked_aws["ledger"].history("conv-real", item_type=ItemType.ATTEMPT)]
     assert results == ["executado"] + ["bloqueado_por_idempotencia"] * 3 + ["bloqueado_por_teto"]
     totals = emf.totals()
     assert totals[("ReembolsosReais", (("Ferramenta", "emitir_reembolso"),))] == 1
@@ -129,7 +129,7 @@ def test_three_orders_in_one_conversation_never_block_each_other(mocked_aws):
     reply = orch.handle(_turn("conv-tres"), Deadline.after(60))
     assert reply.motivo == "resposta" and reply.status == "ativa"
     assert invoker.calls["consultar_status_pedido"] == 12  # 4 per order, none refused
-    ceilings = [a for a in mocked_aws["ledger"].history("conv-tres", tipo=ItemType.ATTEMPT)
+    ceilings = [a for a in mocked_aws["ledger"].history("conv-tres", item_type=ItemType.ATTEMPT)
                 if a["resultado"] == "bloqueado_por_teto"]
     assert ceilings == []
 
@@ -142,7 +142,7 @@ def test_profile_updates_are_scoped_to_the_customer_record(mocked_aws):
     assert invoker.calls["atualizar_cadastro"] == 4
     assert reply.resposta == ("Não consigo confirmar isso automaticamente depois de várias tentativas — "
                               "vou encaminhar para um atendente humano revisar o seu cadastro.")
-    subjects = {a["assunto"] for a in mocked_aws["ledger"].history("conv-cad", tipo=ItemType.ATTEMPT)}
+    subjects = {a["assunto"] for a in mocked_aws["ledger"].history("conv-cad", item_type=ItemType.ATTEMPT)}
     assert subjects == {"cliente-1001"}
 
 
@@ -173,7 +173,7 @@ def test_fifty_racing_gate_decisions_allow_exactly_four(local_stack):
         barrier.wait()
         attempt = ceiling.decide(call)
         with lock:
-            decisions.append((attempt.numero, attempt.allowed))
+            decisions.append((attempt.number, attempt.allowed))
 
     threads = [threading.Thread(target=decide) for _ in range(50)]
     for t in threads:
@@ -182,7 +182,7 @@ def test_fifty_racing_gate_decisions_allow_exactly_four(local_stack):
         t.join()
     assert sum(allowed for _, allowed in decisions) == 4
     assert sorted(n for n, _ in decisions) == list(range(1, 51))  # every attempt numbered once
-    records = list(ledger.history(conv, tipo=ItemType.ATTEMPT))
+    records = list(ledger.history(conv, item_type=ItemType.ATTEMPT))
     assert len(records) == 50
     assert sum(r["decisao"] == "permitida" for r in records) == 4
 

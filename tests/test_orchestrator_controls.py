@@ -125,10 +125,10 @@ def test_a_control_added_to_the_default_chain_hands_off_through_the_real_loop(mo
     assert reply.resposta == "Um atendente humano vai cuidar do seu reembolso."
     state = ledger.read_conversation("conv-closed")
     assert state.status is ConversationStatus.WAITING_HUMAN
-    assert json.loads(state.mensagens[-1]["content"][0]["content"])["erro"] == "fechado_para_teste"
-    (attempt,) = ledger.history("conv-closed", tipo=ItemType.ATTEMPT)
+    assert json.loads(state.messages[-1]["content"][0]["content"])["erro"] == "fechado_para_teste"
+    (attempt,) = ledger.history("conv-closed", item_type=ItemType.ATTEMPT)
     assert attempt["resultado"] == Outcome.PENDING
-    audit = ledger.history("conv-closed", tipo=ItemType.AUDIT)
+    audit = ledger.history("conv-closed", item_type=ItemType.AUDIT)
     handoffs = [json.loads(a["detalhes"])["motivo"] for a in audit if a["evento"] == "ENCAMINHADO_PARA_HUMANO"]
     assert handoffs == ["fechado"]
 
@@ -144,8 +144,8 @@ def test_the_call_time_budget_is_each_tools_own_timeout(mocked_aws):
     reply = orch.handle(_request("conv-time"), Deadline.after(10.5))
     assert dict(invoker.calls) == {"consultar_status_pedido": 1}
     assert (reply.status, reply.motivo, reply.resposta) == ("ativa", "sem_tempo", texts.OUT_OF_TIME)
-    results = ledger.read_conversation("conv-time").mensagens[-1]["content"]
+    results = ledger.read_conversation("conv-time").messages[-1]["content"]
     assert [(r["is_error"], json.loads(r["content"]).get("erro")) for r in results] == [(False, None),
                                                                                         (True, "sem_tempo")]
-    attempts = list(ledger.history("conv-time", tipo=ItemType.ATTEMPT))
+    attempts = list(ledger.history("conv-time", item_type=ItemType.ATTEMPT))
     assert [a["ferramenta"] for a in attempts] == ["consultar_status_pedido"]

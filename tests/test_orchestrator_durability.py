@@ -100,7 +100,7 @@ def test_a_concurrent_second_invocation_is_turned_away(mocked_aws):
     assert isinstance(outcome["b"], ConversationBusyError)
     assert b_model.requests == []  # B never reached the model
     state = ledger.read_conversation("conv-conc")
-    texts = [b["text"] for m in state.mensagens for b in m["content"] if b.get("type") == "text"]
+    texts = [b["text"] for m in state.messages for b in m["content"] if b.get("type") == "text"]
     assert texts == ["mensagem A", "A"]
 
 
@@ -121,7 +121,7 @@ def test_a_stale_invocation_cannot_commit_over_a_newer_one(mocked_aws):
     with pytest.raises(ConcurrentCommitError):
         a.handle(message_a, Deadline.after(60))
     state = ledger.read_conversation("conv-fence")
-    texts = [b["text"] for m in state.mensagens for b in m["content"] if b.get("type") == "text"]
+    texts = [b["text"] for m in state.messages for b in m["content"] if b.get("type") == "text"]
     assert "A atrasado" not in texts and texts[-1] == "B venceu"
     # A's message was released: its redelivery is processed normally.
     a2, _ = build(ScriptedModel(text_reply("A refeito")), ledger, CountingInvoker())
@@ -149,7 +149,7 @@ def test_fifty_concurrent_acquisitions_give_one_lease(local_stack):
     def take():
         barrier.wait()
         try:
-            won.append(ledger.acquire_conversation(conversa_id=conv, cliente_id=1001, lease_s=60))
+            won.append(ledger.acquire_conversation(conversation_id=conv, customer_id=1001, lease_s=60))
         except ConversationBusy:
             busy.append(1)
 
@@ -295,10 +295,10 @@ def test_state_and_answered_message_commit_together_or_not_at_all(mocked_aws):
             orch.handle(message, Deadline.after(60))
     finally:
         ledger.client.transact_write_items = real
-    assert ledger.read_conversation("conv-atomica").mensagens == []  # nothing half-written
+    assert ledger.read_conversation("conv-atomica").messages == []  # nothing half-written
     again = orch.handle(message, Deadline.after(60))
     assert again.resposta == "Entregue." and again.duplicada is False
-    texts = [b["text"] for m in ledger.read_conversation("conv-atomica").mensagens for b in m["content"]
+    texts = [b["text"] for m in ledger.read_conversation("conv-atomica").messages for b in m["content"]
              if b.get("type") == "text" and m["role"] == "user"]
     assert texts == ["cadê meu pedido?"]
     assert orch.handle(message, Deadline.after(60)).duplicada is True
@@ -318,7 +318,7 @@ def test_a_late_invocation_cannot_answer_a_message_taken_over_by_another(mocked_
     orch, _ = build(ScriptedModel(steal), ledger, CountingInvoker())
     with pytest.raises(ConcurrentCommitError):
         orch.handle(_turn("conv-roubada", mensagem_id="m-1"), Deadline.after(60))
-    assert ledger.read_conversation("conv-roubada").mensagens == []
+    assert ledger.read_conversation("conv-roubada").messages == []
 
 
 def test_no_time_left_for_a_tool_ends_the_turn_without_a_handoff(mocked_aws):

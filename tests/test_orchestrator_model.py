@@ -130,7 +130,7 @@ def test_max_tokens_never_executes_a_truncated_tool_call(mocked_aws):
     reply = orch.handle(_turn("conv-max"), Deadline.after(60))
     assert sum(invoker.calls.values()) == 0
     assert (reply.resposta, reply.motivo) == (texts.TRUNCATED, "max_tokens")
-    _assert_history_valid(_state(mocked_aws, "conv-max").mensagens)
+    _assert_history_valid(_state(mocked_aws, "conv-max").messages)
 
 
 def test_max_tokens_with_text_only_delivers_the_text(mocked_aws):
@@ -173,7 +173,7 @@ def test_a_turn_that_alone_exceeds_the_window_is_kept_and_handed_off(mocked_aws)
     reply = orch.handle(_turn("conv-sozinha", "cadê meu pedido?"), Deadline.after(60))
     assert (reply.resposta, reply.motivo) == (texts.CONTEXT_EXCEEDED, "janela_de_contexto")
     assert [len(r["messages"]) for r in model.requests] == [1, 3]  # never an empty request
-    stored = _state(mocked_aws, "conv-sozinha").mensagens
+    stored = _state(mocked_aws, "conv-sozinha").messages
     assert len(stored) == 3 and stored[0]["content"][0]["text"] == "cadê meu pedido?"
     _assert_history_valid(stored)
 
@@ -216,7 +216,7 @@ def test_round_budget_exhausted_hands_off(mocked_aws):
     reply = orch.handle(_turn("conv-rounds"), Deadline.after(60))
     assert (reply.resposta, reply.motivo) == (texts.ROUND_LIMIT, "limite_de_rodadas")
     assert len(model.requests) == 3
-    _assert_history_valid(_state(mocked_aws, "conv-rounds").mensagens)
+    _assert_history_valid(_state(mocked_aws, "conv-rounds").messages)
 
 
 # -- API errors -------------------------------------------------------------------------
@@ -254,10 +254,10 @@ def test_exhausted_retries_give_a_clean_failure_and_nothing_half_written(mocked_
     assert (reply.resposta, reply.status, reply.motivo) == (texts.MODEL_UNAVAILABLE, "ativa", "modelo_indisponivel")
     assert len(model.requests) == 1 + 3  # MODEL_MAX_ATTEMPTS = 3
     assert emf.totals()[("ErrosDoModelo", (("Classe", classe),))] == 1
-    messages = _state(mocked_aws, f"conv-fail-{status}").mensagens
+    messages = _state(mocked_aws, f"conv-fail-{status}").messages
     _assert_history_valid(messages)  # the executed tool has its result; no dangling tool_use
     assert messages[-1]["content"][0]["type"] == "tool_result"
-    audit = [a["evento"] for a in mocked_aws["ledger"].history(f"conv-fail-{status}", tipo=ItemType.AUDIT)]
+    audit = [a["evento"] for a in mocked_aws["ledger"].history(f"conv-fail-{status}", item_type=ItemType.AUDIT)]
     assert "FALHA_DO_MODELO" in audit
 
 

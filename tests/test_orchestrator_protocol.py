@@ -55,7 +55,7 @@ def test_a_repeated_id_in_one_response_is_refused_and_not_executed(mocked_aws):
     first, repeated = model.tool_results(1)
     assert first["is_error"] is False
     assert repeated["is_error"] is True and _body(repeated)["erro"] == "id_repetido"
-    _assert_valid_for_the_api(mocked_aws["ledger"].read_conversation("conv-dup-one").mensagens)
+    _assert_valid_for_the_api(mocked_aws["ledger"].read_conversation("conv-dup-one").messages)
 
 
 def test_an_id_from_an_earlier_round_or_turn_is_refused(mocked_aws):
@@ -96,7 +96,7 @@ def test_tool_use_under_end_turn_is_answered_not_executed_and_the_next_turn_is_v
     reply = orch.handle(_turn("conv-stray"), Deadline.after(60))
     assert reply.resposta == "Vou verificar." and reply.motivo == "resposta"
     assert sum(invoker.calls.values()) == 0
-    committed = mocked_aws["ledger"].read_conversation("conv-stray").mensagens
+    committed = mocked_aws["ledger"].read_conversation("conv-stray").messages
     _assert_valid_for_the_api(committed)
     (unanswered,) = [b for b in committed[-1]["content"] if b.get("type") == "tool_result"]
     assert unanswered["is_error"] is True and _body(unanswered)["erro"] == "chamada_nao_executada"
@@ -116,7 +116,7 @@ def test_tool_use_under_stop_sequence_or_pause_turn_is_not_executed(mocked_aws):
         conv = f"conv-stray-{stop}"
         orch.handle(_turn(conv), Deadline.after(60))
         assert sum(invoker.calls.values()) == 0
-        _assert_valid_for_the_api(mocked_aws["ledger"].read_conversation(conv).mensagens)
+        _assert_valid_for_the_api(mocked_aws["ledger"].read_conversation(conv).messages)
         if stop == "pause_turn":
             _assert_valid_for_the_api(model.requests[1]["messages"])
 

@@ -40,7 +40,7 @@ def test_the_resume_event_runs_the_approved_call_once(local_stack, erp, gateway,
     orch, _ = build(model, ledger, InProcessInvoker(local_stack.function_environments()), **POLICY)
     orch.handle(TurnRequest(conversaId=conv, clienteId=1001, mensagemId=f"wamid.{uuid.uuid4().hex}",
                             mensagem="reembolso"), Deadline.after(60))
-    (item,) = list(ledger.history(conv, tipo=ItemType.APPROVAL))
+    (item,) = list(ledger.history(conv, item_type=ItemType.APPROVAL))
     ApprovalStore(ledger).decide(item["aprovacaoId"], approve=True, approver="ana.operadora", justification="ok",
                                  allowed_approvers=frozenset({"ana.operadora"}))
     env = _environment(local_stack, tmp_path)

@@ -56,8 +56,8 @@ def selective_gateway(monkeypatch):
 def _unknown_claim(store) -> str:
     conv = f"starve-{uuid.uuid4().hex[:8]}"
     key = refund_idempotency_key(conv, ORDER)
-    claim = store.claim_refund(chave=key, conversa_id=conv, pedido_id=ORDER, cliente_id=1001,
-                               valor=Decimal("10.00"), lease_s=1)
+    claim = store.claim_refund(key=key, conversation_id=conv, order_id=ORDER, customer_id=1001,
+                               amount=Decimal("10.00"), lease_s=1)
     store.settle_claim(claim, ClaimStatus.UNKNOWN)
     time.sleep(0.01)  # distinct visit times: the index's sort key
     return key

@@ -54,8 +54,8 @@ def test_a_late_release_never_frees_the_reservation_of_a_retaken_key(local_stack
     key_a = refund_idempotency_key(conv_a, ORDER)
     store = ledger(local_stack)
     # A's first invocation claimed and reserved, then died before recording a send.
-    claim = store.claim_refund(chave=key_a, conversa_id=conv_a, pedido_id=ORDER, cliente_id=1001,
-                               valor=ORDER_VALUE, lease_s=1)
+    claim = store.claim_refund(key=key_a, conversation_id=conv_a, order_id=ORDER, customer_id=1001,
+                               amount=ORDER_VALUE, lease_s=1)
     erp.execute("INSERT INTO reembolsos (chave_idempotencia, pedido_id, valor, status) VALUES (%s, %s, %s, 'reservado')",
                 (key_a, ORDER, ORDER_VALUE))
     time.sleep(1.2)  # its lease is over: the reconciler's to release

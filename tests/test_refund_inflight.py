@@ -146,7 +146,7 @@ def assert_books_agree(local_stack, gateway, erp, convs: list[str]) -> None:
     (erp_refunded,) = erp.execute("SELECT valor_reembolsado FROM pedidos WHERE id = %s", (ORDER,)).fetchone()
     store = ledger(local_stack)
     executed = [store.get_claim(refund_idempotency_key(c, ORDER)) for c in convs]
-    in_ledger = sum((c.valor for c in executed if c and c.status is ClaimStatus.EXECUTED), Decimal("0"))
+    in_ledger = sum((c.amount for c in executed if c and c.status is ClaimStatus.EXECUTED), Decimal("0"))
     assert debited == erp_refunded == in_ledger, (debited, erp_refunded, in_ledger)
     assert len({d["idempotencyKey"] for d in debits}) == len(debits)  # one debit per key
 

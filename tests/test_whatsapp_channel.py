@@ -80,7 +80,7 @@ def test_a_customer_is_answered_in_context_through_the_whole_channel(channel, le
     assert [m.context_message_id for m in sent] == [first["id"], second["id"]]
     assert {m.phone_number_id for m in sent} == {BUSINESS_PHONE_NUMBER_ID}
     state = ledger.read_conversation("wa-1001-20260312")
-    assert state is not None and state.cliente_id == 1001 and state.turnos == 2
+    assert state is not None and state.customer_id == 1001 and state.turns == 2
 
 
 def test_redeliveries_are_answered_once(channel, ledger):
@@ -95,7 +95,7 @@ def test_redeliveries_are_answered_once(channel, ledger):
     assert channel.wait_until_drained()
     time.sleep(1)
     assert _bodies(channel.api.sent_to(BRUNO)) == [f"{ECHO_PREFIX}oi, preciso de ajuda"]
-    assert ledger.read_conversation("wa-1002-20260313").turnos == 1
+    assert ledger.read_conversation("wa-1002-20260313").turns == 1
 
 
 def test_reordered_and_batched_messages_are_answered_once_each_in_arrival_order(channel):
@@ -170,13 +170,13 @@ def test_outside_the_24h_window_is_handed_off_not_resent(channel, ledger):
 
 
 def test_a_busy_conversation_makes_the_message_visible_again(channel, ledger):
-    held = ledger.acquire_conversation(conversa_id="wa-1001-20260320", cliente_id=1001, lease_s=3)
+    held = ledger.acquire_conversation(conversation_id="wa-1001-20260320", customer_id=1001, lease_s=3)
     assert channel.webhook.post(notification([text_message(ANA, "estou esperando", timestamp=day_ts(18))])) == 200
     time.sleep(1.5)
     assert channel.api.sent_to(ANA) == []  # refused while the lease is held
     sent = channel.wait_for_replies(ANA, 1, timeout_s=30)
     assert _bodies(sent) == [f"{ECHO_PREFIX}estou esperando"]
-    assert held.versao >= 1
+    assert held.version >= 1
 
 
 def test_one_wamid_racing_in_four_processes_is_answered_once(local_stack, erp, model_env, ledger):
@@ -196,7 +196,7 @@ def test_one_wamid_racing_in_four_processes_is_answered_once(local_stack, erp, m
     # One answer to the message in the conversation. (A turn that failed under load — e.g. the
     # model call timed out — marks the message failed and a redelivery runs it again: that is
     # the designed retry, so the turn count alone may be 2; the answer still exists once.)
-    history = ledger.read_conversation("wa-1001-20260321").mensagens
+    history = ledger.read_conversation("wa-1001-20260321").messages
     answers = [block.get("text") for msg in history if msg["role"] == "assistant"
                for block in msg["content"] if isinstance(block, dict) and block.get("type") == "text"]
     assert answers.count(f"{ECHO_PREFIX}corrida") == 1, answers
@@ -277,7 +277,7 @@ def test_a_busy_record_is_a_batch_item_failure_not_a_function_error(local_stack,
 
     with LocalChannel(local_stack, model_env=model_env, consumers=0) as ch:
         env = ch.consumer_environment()
-        ledger.acquire_conversation(conversa_id="wa-1002-20260324", cliente_id=1002, lease_s=60)
+        ledger.acquire_conversation(conversation_id="wa-1002-20260324", customer_id=1002, lease_s=60)
         body = QueuedMessage(tipo=QueuedKind.TEXT, mensagemId="wamid.BUSY" + str(time.time_ns()), waId=BRUNO,
                              phoneNumberId=BUSINESS_PHONE_NUMBER_ID, conversaId="wa-1002-20260324", clienteId=1002,
                              mensagem="ocupada").model_dump_json(exclude_none=True)

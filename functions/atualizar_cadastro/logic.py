@@ -16,9 +16,9 @@ def update_profile(req: ProfileUpdateRequest, *, update: Callable[..., bool], le
     def audit() -> None:
         # Field names only: the new values are personal data and stay in the ERP.
         ledger.append_audit(
-            conversa_id=req.conversaId,
-            evento="CADASTRO_ATUALIZADO",
-            detalhes={"clienteId": req.clienteId, "campos": sorted(changes)},
+            conversation_id=req.conversaId,
+            event="CADASTRO_ATUALIZADO",
+            details={"clienteId": req.clienteId, "campos": sorted(changes)},
         )
 
     if not update(cliente_id=req.clienteId, changes=changes, before_commit=audit):

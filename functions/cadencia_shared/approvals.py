@@ -40,6 +40,7 @@ from .ledger import (
     approval_id,
     approval_pk,
 )
+from .ledger.table import condition_failed, history_sort, serialize
 
 # Decided records stay readable for audits this long after their expiry.
 RETENTION_S = 90 * 24 * 3600
@@ -125,7 +126,7 @@ class ApprovalStore:
         self.ledger = ledger
 
     def get(self, approval: str) -> ApprovalRecord | None:
-        item = self.ledger._get(approval_pk(approval))  # noqa: SLF001 - the ledger's own read helper
+        item = self.ledger.table.get(approval_pk(approval))
         return ApprovalRecord.from_item(item) if item else None
 
     def find(self, *, conversa_id: str, ferramenta: str, versao: str, argumentos_sha256: str) -> ApprovalRecord | None:
@@ -141,31 +142,32 @@ class ApprovalStore:
         record = ApprovalRecord(
             id=approval_id(conversa_id, ferramenta, versao, digest), ferramenta=ferramenta, versao_ferramenta=versao,
             argumentos=json.loads(text), argumentos_sha256=digest, conversa_id=conversa_id, cliente_id=cliente_id,
-            valor=valor, motivo=motivo, status=ApprovalStatus.PENDING, criado_em=self.ledger._iso(now),  # noqa: SLF001
+            valor=valor, motivo=motivo, status=ApprovalStatus.PENDING, criado_em=self.ledger.table.iso(now),
             expira_em_ms=now + validade_s * 1000,
         )
+        sort = history_sort(record.criado_em, ItemType.APPROVAL, record.id)
         item = {
             TABLE_KEY: approval_pk(record.id), "tipo": ItemType.APPROVAL.value, "aprovacaoId": record.id,
             "ferramenta": ferramenta, "versaoFerramenta": versao, "argumentos": text, "argumentosSha256": digest,
             "conversaId": conversa_id, "clienteId": cliente_id, "valor": valor, "motivo": motivo,
             "status": record.status.value, "criadoEm": record.criado_em, "expiraEmMs": record.expira_em_ms,
-            GSI_SORT: f"{record.criado_em}#aprovacao#{record.id}", GSI_UNSETTLED_PARTITION: APPROVAL_PENDING_MARK,
+            GSI_SORT: sort, GSI_UNSETTLED_PARTITION: APPROVAL_PENDING_MARK,
             # the sparse index's sort key (main's visit rotation): creation order, oldest first
-            GSI_UNSETTLED_SORT: f"{record.criado_em}#aprovacao#{record.id}",
+            GSI_UNSETTLED_SORT: sort,
             TTL_ATTRIBUTE: record.expira_em_ms // 1000 + RETENTION_S,
         }
         try:
             # A request that expired undecided (or approved but never used) is
             # replaced by a fresh one; a denied or consumed one never is.
             self.ledger.client.put_item(
-                TableName=self.ledger.table_name, Item=self.ledger._ser(item),  # noqa: SLF001
+                TableName=self.ledger.table_name, Item=serialize(item),
                 ConditionExpression="attribute_not_exists(pk) OR (expiraEmMs <= :agora AND #st IN (:p, :a))",
                 ExpressionAttributeNames={"#st": "status"},
-                ExpressionAttributeValues=self.ledger._ser({  # noqa: SLF001
+                ExpressionAttributeValues=serialize({
                     ":agora": now, ":p": ApprovalStatus.PENDING.value, ":a": ApprovalStatus.APPROVED.value}),
             )
         except ClientError as err:
-            if not self.ledger._condition_failed(err):  # noqa: SLF001
+            if not condition_failed(err):
                 raise
             existing = self.get(record.id)
             assert existing is not None  # a condition failed on attribute_not_exists: it exists
@@ -175,13 +177,8 @@ class ApprovalStore:
     def pending(self, *, limit: int = 100) -> list[ApprovalRecord]:
         """Undecided requests, oldest first (expired ones included: the operator sees them
         as expired, and deciding them is refused)."""
-        resp = self.ledger.client.query(
-            TableName=self.ledger.table_name, IndexName=GSI_UNSETTLED, KeyConditionExpression="#pend = :pend",
-            ExpressionAttributeNames={"#pend": GSI_UNSETTLED_PARTITION},
-            ExpressionAttributeValues=self.ledger._ser({":pend": APPROVAL_PENDING_MARK}),  # noqa: SLF001
-            ScanIndexForward=True, Limit=limit,
-        )
-        return [ApprovalRecord.from_item(self.ledger._de(i)) for i in resp.get("Items", [])]  # noqa: SLF001
+        items = self.ledger.table.query_index(GSI_UNSETTLED, GSI_UNSETTLED_PARTITION, APPROVAL_PENDING_MARK, limit=limit)
+        return [ApprovalRecord.from_item(item) for item in items]
 
     def decide(self, approval: str, *, approve: bool, approver: str, justification: str,
                allowed_approvers: frozenset[str]) -> ApprovalRecord:
@@ -192,18 +189,18 @@ class ApprovalStore:
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
         now = self.ledger.now_ms()
         values = {":pendente": ApprovalStatus.PENDING.value, ":st": status.value, ":por": approver,
-                  ":just": justification, ":agora": self.ledger._iso(now), ":agora_ms": now}  # noqa: SLF001
+                  ":just": justification, ":agora": self.ledger.table.iso(now), ":agora_ms": now}
         try:
             self.ledger.client.update_item(
-                TableName=self.ledger.table_name, Key=self.ledger._key(approval_pk(approval)),  # noqa: SLF001
+                TableName=self.ledger.table_name, Key=self.ledger.table.key(approval_pk(approval)),
                 UpdateExpression="SET #st = :st, decididoPor = :por, justificativa = :just, decididoEm = :agora "
                                  "REMOVE #pend",
                 ConditionExpression="attribute_exists(pk) AND #st = :pendente AND expiraEmMs > :agora_ms",
                 ExpressionAttributeNames={"#st": "status", "#pend": GSI_UNSETTLED_PARTITION},
-                ExpressionAttributeValues=self.ledger._ser(values),  # noqa: SLF001
+                ExpressionAttributeValues=serialize(values),
             )
         except ClientError as err:
-            if not self.ledger._condition_failed(err):  # noqa: SLF001
+            if not condition_failed(err):
                 raise
             raise self._why_refused(approval, now) from None
         record = self.get(approval)
@@ -224,17 +221,17 @@ class ApprovalStore:
         now = self.ledger.now_ms()
         try:
             self.ledger.client.update_item(
-                TableName=self.ledger.table_name, Key=self.ledger._key(approval_pk(record.id)),  # noqa: SLF001
+                TableName=self.ledger.table_name, Key=self.ledger.table.key(approval_pk(record.id)),
                 UpdateExpression="SET #st = :consumida, consumidaEm = :agora",
                 ConditionExpression="#st = :aprovada AND expiraEmMs > :agora_ms AND argumentosSha256 = :sha",
                 ExpressionAttributeNames={"#st": "status"},
-                ExpressionAttributeValues=self.ledger._ser({  # noqa: SLF001
+                ExpressionAttributeValues=serialize({
                     ":consumida": ApprovalStatus.CONSUMED.value, ":aprovada": ApprovalStatus.APPROVED.value,
-                    ":agora": self.ledger._iso(now), ":agora_ms": now, ":sha": record.argumentos_sha256,  # noqa: SLF001
+                    ":agora": self.ledger.table.iso(now), ":agora_ms": now, ":sha": record.argumentos_sha256,
                 }),
             )
         except ClientError as err:
-            if self.ledger._condition_failed(err):  # noqa: SLF001
+            if condition_failed(err):
                 return False
             raise
         return True

@@ -99,6 +99,6 @@ class Sender:
         self.outbox.finish(claim, status, detail=detail)
         count(DeliveryMetric.FAILED, {"Motivo": motivo})
         if status is OutboxStatus.OUTSIDE_WINDOW:
-            self.outbox.ledger.append_audit(conversa_id=claim.reply.conversa_id, evento="RESPOSTA_FORA_DA_JANELA",
-                                            detalhes={"mensagemId": claim.answers})
+            self.outbox.ledger.append_audit(conversation_id=claim.reply.conversa_id, event="RESPOSTA_FORA_DA_JANELA",
+                                            details={"mensagemId": claim.answers})
         return status

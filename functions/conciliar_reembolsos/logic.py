@@ -80,7 +80,7 @@ class PassReport:
 
 
 def _age_s(claim: RefundClaim, now_ms: int) -> float:
-    created = datetime.fromisoformat(claim.criado_em.replace("Z", "+00:00"))
+    created = datetime.fromisoformat(claim.created_at.replace("Z", "+00:00"))
     return max(0.0, now_ms / 1000 - created.timestamp())
 
 
@@ -97,10 +97,10 @@ class Reconciler:
         for index, claim in enumerate(claims, 1):
             now = self.ledger.now_ms()
             verdict = self._visit(claim, now)
-            visit = Visit(claim.chave, claim.pedido_id, claim.status.value, verdict, _age_s(claim, now))
+            visit = Visit(claim.key, claim.order_id, claim.status.value, verdict, _age_s(claim, now))
             report.visits.append(visit)
             count(Metric.RECONCILIATIONS, {OUTCOME_DIMENSION: verdict.value})
-            progress(f"[{index}/{len(claims)}] {claim.chave}: {claim.status.value} -> {verdict.value}")
+            progress(f"[{index}/{len(claims)}] {claim.key}: {claim.status.value} -> {verdict.value}")
         # Every pass emits the age (0 when nothing is pending), so the alarm never
         # reads "missing data" as good news while a claim waits.
         seconds(Metric.OLDEST_UNSETTLED_AGE, report.oldest_unsettled_s)
@@ -123,7 +123,7 @@ class Reconciler:
         try:
             settled, took_over = settle()
         except Exception as err:  # noqa: BLE001 - one claim's failure must not stop the pass; it stays pending
-            _log.warning("claim not reconciled", extra={"chave": claim.chave, "erro": type(err).__name__})
+            _log.warning("claim not reconciled", extra={"chave": claim.key, "erro": type(err).__name__})
             return Verdict.ERROR
         if not took_over:
             return Verdict.BUSY

@@ -47,14 +47,14 @@ def handle(request: Request, ledger: Ledger, *, approvers: frozenset[str],
         record = store.decide(request.aprovacaoId, approve=request.decisao == "aprovar", approver=request.aprovador,
                               justification=request.justificativa, allowed_approvers=approvers)
     except DecisionRefused as refused:
-        ledger.append_audit(conversa_id=refused.record.conversa_id if refused.record else None,
-                            evento="DECISAO_DE_APROVACAO_RECUSADA",
-                            detalhes={"aprovacaoId": request.aprovacaoId, "motivo": refused.reason,
+        ledger.append_audit(conversation_id=refused.record.conversa_id if refused.record else None,
+                            event="DECISAO_DE_APROVACAO_RECUSADA",
+                            details={"aprovacaoId": request.aprovacaoId, "motivo": refused.reason,
                                       "aprovador": request.aprovador})
         return _error(refused.reason)
     # The justification stays on the record (the model reads it on a denial), not in the audit.
-    ledger.append_audit(conversa_id=record.conversa_id, evento="APROVACAO_DECIDIDA",
-                        detalhes={"aprovacaoId": record.id, "status": record.status.value,
+    ledger.append_audit(conversation_id=record.conversa_id, event="APROVACAO_DECIDIDA",
+                        details={"aprovacaoId": record.id, "status": record.status.value,
                                   "aprovador": record.decidido_por, "argumentosSha256": record.argumentos_sha256})
     resume(record.id)
     return {"ok": True, "aprovacao": masked(record, now)}

@@ -30,17 +30,17 @@ class Outcome:
 
 def _data(claim: RefundClaim, **extra: Any) -> dict[str, Any]:
     return {
-        "pedidoId": claim.pedido_id,
-        "valor": str(claim.valor),
-        "chaveIdempotencia": claim.chave,
-        "transacao": claim.transacao_gateway,
-        "registradoEm": claim.atualizado_em,
+        "pedidoId": claim.order_id,
+        "valor": str(claim.amount),
+        "chaveIdempotencia": claim.key,
+        "transacao": claim.gateway_transaction,
+        "registradoEm": claim.updated_at,
         **extra,
     }
 
 
 def sentence(claim: RefundClaim) -> str:
-    pedido, valor = claim.pedido_id, claim.valor
+    pedido, valor = claim.order_id, claim.amount
     if claim.status is ClaimStatus.EXECUTED:
         return f"Reembolso de R$ {valor} do pedido {pedido} emitido."
     if claim.status is ClaimStatus.DECLINED:
@@ -70,9 +70,9 @@ def repeat(claim: RefundClaim, *, reconciled: bool) -> ToolResponse:
         return settled(claim)
     count_for_tool(Metric.IDEMPOTENCY_BLOCKS, TOOL)
     if claim.status is ClaimStatus.EXECUTED:
-        text = f"O reembolso de R$ {claim.valor} do pedido {claim.pedido_id} já foi emitido nesta conversa."
+        text = f"O reembolso de R$ {claim.amount} do pedido {claim.order_id} já foi emitido nesta conversa."
     else:
-        text = (f"O reembolso do pedido {claim.pedido_id} já foi recusado pelo gateway nesta conversa; "
+        text = (f"O reembolso do pedido {claim.order_id} já foi recusado pelo gateway nesta conversa; "
                 "nada foi debitado.")
     return ToolResponse.success(
         TOOL, Outcome.BLOCKED_BY_IDEMPOTENCY,

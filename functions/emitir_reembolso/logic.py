@@ -120,9 +120,9 @@ class RefundService:
                                     f"Pedido {req.pedidoId} não encontrado para este cliente.")
                 existing = self.ledger.get_claim(chave)
                 if existing is not None and not self._takeable(existing):
-                    if existing.status is ClaimStatus.EXECUTED and not existing.erp_atualizado:
+                    if existing.status is ClaimStatus.EXECUTED and not existing.erp_updated:
                         # A crash after the debit left the ERP behind: repair it, once.
-                        self.orders.apply_executed(chave=chave, pedido_id=existing.pedido_id, valor=existing.valor)
+                        self.orders.apply_executed(chave=chave, pedido_id=existing.order_id, valor=existing.amount)
                         repaired = existing
                     answer: ToolResponse | _Execute | _Reconcile = self._answer_existing(existing)
                 else:
@@ -156,10 +156,10 @@ class RefundService:
         self.orders.reserve(chave=chave, pedido_id=req.pedidoId, valor=req.valor)
         try:
             if existing is not None:
-                return self.ledger.retake_claim(existing, valor=req.valor, lease_s=self.claim_lease_s)
+                return self.ledger.retake_claim(existing, amount=req.valor, lease_s=self.claim_lease_s)
             return self.ledger.claim_refund(
-                chave=chave, conversa_id=req.conversaId, pedido_id=req.pedidoId,
-                cliente_id=req.clienteId, valor=req.valor, lease_s=self.claim_lease_s,
+                key=chave, conversation_id=req.conversaId, order_id=req.pedidoId,
+                customer_id=req.clienteId, amount=req.valor, lease_s=self.claim_lease_s,
             )
         except ClaimTaken as taken:  # only if something bypassed the row lock
             raise _Answer(self._answer_taken(taken.existing)) from None
@@ -203,7 +203,7 @@ class RefundService:
         order and amount). Returns the claim after the transition and True, or the
         claim another invocation holds and False. Also the scheduled reconciler's step."""
         try:
-            claim = self.ledger.retake_claim(existing, valor=existing.valor, lease_s=self.claim_lease_s,
+            claim = self.ledger.retake_claim(existing, amount=existing.amount, lease_s=self.claim_lease_s,
                                              status=step(existing.status, Event.RECONCILE_TAKEN).to)
         except ClaimTaken as taken:
             return taken.existing, False
@@ -228,7 +228,7 @@ class RefundService:
         """An executed claim whose ERP update was lost (a crash between the ledger and
         the ERP): add it to the order — once per key, whoever gets there first."""
         with self.orders.transaction():
-            self.orders.apply_executed(chave=claim.chave, pedido_id=claim.pedido_id, valor=claim.valor)
+            self.orders.apply_executed(chave=claim.key, pedido_id=claim.order_id, valor=claim.amount)
         return self.ledger.mark_erp_updated(claim)
 
     def release_abandoned(self, existing: RefundClaim) -> tuple[RefundClaim, bool]:
@@ -236,7 +236,7 @@ class RefundService:
         precedes every POST), so nothing left for it: take it over (fenced, so a slow
         owner can no longer record a send) and release its amount."""
         try:
-            claim = self.ledger.retake_claim(existing, valor=existing.valor, lease_s=self.claim_lease_s)
+            claim = self.ledger.retake_claim(existing, amount=existing.amount, lease_s=self.claim_lease_s)
         except ClaimTaken as taken:
             return taken.existing, False
         heard = _Heard(Event.ABANDONED_BEFORE_SEND, detalhe="abandonada antes de qualquer envio")
@@ -246,7 +246,7 @@ class RefundService:
         """POST the claim's own request and classify the answer as an event."""
         try:
             refund = self.gateway.refund(
-                idempotency_key=claim.chave, pedido_id=claim.pedido_id, valor=claim.valor, token=token
+                idempotency_key=claim.key, pedido_id=claim.order_id, valor=claim.amount, token=token
             )
         except GatewayNotReached as err:
             return _Heard(Event.NOT_REACHED, detalhe=str(err))
@@ -263,7 +263,7 @@ class RefundService:
         track of its own request). Its record is the truth when it can be read;
         "not found" proves nothing, so it holds."""
         try:
-            found = self.gateway.lookup(idempotency_key=claim.chave, token=token)
+            found = self.gateway.lookup(idempotency_key=claim.key, token=token)
         except (GatewayNotReached, GatewayOutcomeUnknown, GatewayRejected) as err:
             return _Heard(Event.NO_ANSWER, detalhe=f"chave com outro valor; consulta: {err}")
         if found is None:
@@ -291,22 +291,22 @@ class RefundService:
             # can take the released key and reserve it again between the two, and so
             # have its fresh reservation freed by this release landing late.
             with self.orders.transaction():
-                self.orders.lock_row(claim.pedido_id)
-                claim = self.ledger.settle_claim(claim, nxt.to, detalhe=heard.detalhe,
-                                                 transacao_gateway=refund.transacao if refund else None)
-                self.orders.release(chave=claim.chave, pedido_id=claim.pedido_id)
+                self.orders.lock_row(claim.order_id)
+                claim = self.ledger.settle_claim(claim, nxt.to, detail=heard.detalhe,
+                                                 gateway_transaction=refund.transacao if refund else None)
+                self.orders.release(chave=claim.key, pedido_id=claim.order_id)
             return claim
         claim = self.ledger.settle_claim(
             claim, nxt.to,
-            transacao_gateway=refund.transacao if refund else None,
-            detalhe=heard.detalhe,
+            gateway_transaction=refund.transacao if refund else None,
+            detail=heard.detalhe,
             # The gateway's record is the truth about the amount it debited.
-            valor=refund.valor if refund is not None and nxt.money is Money.APPLY else None,
+            amount=refund.valor if refund is not None and nxt.money is Money.APPLY else None,
         )
         if nxt.money is Money.APPLY:
             if refund is not None and not refund.replayed:
                 count_for_tool(Metric.REAL_REFUNDS, TOOL)
             with self.orders.transaction():
-                self.orders.apply_executed(chave=claim.chave, pedido_id=claim.pedido_id, valor=claim.valor)
+                self.orders.apply_executed(chave=claim.key, pedido_id=claim.order_id, valor=claim.amount)
             claim = self.ledger.mark_erp_updated(claim)
         return claim

@@ -50,7 +50,7 @@ def _figures(ledger: Ledger, conversations: list[str], endings: Counter, emf: di
     invoked, audits = [], Counter()
     chain = AuditChain(AUDIT_TABLE, ledger.client)  # the orchestrator's audit records (its AUDIT_TABLE)
     for conv in conversations:
-        invoked += [a for a in ledger.history(conv, tipo=ItemType.ATTEMPT) if a["ferramenta"] == TOOL]
+        invoked += [a for a in ledger.history(conv, item_type=ItemType.ATTEMPT) if a["ferramenta"] == TOOL]
         audits.update(a["evento"] for a in chain.records(conv))
     metrics = Counter()
     for (name, dims), value in emf.items():

@@ -66,7 +66,7 @@ class ProductionRunner:
 
     def records(self, conversa_id: str) -> list[dict[str, Any]]:
         out = []
-        for item in self.ledger.history(conversa_id, tipo=ItemType.ATTEMPT):
+        for item in self.ledger.history(conversa_id, item_type=ItemType.ATTEMPT):
             out.append(record(
                 evento=item["evento"], timestamp=item["timestamp"], arquitetura="producao",
                 conversaId=item["conversaId"], pedidoId=item.get("pedidoId"), ferramenta=item["ferramenta"],

@@ -1,0 +1,98 @@
+"""The ledger: one DynamoDB table, and the only package that knows its keys.
+
+Every item kind the agent writes lives here, with its key format and the single
+conditional write that makes each decision race-free. The orchestrator, the tool
+Lambdas and the scripts all go through it, so no key is spelled in two places.
+
+Table ``cadencia-agente-execucoes`` (partition key ``pk``; GSI ``porConversa`` on
+``conversaId`` + ``registradoEm`` for one conversation's history; sparse GSI
+``reembolsosPendentes`` on ``pendencia`` + ``visitadoEm`` for the work lists).
+
+=====================  ===========================================  =================  ==================
+tipo                   pk (built by ``table.<function>``)           module             decided by
+=====================  ===========================================  =================  ==================
+reivindicacao          ``reivindicacao#{chaveIdempotencia}``        ``claims``         PutItem
+                       (``claim_pk``)                                                  attribute_not_exists
+primeiro_reembolso     ``primeiro-reembolso#{pedido}``              ``claims``         PutItem (or the same
+                       (``first_refund_pk``)                                           conversation)
+contador_tentativas    ``contador#{conversa}#{assunto}#{tool}``     ``attempts``       UpdateItem ADD
+                       (``counter_pk``)
+tentativa              ``tentativa#{conversa}#{assunto}#{tool}#n``  ``attempts``       PutItem
+                       (``attempt_pk``)                                                attribute_not_exists
+conversa               ``conversa#{conversa}`` (``conversation_pk``) ``conversations`` UpdateItem, version
+                                                                                       fence, no pending
+                                                                                       cancellation
+mensagem               ``mensagem#{conversa}#{mensagemId}``         ``inbound``        PutItem
+                       (``inbound_pk``)                                                attribute_not_exists
+auditoria              ``auditoria#{uuid}`` (``audit_pk``)          ``audit``          PutItem
+                                                                                       attribute_not_exists
+aprovacao              ``aprovacao#{approval_id(...)}``             ``cadencia_shared  PutItem; conditional
+                       (``approval_pk``)                            .approvals``       UpdateItem on status
+=====================  ===========================================  =================  ==================
+
+``chaveIdempotencia`` keeps Lab 87's format ``{conversaId}#{pedidoId}#reembolso``
+(``refund_idempotency_key``). ``envio#{wamid}`` (the WhatsApp reply outbox) is owned
+by ``canal_whatsapp.outbox``. Every name importable from this package before it was
+split stays importable from here.
+"""
+
+from .attempts import ATTEMPT_EVENT, Attempt, AttemptRecorder, AttemptResult, AttemptStore
+from .audit import AuditChain, AuditStore, AuditTrail
+from .claims import (
+    DETAIL_MAX,
+    FINAL_CLAIM_STATUSES,
+    SETTLED_CLAIM_STATUSES,
+    ClaimLost,
+    ClaimStatus,
+    ClaimStore,
+    ClaimTaken,
+    RefundClaim,
+    RefundClaims,
+    clip_detail,
+)
+from .conversations import (
+    CANCELLATION_ATTRIBUTE,
+    CancellationPending,
+    ConversationBusy,
+    ConversationCancellation,
+    ConversationOfAnotherCustomer,
+    Conversations,
+    ConversationState,
+    ConversationStatus,
+    ConversationStore,
+    StaleConversation,
+)
+from .facade import Ledger
+from .inbound import INBOUND_TTL_S, InboundClaim, InboundMessages, InboundStatus, InboundStore
+from .table import (
+    APPROVAL_PENDING_MARK,
+    GSI_BY_CONVERSATION,
+    GSI_PARTITION,
+    GSI_SORT,
+    GSI_UNSETTLED,
+    GSI_UNSETTLED_PARTITION,
+    GSI_UNSETTLED_SORT,
+    HUMAN_PENDING_MARK,
+    TABLE_KEY,
+    TTL_ATTRIBUTE,
+    UNSETTLED_MARK,
+    ItemType,
+    LedgerError,
+    LedgerTable,
+    approval_id,
+    approval_pk,
+    refund_idempotency_key,
+    table_definition,
+)
+
+__all__ = [
+    "APPROVAL_PENDING_MARK", "ATTEMPT_EVENT", "CANCELLATION_ATTRIBUTE", "DETAIL_MAX", "FINAL_CLAIM_STATUSES",
+    "GSI_BY_CONVERSATION", "GSI_PARTITION", "GSI_SORT", "GSI_UNSETTLED", "GSI_UNSETTLED_PARTITION",
+    "GSI_UNSETTLED_SORT", "HUMAN_PENDING_MARK", "INBOUND_TTL_S", "SETTLED_CLAIM_STATUSES", "TABLE_KEY",
+    "TTL_ATTRIBUTE", "UNSETTLED_MARK", "Attempt", "AttemptRecorder", "AttemptResult", "AttemptStore", "AuditChain",
+    "AuditStore", "AuditTrail", "CancellationPending", "ClaimLost", "ClaimStatus", "ClaimStore", "ClaimTaken",
+    "ConversationBusy", "ConversationCancellation", "ConversationOfAnotherCustomer", "ConversationState",
+    "ConversationStatus", "ConversationStore", "Conversations", "InboundClaim", "InboundMessages", "InboundStatus",
+    "InboundStore", "ItemType", "Ledger", "LedgerError", "LedgerTable", "RefundClaim", "RefundClaims",
+    "StaleConversation", "approval_id", "approval_pk", "clip_detail", "refund_idempotency_key", "table_definition",
+]

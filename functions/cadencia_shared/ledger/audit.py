@@ -1,0 +1,64 @@
+"""Audit records and a conversation's history.
+
+``append_audit`` appends one event, never overwriting (DESIGN invariant 6). Given an
+``audit_chain`` (``cadencia_shared.audit_chain.AuditChain``), events go to its
+hash-chained table (invariant 12); without one, to ``auditoria#{uuid}`` items here
+(``PutItem attribute_not_exists``). ``history`` reads one conversation's indexed
+items (claims, attempts, audit items) in time order from the ``porConversa`` GSI:
+what operators and the harness print.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from .table import (
+    GSI_BY_CONVERSATION,
+    GSI_PARTITION,
+    GSI_SORT,
+    TABLE_KEY,
+    ItemType,
+    LedgerTable,
+    audit_pk,
+    history_sort,
+)
+
+
+class AuditChain(Protocol):
+    """The hash-chained audit table's writer (``cadencia_shared.audit_chain``)."""
+
+    def append(self, *, conversa_id: str | None, evento: str, detalhes: dict[str, Any]) -> int: ...
+
+
+class AuditTrail(Protocol):
+    """What a control, a tool or a script needs to leave an audit record."""
+
+    def append_audit(self, *, conversation_id: str | None, event: str, details: dict[str, Any]) -> str: ...
+
+
+class AuditStore:
+    """Audit records and history, on ``self.table`` (a ``LedgerTable``) and ``self.audit_chain``."""
+
+    table: LedgerTable
+    audit_chain: AuditChain | None
+
+    def append_audit(self, *, conversation_id: str | None, event: str, details: dict[str, Any]) -> str:
+        """Append one audit event; never overwrites. Returns its id (the chain's seq, or the item's uuid)."""
+        if self.audit_chain is not None:
+            return str(self.audit_chain.append(conversa_id=conversation_id, evento=event, detalhes=details))
+        event_id = uuid.uuid4().hex
+        now = self.table.iso()
+        self.table.put_new({
+            TABLE_KEY: audit_pk(event_id), "tipo": ItemType.AUDIT.value, "evento": event,
+            "conversaId": conversation_id, "timestamp": now,
+            "detalhes": json.dumps(details, ensure_ascii=False, default=str),
+            GSI_SORT: history_sort(now, ItemType.AUDIT, event_id) if conversation_id else None,
+        })
+        return event_id
+
+    def history(self, conversation_id: str, *, item_type: ItemType | None = None) -> Iterator[dict[str, Any]]:
+        """Every indexed item of one conversation in time order (GSI ``porConversa``)."""
+        return self.table.query_index(GSI_BY_CONVERSATION, GSI_PARTITION, conversation_id, item_type=item_type)

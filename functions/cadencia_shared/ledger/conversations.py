@@ -1,0 +1,283 @@
+"""Durable conversations: one item per conversation, a lease for the turn in flight, a version fence.
+
+``conversa#{conversaId}`` holds the customer, the status, the compressed message
+history and a version. A turn takes the lease (``acquire_conversation``: one
+conditional UpdateItem that also binds the id to its customer), and commits with
+one UpdateItem fenced on (version, owner) — and on no pending operator
+cancellation — that also releases the lease. Given the inbound message, the commit
+and "this message was answered" are one transaction. A conversation waiting for a
+person carries ``pendencia = humano`` (the sparse index ``scripts/atendente.py``
+Queries). An operator's cancellation is an attribute of this item, so the commit's
+own condition sees it atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+import zlib
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, Protocol
+
+from botocore.exceptions import ClientError
+
+from .inbound import InboundClaim, inbound_answer_update
+from .table import (
+    GSI_SORT,
+    GSI_UNSETTLED,
+    GSI_UNSETTLED_PARTITION,
+    GSI_UNSETTLED_SORT,
+    HUMAN_PENDING_MARK,
+    TABLE_KEY,
+    ItemType,
+    LedgerError,
+    LedgerTable,
+    condition_failed,
+    conversation_id_of,
+    conversation_pk,
+    deserialize,
+    old_item,
+    serialize,
+)
+
+# An operator's cancellation: an attribute of the conversation item, so the
+# commit's own condition sees it atomically (no extra item, no extra IAM action).
+CANCELLATION_ATTRIBUTE = "cancelamentoSolicitadoEm"
+
+
+class ConversationStatus(StrEnum):
+    ACTIVE = "ativa"
+    WAITING_HUMAN = "aguardando_humano"
+    WAITING_APPROVAL = "aguardando_aprovacao"  # a call awaits a person's decision (issue 10)
+
+
+class ConversationBusy(LedgerError):
+    """Another invocation holds this conversation's lease."""
+
+
+class ConversationOfAnotherCustomer(LedgerError):
+    """The conversation id exists and belongs to a different customer."""
+
+
+class StaleConversation(LedgerError):
+    """The commit's version fence failed: someone else advanced the conversation."""
+
+
+class CancellationPending(LedgerError):
+    """The commit found an operator's cancellation on the conversation (our lease
+    and version still hold): the turn must end as cancelled instead."""
+
+
+def _encode_messages(messages: list[dict[str, Any]]) -> bytes:
+    # Compressed: a days-long conversation must stay well inside DynamoDB's 400 KB item.
+    return zlib.compress(json.dumps(messages, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def _decode_messages(blob: Any) -> list[dict[str, Any]]:
+    if blob is None:
+        return []
+    raw = blob.value if hasattr(blob, "value") else blob  # boto3 Binary wrapper
+    return json.loads(zlib.decompress(raw))
+
+
+@dataclass(frozen=True)
+class ConversationState:
+    conversation_id: str
+    customer_id: int
+    status: ConversationStatus
+    version: int  # the fence: a commit succeeds only on the version it read
+    owner: str  # the lease holder's token ("" when read without the lease)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    turns: int = 0
+
+    @classmethod
+    def from_item(cls, conversation_id: str, item: dict[str, Any], *, owner: str) -> ConversationState:
+        return cls(
+            conversation_id=conversation_id,
+            customer_id=int(item["clienteId"]),
+            status=ConversationStatus(item["status"]),
+            version=int(item["versao"]),
+            owner=owner,
+            messages=_decode_messages(item.get("mensagensZ")),
+            turns=int(item.get("turnos", 0)),
+        )
+
+
+class ConversationCancellation(Protocol):
+    """What the cancellation control and the operators' command need of the ledger."""
+
+    def cancellation_pending(self, conversation_id: str) -> bool: ...
+
+    def request_cancellation(self, conversation_id: str) -> bool: ...
+
+
+class Conversations(ConversationCancellation, Protocol):
+    """What a turn runner (the orchestrator, the WhatsApp consumer) needs of the ledger."""
+
+    def acquire_conversation(self, *, conversation_id: str, customer_id: int, lease_s: int) -> ConversationState: ...
+
+    def read_conversation(self, conversation_id: str) -> ConversationState | None: ...
+
+    def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]],
+                            status: ConversationStatus, inbound: InboundClaim | None = None,
+                            reply: dict[str, Any] | None = None, cancelled: bool = False) -> ConversationState: ...
+
+    def release_conversation(self, state: ConversationState) -> None: ...
+
+
+def _commit_update(table: LedgerTable, state: ConversationState, messages: list[dict[str, Any]],
+                   status: ConversationStatus, cancelled: bool) -> dict[str, Any]:
+    values = {":m": _encode_messages(messages), ":st": status.value, ":um": 1, ":zero": 0,
+              ":agora": table.iso(), ":v": state.version, ":dono": state.owner}
+    # A conversation waiting for a person is in the sparse index (people list it with
+    # a Query); any other status takes it out. The index's sort key is the claims'
+    # ``visitadoEm`` (an item without it is not in the index): set to when the wait
+    # began, kept while it lasts (``registradoEm`` too, what operators are shown).
+    if status is ConversationStatus.WAITING_HUMAN:
+        waiting = (", #pend = :humano, registradoEm = if_not_exists(registradoEm, :agora), "
+                   "#visita = if_not_exists(#visita, :agora)")
+        values[":humano"] = HUMAN_PENDING_MARK
+        removed = ""
+    else:
+        waiting, removed = "", ", #pend, registradoEm, #visita"
+    # An operator's cancellation wins over whatever the turn decided: the commit
+    # of a turn that did not end as cancelled is refused while one is pending;
+    # the cancelled turn's commit consumes it.
+    fence = "versao = :v AND dono = :dono"
+    if not cancelled:
+        fence += f" AND attribute_not_exists({CANCELLATION_ATTRIBUTE})"
+    return {
+        "TableName": table.name,
+        "Key": table.key(conversation_pk(state.conversation_id)),
+        "UpdateExpression": (
+            "SET mensagensZ = :m, #st = :st, versao = versao + :um, atualizadoEm = :agora, "
+            f"turnos = if_not_exists(turnos, :zero) + :um{waiting} REMOVE dono, leaseAteMs{removed}"
+            + (f", {CANCELLATION_ATTRIBUTE}" if cancelled else "")
+        ),
+        "ConditionExpression": fence,
+        "ExpressionAttributeNames": {"#st": "status", "#pend": GSI_UNSETTLED_PARTITION, "#visita": GSI_UNSETTLED_SORT},
+        "ExpressionAttributeValues": serialize(values),
+    }
+
+
+class ConversationStore:
+    """Conversations, on ``self.table`` (a ``LedgerTable``)."""
+
+    table: LedgerTable
+
+    def acquire_conversation(self, *, conversation_id: str, customer_id: int, lease_s: int) -> ConversationState:
+        """Take the conversation's lease and a fencing version (creating it if new).
+
+        Raises ConversationBusy while another invocation holds an unexpired lease,
+        and ConversationOfAnotherCustomer when the id belongs to someone else.
+        """
+        now = self.table.now_ms()
+        owner = uuid.uuid4().hex
+        try:
+            resp = self.table.client.update_item(
+                TableName=self.table.name,
+                Key=self.table.key(conversation_pk(conversation_id)),
+                UpdateExpression=(
+                    "SET dono = :dono, leaseAteMs = :lease, versao = if_not_exists(versao, :zero) + :um, "
+                    "clienteId = if_not_exists(clienteId, :cliente), tipo = :tipo, "
+                    "#st = if_not_exists(#st, :ativa), criadoEm = if_not_exists(criadoEm, :agora)"
+                ),
+                ConditionExpression=(
+                    "(attribute_not_exists(leaseAteMs) OR leaseAteMs < :agora_ms) "
+                    "AND (attribute_not_exists(clienteId) OR clienteId = :cliente)"
+                ),
+                ExpressionAttributeNames={"#st": "status"},
+                ExpressionAttributeValues=serialize({
+                    ":dono": owner, ":lease": now + lease_s * 1000, ":zero": 0, ":um": 1, ":cliente": customer_id,
+                    ":tipo": ItemType.CONVERSATION.value, ":ativa": ConversationStatus.ACTIVE.value,
+                    ":agora": self.table.iso(now), ":agora_ms": now,
+                }),
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as err:
+            if condition_failed(err):
+                old = old_item(err) or {}
+                if "clienteId" in old and int(old["clienteId"]) != customer_id:
+                    raise ConversationOfAnotherCustomer(conversation_id) from None
+                raise ConversationBusy(conversation_id) from None
+            raise
+        return ConversationState.from_item(conversation_id, deserialize(resp["Attributes"]), owner=owner)
+
+    def read_conversation(self, conversation_id: str) -> ConversationState | None:
+        """The stored state, without taking the lease (operators, the harness, tests)."""
+        item = self.table.get(conversation_pk(conversation_id))
+        if item is None:
+            return None
+        return ConversationState.from_item(conversation_id, item, owner=item.get("dono", ""))
+
+    def waiting_for_a_person(self, *, limit: int = 100) -> list[tuple[str, str]]:
+        """(conversation id, waiting since) of conversations handed to a person, oldest
+        first: a Query on the sparse index, never a Scan."""
+        items = self.table.query_index(GSI_UNSETTLED, GSI_UNSETTLED_PARTITION, HUMAN_PENDING_MARK, limit=limit)
+        return [(conversation_id_of(item[TABLE_KEY]), item[GSI_SORT]) for item in items]
+
+    def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]],
+                            status: ConversationStatus, inbound: InboundClaim | None = None,
+                            reply: dict[str, Any] | None = None, cancelled: bool = False) -> ConversationState:
+        """Write the new state and release the lease, fenced on (version, owner) —
+        and, given ``inbound``, mark that message answered with ``reply`` in the
+        same transaction: the state and "this message was answered" commit together
+        or not at all (so a redelivery can neither be lost nor run twice)."""
+        update = _commit_update(self.table, state, messages, status, cancelled)
+        try:
+            if inbound is None:
+                self.table.client.update_item(**update)
+            else:
+                answered = inbound_answer_update(self.table, inbound, reply, True)
+                self.table.client.transact_write_items(TransactItems=[{"Update": update}, {"Update": answered}])
+        except ClientError as err:
+            if not condition_failed(err):
+                raise
+            if not cancelled and self._cancelled_under_our_lease(state):
+                raise CancellationPending(state.conversation_id) from None
+            raise StaleConversation(state.conversation_id) from None
+        return replace(state, messages=messages, status=status, version=state.version + 1, turns=state.turns + 1)
+
+    def _cancelled_under_our_lease(self, state: ConversationState) -> bool:
+        item = self.table.get_fields(conversation_pk(state.conversation_id), "versao", "dono", CANCELLATION_ATTRIBUTE)
+        return (item.get("versao") == state.version and item.get("dono") == state.owner
+                and CANCELLATION_ATTRIBUTE in item)
+
+    def cancellation_pending(self, conversation_id: str) -> bool:
+        """Whether an operator asked to stop this conversation's automatic turn
+        (one strongly consistent GetItem of one attribute)."""
+        return CANCELLATION_ATTRIBUTE in self.table.get_fields(conversation_pk(conversation_id), CANCELLATION_ATTRIBUTE)
+
+    def request_cancellation(self, conversation_id: str) -> bool:
+        """The operator's command: flag the conversation. The turn in flight (or
+        the next one) ends as cancelled and consumes the flag. False: no such
+        conversation. Never touches the version or the lease, so it cannot
+        break a fence — it only makes a commit that ignores it fail."""
+        try:
+            self.table.client.update_item(
+                TableName=self.table.name, Key=self.table.key(conversation_pk(conversation_id)),
+                UpdateExpression=f"SET {CANCELLATION_ATTRIBUTE} = if_not_exists({CANCELLATION_ATTRIBUTE}, :agora)",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues=serialize({":agora": self.table.iso()}),
+            )
+        except ClientError as err:
+            if condition_failed(err):
+                return False
+            raise
+        return True
+
+    def release_conversation(self, state: ConversationState) -> None:
+        """Give the lease back without changing the state (a turn that failed cleanly)."""
+        try:
+            self.table.client.update_item(
+                TableName=self.table.name,
+                Key=self.table.key(conversation_pk(state.conversation_id)),
+                UpdateExpression="REMOVE dono, leaseAteMs",
+                ConditionExpression="versao = :v AND dono = :dono",
+                ExpressionAttributeValues=serialize({":v": state.version, ":dono": state.owner}),
+            )
+        except ClientError as err:
+            if not condition_failed(err):
+                raise

@@ -1,0 +1,263 @@
+"""The ledger's one DynamoDB table: its keys, its serialization, its conditions, its definition.
+
+Every key prefix and key shape is built by exactly ONE function below; the item-kind
+modules (``claims``, ``attempts``, ``conversations``, ``inbound``, ``audit``) and
+``cadencia_shared.approvals`` call them and never spell a prefix themselves. The
+strings are stored data (DESIGN.md §6): Lab 87's Portuguese names stay, and
+``tests/test_ledger_item_shapes.py`` pins every one of them.
+
+Identifiers may not contain ``#`` (``checked_id``; the models at the edges enforce
+the id patterns of ``cadencia_shared.models``), so no two different tuples can
+produce the same key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+TABLE_KEY = "pk"
+GSI_BY_CONVERSATION = "porConversa"
+GSI_PARTITION = "conversaId"
+GSI_SORT = "registradoEm"
+# Sparse GSI of refund claims not yet settled with the gateway: only those items
+# carry ``pendencia``, so the reconciler reads its work list without a scan.
+GSI_UNSETTLED = "reembolsosPendentes"
+GSI_UNSETTLED_PARTITION = "pendencia"
+# The unsettled index's sort key: when the claim was last written by a visit (its
+# creation, a retake, an unsettled outcome). Oldest visit first, so a claim the
+# gateway keeps unknown goes to the back after each visit and can never starve the
+# claims behind it. ``registradoEm`` keeps its meaning (creation, ``porConversa``).
+GSI_UNSETTLED_SORT = "visitadoEm"
+UNSETTLED_MARK = "reembolso"
+# Approval requests awaiting a decision share that sparse index under their own
+# partition value: operators list them with a Query, never a Scan.
+APPROVAL_PENDING_MARK = "aprovacao"
+# ... and conversations waiting for a person (aguardando_humano), for scripts/atendente.py.
+HUMAN_PENDING_MARK = "humano"
+TTL_ATTRIBUTE = "expiraEm"
+ITEM_TYPE_ATTRIBUTE = "tipo"
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+class ItemType(StrEnum):
+    """The ``tipo`` attribute: which kind of item a row is (stored names)."""
+
+    CLAIM = "reivindicacao"
+    COUNTER = "contador_tentativas"
+    ATTEMPT = "tentativa"
+    CONVERSATION = "conversa"
+    INBOUND = "mensagem"
+    AUDIT = "auditoria"
+    APPROVAL = "aprovacao"
+    FIRST_REFUND = "primeiro_reembolso"
+
+
+class LedgerError(Exception):
+    pass
+
+
+# --- keys: each prefix and shape in one function ----------------------------------
+
+
+def checked_id(value: str) -> str:
+    """An identifier as a key part: non-empty and without the ``#`` separator."""
+    if not value or "#" in value:
+        raise ValueError(f"identifier not allowed in a ledger key: {value!r}")
+    return value
+
+
+def refund_idempotency_key(conversation_id: str, order_id: str) -> str:
+    """Lab 87's key ``{conversaId}#{pedidoId}#reembolso``: one refund per (conversation, order)."""
+    return f"{checked_id(conversation_id)}#{checked_id(order_id)}#reembolso"
+
+
+def approval_id(conversation_id: str, tool: str, version: str, arguments_sha256: str) -> str:
+    """One approval request per (conversation, tool, tool version, canonical
+    arguments): the same call asked again finds the same record, and any other
+    conversation, amount or version is a different record. Short enough to type."""
+    material = "\x00".join((checked_id(conversation_id), checked_id(tool), checked_id(version),
+                            checked_id(arguments_sha256)))
+    return hashlib.sha256(material.encode()).hexdigest()[:32]
+
+
+def approval_pk(approval: str) -> str:
+    return f"aprovacao#{checked_id(approval)}"
+
+
+def claim_pk(idempotency_key: str) -> str:
+    # The idempotency key holds ``#`` by design (refund_idempotency_key checked its parts).
+    return f"reivindicacao#{idempotency_key}"
+
+
+def first_refund_pk(order_id: str) -> str:
+    return f"primeiro-reembolso#{checked_id(order_id)}"
+
+
+def _attempt_series(conversation_id: str, subject: str, tool: str) -> str:
+    return f"{checked_id(conversation_id)}#{checked_id(subject)}#{checked_id(tool)}"
+
+
+def _attempt_number(number: int) -> str:
+    return f"{number:04d}"
+
+
+def counter_pk(conversation_id: str, subject: str, tool: str) -> str:
+    return f"contador#{_attempt_series(conversation_id, subject, tool)}"
+
+
+def attempt_pk(conversation_id: str, subject: str, tool: str, number: int) -> str:
+    return f"tentativa#{_attempt_series(conversation_id, subject, tool)}#{_attempt_number(number)}"
+
+
+def attempt_history_sort(recorded_at: str, number: int) -> str:
+    return history_sort(recorded_at, ItemType.ATTEMPT, _attempt_number(number))
+
+
+def conversation_pk(conversation_id: str) -> str:
+    return f"conversa#{checked_id(conversation_id)}"
+
+
+def conversation_id_of(pk: str) -> str:
+    """The inverse of ``conversation_pk`` (items read back from an index)."""
+    return pk.removeprefix("conversa#")
+
+
+def inbound_pk(conversation_id: str, message_id: str) -> str:
+    return f"mensagem#{checked_id(conversation_id)}#{checked_id(message_id)}"
+
+
+def audit_pk(event_id: str) -> str:
+    return f"auditoria#{checked_id(event_id)}"
+
+
+def history_sort(at: str, item_type: ItemType, suffix: str) -> str:
+    """``registradoEm`` of an item in the ``porConversa`` history: time first (the
+    order operators read), then the kind and a unique suffix (no two items tie)."""
+    return f"{at}#{item_type.value}#{suffix}"
+
+
+# --- serialization, conditions, time: the table's one client ----------------------------
+
+
+def serialize(values: dict[str, Any]) -> dict[str, Any]:
+    """Python values → DynamoDB typed JSON; ``None`` means "no attribute" (sparse items)."""
+    return {k: _serializer.serialize(v) for k, v in values.items() if v is not None}
+
+
+def deserialize(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: _deserializer.deserialize(v) for k, v in item.items()}
+
+
+def condition_failed(err: ClientError) -> bool:
+    """A single write's condition failed, or (a transaction) one of its items' did."""
+    if err.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+        return True
+    return "ConditionalCheckFailed" in [r.get("Code") for r in err.response.get("CancellationReasons", [])]
+
+
+def old_item(err: ClientError) -> dict[str, Any] | None:
+    """The item a failed condition saw (``ReturnValuesOnConditionCheckFailure=ALL_OLD``)."""
+    item = err.response.get("Item")
+    return deserialize(item) if item else None
+
+
+class LedgerTable:
+    """The table name, the boto3 DynamoDB client and the clock every item kind shares."""
+
+    def __init__(self, table_name: str, client: Any | None = None, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        if client is None:
+            import boto3
+
+            client = boto3.client("dynamodb")
+        self.name = table_name
+        self.client = client
+        self.clock = clock
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    def iso(self, ms: int | None = None) -> str:
+        """A UTC timestamp with milliseconds and ``Z`` (sorts as text)."""
+        ms = self.now_ms() if ms is None else ms
+        return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+    @staticmethod
+    def key(pk: str) -> dict[str, Any]:
+        return {TABLE_KEY: {"S": pk}}
+
+    def get(self, pk: str) -> dict[str, Any] | None:
+        resp = self.client.get_item(TableName=self.name, Key=self.key(pk), ConsistentRead=True)
+        return deserialize(resp["Item"]) if "Item" in resp else None
+
+    def get_fields(self, pk: str, *names: str) -> dict[str, Any]:
+        """A few attributes of one item (never, say, a conversation's large history)."""
+        resp = self.client.get_item(
+            TableName=self.name, Key=self.key(pk), ConsistentRead=True,
+            ProjectionExpression=", ".join(f"#a{i}" for i in range(len(names))),
+            ExpressionAttributeNames={f"#a{i}": name for i, name in enumerate(names)},
+        )
+        return deserialize(resp["Item"]) if "Item" in resp else {}
+
+    def put_new(self, item: dict[str, Any]) -> None:
+        """Write an item that must not exist yet (append-only records)."""
+        self.client.put_item(TableName=self.name, Item=serialize(item), ConditionExpression="attribute_not_exists(pk)")
+
+    def query_index(self, index: str, partition_name: str, partition_value: str, *, limit: int | None = None,
+                    item_type: ItemType | None = None) -> Iterator[dict[str, Any]]:
+        """Items of one index partition in sort-key order (oldest first), following
+        pages; at most ``limit`` of them; only those of ``item_type`` when given."""
+        values = {":part": partition_value}
+        kwargs: dict[str, Any] = {
+            "TableName": self.name, "IndexName": index, "KeyConditionExpression": "#part = :part",
+            "ExpressionAttributeNames": {"#part": partition_name}, "ScanIndexForward": True,
+        }
+        if item_type is not None:
+            kwargs["FilterExpression"] = f"{ITEM_TYPE_ATTRIBUTE} = :type"
+            values[":type"] = item_type.value
+        kwargs["ExpressionAttributeValues"] = serialize(values)
+        remaining = limit
+        while remaining is None or remaining > 0:
+            resp = self.client.query(**kwargs, **({} if remaining is None else {"Limit": remaining}))
+            items = resp.get("Items", [])
+            yield from (deserialize(item) for item in items)
+            remaining = None if remaining is None else remaining - len(items)
+            if "LastEvaluatedKey" not in resp:
+                return
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+
+def table_definition(table_name: str) -> dict[str, Any]:
+    """CreateTable arguments (local stack, tests); the CDK stack mirrors them."""
+    return {
+        "TableName": table_name,
+        "BillingMode": "PAY_PER_REQUEST",
+        "AttributeDefinitions": [
+            {"AttributeName": name, "AttributeType": "S"}
+            for name in (TABLE_KEY, GSI_PARTITION, GSI_SORT, GSI_UNSETTLED_PARTITION, GSI_UNSETTLED_SORT)
+        ],
+        "KeySchema": [{"AttributeName": TABLE_KEY, "KeyType": "HASH"}],
+        "GlobalSecondaryIndexes": [
+            _index(GSI_BY_CONVERSATION, GSI_PARTITION, GSI_SORT),
+            _index(GSI_UNSETTLED, GSI_UNSETTLED_PARTITION, GSI_UNSETTLED_SORT),
+        ],
+    }
+
+
+def _index(name: str, partition: str, sort: str) -> dict[str, Any]:
+    return {
+        "IndexName": name,
+        "KeySchema": [{"AttributeName": partition, "KeyType": "HASH"},
+                      {"AttributeName": sort, "KeyType": "RANGE"}],
+        "Projection": {"ProjectionType": "ALL"},
+    }
