@@ -49,7 +49,7 @@ class OrderBook:
 
     @property
     def ledger_total(self) -> Decimal:
-        return sum((c.valor for c in self.claims if c.status is ClaimStatus.EXECUTED), Decimal(0))
+        return sum((c.amount for c in self.claims if c.status is ClaimStatus.EXECUTED), Decimal(0))
 
     @property
     def consistent(self) -> bool:
