@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Mutation testing of the money path with mutmut 3 (configuration: [tool.mutmut] in pyproject.toml):
 #   functions/emitir_reembolso/logic.py (+ the refund state machine when present), the retry ceiling gate
-#   (RetryCeiling in orchestrator/controls.py) and the claim store (the claim functions of functions/cadencia_shared/ledger.py).
+#   (RetryCeiling in orchestrator/controls.py) and the claim store (functions/cadencia_shared/ledger/claims.py and the
+#   claim keys of ledger/table.py).
 # Each mutant runs only the money tests that cover it, against ONE local stack started here and reused by
 # every pytest run (CADENCIA_TEST_STACK_DIR, see tests/conftest.py). Too slow for scripts/test.sh: run it by hand.
 #
@@ -17,12 +18,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh >&2
 
-# The claim store is the claims part of ledger.py: mutants of the conversation/inbound/audit code are not run.
+# The claim store is the ledger's claims module and the claim keys of its table module: mutants of the
+# conversation/inbound/attempt/audit modules are not run.
 L='cadencia_shared.ledger'
 CLAIM_STORE=(
-  "$L.x_refund_idempotency_key__mutmut_*" "$L.xǁRefundClaimǁ*" "$L.xǁClaimTakenǁ*"
-  "$L.xǁLedgerǁget_claim__mutmut_*" "$L.xǁLedgerǁclaim_refund__mutmut_*" "$L.xǁLedgerǁretake_claim__mutmut_*"
-  "$L.xǁLedgerǁsettle_claim__mutmut_*" "$L.xǁLedgerǁmark_erp_updated__mutmut_*" "$L.xǁLedgerǁunsettled_claims__mutmut_*"
+  "$L.table.x_refund_idempotency_key__mutmut_*" "$L.table.x_claim_pk__mutmut_*" "$L.claims.*"
 )
 if [ "$#" -gt 0 ]; then PATTERNS=("$@"); else
   PATTERNS=('emitir_reembolso.logic.*' 'emitir_reembolso.transitions.*' 'orchestrator.controls.xǁRetryCeilingǁ*'

@@ -30,7 +30,6 @@ from botocore.exceptions import ClientError
 from .ledger import (
     APPROVAL_PENDING_MARK,
     GSI_SORT,
-    GSI_UNSETTLED,
     GSI_UNSETTLED_PARTITION,
     GSI_UNSETTLED_SORT,
     TABLE_KEY,
@@ -177,7 +176,7 @@ class ApprovalStore:
     def pending(self, *, limit: int = 100) -> list[ApprovalRecord]:
         """Undecided requests, oldest first (expired ones included: the operator sees them
         as expired, and deciding them is refused)."""
-        items = self.ledger.table.query_index(GSI_UNSETTLED, GSI_UNSETTLED_PARTITION, APPROVAL_PENDING_MARK, limit=limit)
+        items = self.ledger.table.pending(APPROVAL_PENDING_MARK, limit=limit)
         return [ApprovalRecord.from_item(item) for item in items]
 
     def decide(self, approval: str, *, approve: bool, approver: str, justification: str,

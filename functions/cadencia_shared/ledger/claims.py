@@ -25,7 +25,6 @@ from botocore.exceptions import ClientError
 
 from .table import (
     GSI_SORT,
-    GSI_UNSETTLED,
     GSI_UNSETTLED_PARTITION,
     GSI_UNSETTLED_SORT,
     TABLE_KEY,
@@ -294,7 +293,7 @@ class ClaimStore:
         first: a Query on the sparse index (only unsettled claims are in it), never
         a Scan. Every visit that leaves a claim pending rewrites its ``visitadoEm``,
         so successive passes rotate through the whole list."""
-        items = self.table.query_index(GSI_UNSETTLED, GSI_UNSETTLED_PARTITION, UNSETTLED_MARK, limit=limit)
+        items = self.table.pending(UNSETTLED_MARK, limit=limit)
         return [RefundClaim.from_item(item) for item in items]
 
     def mark_erp_updated(self, claim: RefundClaim) -> RefundClaim:

@@ -25,7 +25,6 @@ from botocore.exceptions import ClientError
 from .inbound import InboundClaim, inbound_answer_update
 from .table import (
     GSI_SORT,
-    GSI_UNSETTLED,
     GSI_UNSETTLED_PARTITION,
     GSI_UNSETTLED_SORT,
     HUMAN_PENDING_MARK,
@@ -215,7 +214,7 @@ class ConversationStore:
     def waiting_for_a_person(self, *, limit: int = 100) -> list[tuple[str, str]]:
         """(conversation id, waiting since) of conversations handed to a person, oldest
         first: a Query on the sparse index, never a Scan."""
-        items = self.table.query_index(GSI_UNSETTLED, GSI_UNSETTLED_PARTITION, HUMAN_PENDING_MARK, limit=limit)
+        items = self.table.pending(HUMAN_PENDING_MARK, limit=limit)
         return [(conversation_id_of(item[TABLE_KEY]), item[GSI_SORT]) for item in items]
 
     def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]],

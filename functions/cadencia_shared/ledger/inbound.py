@@ -30,10 +30,12 @@ from .table import (
     serialize,
 )
 
-INBOUND_TTL_S = 7 * 24 * 3600
+INBOUND_TTL_S = 7 * 24 * 3600  # a redelivery after a week is a new message (and the reply text is personal data)
 
 
 class InboundStatus(StrEnum):
+    """``status`` of a ``mensagem#`` item; NEW is never stored (it is what the one processor is told)."""
+
     NEW = "nova"
     DONE = "respondida"
     IN_PROGRESS = "processando"

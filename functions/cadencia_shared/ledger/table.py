@@ -213,6 +213,11 @@ class LedgerTable:
         """Write an item that must not exist yet (append-only records)."""
         self.client.put_item(TableName=self.name, Item=serialize(item), ConditionExpression="attribute_not_exists(pk)")
 
+    def pending(self, mark: str, *, limit: int) -> Iterator[dict[str, Any]]:
+        """Items waiting in the sparse index under ``mark`` (unsettled claims, pending
+        approvals, conversations waiting for a person), least recently visited first."""
+        return self.query_index(GSI_UNSETTLED, GSI_UNSETTLED_PARTITION, mark, limit=limit)
+
     def query_index(self, index: str, partition_name: str, partition_value: str, *, limit: int | None = None,
                     item_type: ItemType | None = None) -> Iterator[dict[str, Any]]:
         """Items of one index partition in sort-key order (oldest first), following
