@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _claim(local_stack, *, status: ClaimStatus, valor: str = "50.00", lease_s: int = 1, clock=None):
     store = ledger(local_stack)
     if clock is not None:
-        store._clock = clock
+        store.table.clock = clock
     conv = f"rec-{uuid.uuid4().hex[:8]}"
     key = refund_idempotency_key(conv, ORDER)
     claim = store.claim_refund(key=key, conversation_id=conv, order_id=ORDER, customer_id=1001,

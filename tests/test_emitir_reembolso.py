@@ -329,7 +329,7 @@ def test_fenced_settle_fails_for_a_stale_owner(mocked_aws):
 
 def test_conditional_claim_cannot_be_won_twice(mocked_aws):
     ledger = mocked_aws["ledger"]
-    args = dict(chave="c-2#p-2#reembolso", conversa_id="c-2", pedido_id="p-2", cliente_id=1, valor=Decimal("1"),
+    args = dict(key="c-2#p-2#reembolso", conversation_id="c-2", order_id="p-2", customer_id=1, amount=Decimal("1"),
                 lease_s=30)
     first = ledger.claim_refund(**args)
     with pytest.raises(ledger_mod.ClaimTaken) as taken:

@@ -32,7 +32,7 @@ def _unknown_claim_sent_hours_ago(local_stack, erp, hours: float) -> tuple[str, 
     answered (the gateway did not keep it: a re-send now would debit)."""
     store = ledger(local_stack)
     past = time.time() - hours * HOUR_S
-    store._clock = lambda: past
+    store.table.clock = lambda: past
     conv = f"janela-{uuid.uuid4().hex[:8]}"
     key = refund_idempotency_key(conv, ORDER)
     claim = store.claim_refund(key=key, conversation_id=conv, order_id=ORDER, customer_id=1001,

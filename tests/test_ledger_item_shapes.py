@@ -19,6 +19,8 @@ from typing import Any
 
 import boto3
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from moto import mock_aws
 
 from cadencia_shared import ledger as ledger_module
@@ -317,3 +319,22 @@ def test_a_lost_claim_reads_back_the_winner(world: World):
         world.ledger.claim_refund(key=KEY, conversation_id=CONV, order_id=ORDER, customer_id=7,
                                   amount=Decimal("1.00"), lease_s=30)
     assert (lost.value.existing.status, lost.value.existing.amount) == (ClaimStatus.IN_PROGRESS, Decimal("150.00"))
+
+
+_ids = st.text(min_size=1, max_size=12)
+
+
+@given(a=st.tuples(_ids, _ids, _ids), b=st.tuples(_ids, _ids, _ids))
+@settings(max_examples=300, deadline=None)
+def test_key_builders_are_injective_or_refuse(a, b):
+    """Two different (conversation, subject, tool) never share a counter or attempt key:
+    an id holding the separator (or empty) is refused, whatever else it holds."""
+    from cadencia_shared.ledger.table import attempt_pk, counter_pk
+
+    if any("#" in part for part in a + b):
+        with pytest.raises(ValueError):
+            counter_pk(*a) if any("#" in part for part in a) else counter_pk(*b)
+        return
+    assert (counter_pk(*a) == counter_pk(*b)) == (a == b)
+    assert (attempt_pk(*a, 7) == attempt_pk(*b, 7)) == (a == b)
+    assert refund_idempotency_key(a[0], a[1]) != refund_idempotency_key(b[0], b[1]) or a[:2] == b[:2]
