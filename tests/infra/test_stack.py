@@ -18,7 +18,6 @@ from cadencia_shared.catalog import (
 )
 from cadencia_shared.observability import NAMESPACE, TOOL_DIMENSION, Metric
 from infra import contract
-from infra import stack as stack_module
 from infra.policy_check import render
 from infra.contract import Ids
 
@@ -52,7 +51,7 @@ def test_tool_functions_names_handlers_runtime_and_environment(default_synth):
         assert props["FunctionName"] == tool.function_name
         assert props["Handler"] == tool.handler
         assert props["Runtime"] == "python3.12" and props["Architectures"] == ["arm64"]
-        assert props["Timeout"] == stack_module.TOOL_TIMEOUTS_S[tool.name]
+        assert props["Timeout"] == tool.timeout_s  # the orchestrator's per-call budget (the registry row)
         assert props["TracingConfig"] == {"Mode": "Active"}
         assert props["LoggingConfig"] == {"LogGroup": {"Ref": Ids.log_group(tool)}}
         env = props["Environment"]["Variables"]
