@@ -172,8 +172,6 @@ TOOL_ROLES: tuple[ToolRole, ...] = (
              "cadencia-agente-cadastro-role", "cadencia_agente_cadastro", (
                  Grant(("dynamodb:PutItem",), (LEDGER,), "append the audit record of a profile change"),
              )),
-    ToolRole("consultar_rastreio", "consultar_rastreio", "cadencia-consultar-rastreio",
-             "cadencia-agente-rastreio-role", "cadencia_agente_rastreio"),
 )
 TOOL_FUNCTION_ARNS = tuple(att(Ids.function(t.package), "Arn") for t in TOOL_ROLES)
 

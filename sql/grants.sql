@@ -28,7 +28,7 @@ BEGIN
         CREATE ROLE rds_iam NOLOGIN;
     END IF;
 
-    FOREACH u IN ARRAY ARRAY['cadencia_agente_consulta', 'cadencia_agente_reembolso', 'cadencia_agente_cadastro', 'cadencia_agente_rastreio',
+    FOREACH u IN ARRAY ARRAY['cadencia_agente_consulta', 'cadencia_agente_reembolso', 'cadencia_agente_cadastro',
                            'cadencia_agente_conciliacao', 'cadencia_canal_whatsapp'] LOOP
         IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = u) THEN
             EXECUTE format('CREATE USER %I WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE', u);
@@ -55,9 +55,6 @@ BEGIN
     -- clientes.cpf, so it gets nothing there.
     GRANT SELECT (id, cliente_id, status, valor_pedido, status_reembolso, valor_reembolsado,
                   previsao_entrega, codigo_rastreio) ON pedidos TO cadencia_agente_consulta;
-
-    -- Tracking tool: the order's id, owner and tracking code only.
-    GRANT SELECT (id, cliente_id, codigo_rastreio) ON pedidos TO cadencia_agente_rastreio;
 
     -- Refund tool: Lab 87's SELECT (id, valor_pedido) and UPDATE (status_reembolso,
     -- valor_reembolsado) on pedidos, plus what exactly-once needs:

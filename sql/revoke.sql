@@ -23,7 +23,7 @@ DECLARE
 BEGIN
     -- Shared with grants.sql: concurrent runs wait for each other.
     PERFORM pg_advisory_xact_lock(hashtext('cadencia: sql/grants.sql, sql/revoke.sql'));
-    FOREACH u IN ARRAY ARRAY['cadencia_agente_consulta', 'cadencia_agente_reembolso', 'cadencia_agente_cadastro', 'cadencia_agente_rastreio',
+    FOREACH u IN ARRAY ARRAY['cadencia_agente_consulta', 'cadencia_agente_reembolso', 'cadencia_agente_cadastro',
                            'cadencia_agente_conciliacao', 'cadencia_canal_whatsapp'] LOOP
         IF EXISTS (SELECT FROM pg_roles WHERE rolname = u) THEN
             IF NOT pg_has_role(current_user, u, 'USAGE') THEN

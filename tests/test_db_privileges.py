@@ -19,10 +19,6 @@ from scripts.local_stack import postgres
 TABLES = ("clientes", "pedidos", "reembolsos", "canais_whatsapp")
 
 CONTRACT: dict[str, dict[str, set]] = {
-    "cadencia_agente_rastreio": {
-        "table": set(),
-        "columns": {("pedidos", c, "SELECT") for c in ("id", "cliente_id", "codigo_rastreio")},
-    },
     # SELECT on the columns of pedidos its query reads; nothing on clientes.
     "cadencia_agente_consulta": {
         "table": set(),

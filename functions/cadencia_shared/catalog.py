@@ -18,7 +18,7 @@ from enum import Enum
 
 from pydantic import BaseModel
 
-from .models import OrderStatusArguments, ProfileArguments, RefundArguments, TrackingArguments
+from .models import OrderStatusArguments, ProfileArguments, RefundArguments
 
 
 @dataclass(frozen=True)
@@ -149,19 +149,7 @@ ATUALIZAR_CADASTRO = ToolSpec(
     subject_field=None,  # no order: the ceiling is scoped to the customer record
 )
 
-CONSULTAR_RASTREIO = ToolSpec(
-    name="consultar_rastreio",
-    description="Consulta o código de rastreio de um pedido do cliente desta conversa (somente leitura).",
-    arguments=TrackingArguments,
-    function_name="cadencia-consultar-rastreio",
-    db_user="cadencia_agente_rastreio",
-    package="consultar_rastreio",
-    timeout_s=5,
-    reserved_concurrency=5,
-)
-
-TOOLS: dict[str, ToolSpec] = {t.name: t for t in (CONSULTAR_STATUS_PEDIDO, EMITIR_REEMBOLSO, ATUALIZAR_CADASTRO,
-                                                  CONSULTAR_RASTREIO)}
+TOOLS: dict[str, ToolSpec] = {t.name: t for t in (CONSULTAR_STATUS_PEDIDO, EMITIR_REEMBOLSO, ATUALIZAR_CADASTRO)}
 
 # The scheduled reconciler of refunds (not a tool: the model never sees it).
 RECONCILER_FUNCTION_NAME = "cadencia-conciliar-reembolsos"

@@ -165,12 +165,6 @@ class RefundArguments(BaseModel):
     valor: Amount = Field(description="Valor do reembolso em reais, com até duas casas decimais.")
 
 
-class TrackingArguments(BaseModel):
-    model_config = EDGE_CONFIG
-
-    pedidoId: OrderId = Field(description="Número do pedido, por exemplo 4821.")
-
-
 class ProfileFieldsArguments(BaseModel):
     model_config = EDGE_CONFIG
 
