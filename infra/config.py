@@ -181,7 +181,11 @@ def _tool_concurrency(opt: Lookup) -> dict[str, int]:
         unknown = set(values) - set(concurrency)
         if unknown:
             raise ConfigError(f"toolConcurrency names unknown tools: {sorted(unknown)}")
-        concurrency.update({k: int(v) for k, v in values.items()})
+        for name, value in values.items():
+            # JSON whole numbers only: "5", 5.5 and true are refused, not coerced.
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"toolConcurrency {name}={value!r}: expected a whole number >= 0")
+        concurrency.update(values)
     return concurrency
 
 

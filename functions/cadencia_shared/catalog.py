@@ -90,6 +90,17 @@ class ToolSpec:
     subject_field: str | None = "pedidoId"  # which input field scopes the retry ceiling
     approval: ApprovalPolicy | None = None  # None: the confirmation gate lets every call through
 
+    def __post_init__(self) -> None:
+        # A row whose network cannot reach what it asks for would deploy and then time
+        # out at run time: refuse it when the registry is read.
+        if self.ledger_actions and not self.egress.https:
+            raise ValueError(f"{self.name}: ledger_actions need HTTPS egress (the DynamoDB endpoint)")
+        if (self.secrets or self.calls_payment_gateway) and not self.egress.through_nat:
+            raise ValueError(f"{self.name}: secrets and the payment gateway are reached through the NAT "
+                             "(Egress.INTERNET)")
+        if self.approval is not None and not self.irreversible:
+            raise ValueError(f"{self.name}: an approval policy applies to irreversible tools only")
+
     @property
     def handler(self) -> str:
         return f"{self.package}.handler.lambda_handler"
