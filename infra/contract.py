@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from typing import Any
-
 from cadencia_shared.catalog import (
     DATABASE_NAME,
     DECISION_FUNCTION_NAME,

@@ -22,7 +22,6 @@ Refuses to act without ``--yes``; ``--dry-run`` prints the plan and touches noth
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import time

@@ -3,8 +3,8 @@
 Each tool's row in the registry (``cadencia_shared.catalog``) names its typed
 arguments model (in ``cadencia_shared.models``: the same types the tool Lambdas
 validate with) and its description; the input schema the model sees is derived
-from that model here, so a pattern or a field exists once. The schema never contains ``conversaId`` or
-``clienteId``: the orchestrator injects both from the inbound event, so the model
+from that model here, so a pattern or a field exists once. The schema never
+contains ``conversaId`` or ``clienteId``: the orchestrator injects both from the inbound event, so the model
 cannot act for another customer or another conversation.
 
 The derived schema keeps only keywords the Messages API accepts for strict tools
