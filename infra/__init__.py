@@ -1,13 +1,16 @@
 """The CDK app of the Cadência agent (Lab 87 in Python).
 
 - ``app``        CDK entry point (``cdk.json``)
-- ``stack``      the stack: ledger, secrets, tool Lambdas, orchestrator, database, network, alarms
+- ``stack``      a short stack composing the constructs: ``ledger``, ``network``, ``database``,
+                 ``tool_function`` (one per registry row), ``orchestrator_function``, ``monitoring``,
+                 and ``handoffs``, ``reconciler``, ``channel``, ``approvals``, ``controls``
+- ``base``       what they build with (``LambdaFunction``, ``Flat``: logical ids kept)
 - ``config``     deployment options from CDK context
-- ``contract``   the least-privilege contract, rendered as the README's access matrix
+- ``contract``   the least-privilege contract (hand-written), ``access_matrix`` renders it for the README
 - ``policy_check`` compares a synthesized template's roles with the contract
 - ``packaging``  Docker-free, cached, reproducible Lambda assets
 - ``sqlsplit``   splits sql/*.sql into single statements for the RDS Data API
-- ``teardown``   scripts/limpeza.sh: ordered teardown (AWS or the local stack)
+- ``teardown``   scripts/limpeza.sh: ordered teardown in AWS (the local stack's: scripts/local_teardown.py)
 """
 
 import sys as _sys

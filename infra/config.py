@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cadencia_shared.catalog import TOOLS
 from orchestrator.settings import OrchestratorSettings
 
 PROVIDERS = ("anthropic", "bedrock")
@@ -68,13 +69,9 @@ class StackConfig:
     # The tools verify the database server with the RDS CA bundle (verify-full);
     # without the bundle the build fails unless this explicit opt-out is given.
     allow_unverified_db_tls: bool = False
+    # Reserved concurrency per tool: each registry row's default, unless overridden.
     tool_concurrency: Mapping[str, int] = field(default_factory=lambda: {
-        # Refunds are irreversible: 5 concurrent at most caps what a runaway
-        # loop could do per second, and keeps DB connections bounded.
-        "emitir_reembolso": 5,
-        "consultar_status_pedido": 10,
-        "atualizar_cadastro": 5,
-    })
+        name: spec.reserved_concurrency for name, spec in TOOLS.items()})
     orchestrator_concurrency: int = 20  # bounds model spend and ledger load
     # Refund reconciler (infra/reconciler.py): how often a pass runs, and after how
     # long a refund still unsettled with the gateway raises the alarm.
@@ -129,45 +126,54 @@ def _list(value: Any) -> tuple[str, ...]:
     return tuple(v.strip() for v in str(value).split(",") if v.strip())
 
 
-def from_context(get: Callable[[str], Any]) -> StackConfig:
-    """Build the config from ``node.try_get_context``-like lookups."""
+Lookup = Callable[[str, Any], Any]
+
+
+def _lookup(get: Callable[[str], Any]) -> Lookup:
+    """A context lookup where an unset or empty value is the default."""
 
     def opt(key: str, default: Any = None) -> Any:
         value = get(key)
         return default if value is None or value == "" else value
 
-    provider = str(opt("modelProvider", "anthropic"))
-    if provider not in PROVIDERS:
-        raise ConfigError(f"context modelProvider={provider!r}: expected one of {PROVIDERS}")
-    database = str(opt("database", "demo"))
-    if database not in DATABASE_MODES:
-        raise ConfigError(f"context database={database!r}: expected one of {DATABASE_MODES}")
-    teardown = str(opt("teardown", ""))
-    if teardown not in TEARDOWN_PHASES:
-        raise ConfigError(f"context teardown={teardown!r}: expected one of {TEARDOWN_PHASES[1:]}")
+    return opt
 
-    imported = None
-    if database == "imported":
-        missing = [k for k in ("dbClusterIdentifier", "dbClusterResourceId", "dbEndpoint", "dbSecurityGroupId",
-                               "vpcId", "availabilityZones", "privateSubnetIds") if opt(k) is None]
-        if missing:
-            raise ConfigError(f"database=imported needs context values: {', '.join(missing)}")
-        imported = ImportedDatabase(
-            cluster_identifier=str(opt("dbClusterIdentifier")),
-            cluster_resource_id=str(opt("dbClusterResourceId")),
-            endpoint=str(opt("dbEndpoint")),
-            port=int(opt("dbPort", 5432)),
-            security_group_id=str(opt("dbSecurityGroupId")),
-            vpc_id=str(opt("vpcId")),
-            availability_zones=_list(opt("availabilityZones")),
-            private_subnet_ids=_list(opt("privateSubnetIds")),
-            manage_ingress=_bool(opt("manageDbIngress", True), "manageDbIngress"),
-        )
-        if not imported.cluster_resource_id.startswith("cluster-"):
-            raise ConfigError("dbClusterResourceId is the cluster's resource id (cluster-XXXX), not its name")
-        if len(imported.availability_zones) != len(imported.private_subnet_ids):
-            raise ConfigError("availabilityZones and privateSubnetIds must list one AZ per subnet")
 
+def _choice(opt: Lookup, key: str, choices: tuple[str, ...], default: str) -> str:
+    value = str(opt(key, default))
+    if value not in choices:
+        raise ConfigError(f"context {key}={value!r}: expected one of {tuple(c for c in choices if c)}")
+    return value
+
+
+IMPORTED_KEYS = ("dbClusterIdentifier", "dbClusterResourceId", "dbEndpoint", "dbSecurityGroupId", "vpcId",
+                 "availabilityZones", "privateSubnetIds")
+
+
+def _imported_database(opt: Lookup) -> ImportedDatabase:
+    missing = [k for k in IMPORTED_KEYS if opt(k) is None]
+    if missing:
+        raise ConfigError(f"database=imported needs context values: {', '.join(missing)}")
+    imported = ImportedDatabase(
+        cluster_identifier=str(opt("dbClusterIdentifier")),
+        cluster_resource_id=str(opt("dbClusterResourceId")),
+        endpoint=str(opt("dbEndpoint")),
+        port=int(opt("dbPort", 5432)),
+        security_group_id=str(opt("dbSecurityGroupId")),
+        vpc_id=str(opt("vpcId")),
+        availability_zones=_list(opt("availabilityZones")),
+        private_subnet_ids=_list(opt("privateSubnetIds")),
+        manage_ingress=_bool(opt("manageDbIngress", True), "manageDbIngress"),
+    )
+    if not imported.cluster_resource_id.startswith("cluster-"):
+        raise ConfigError("dbClusterResourceId is the cluster's resource id (cluster-XXXX), not its name")
+    if len(imported.availability_zones) != len(imported.private_subnet_ids):
+        raise ConfigError("availabilityZones and privateSubnetIds must list one AZ per subnet")
+    return imported
+
+
+def _tool_concurrency(opt: Lookup) -> dict[str, int]:
+    """The registry rows' defaults, updated by ``toolConcurrency`` (JSON, by tool name)."""
     concurrency = dict(StackConfig().tool_concurrency)
     override = opt("toolConcurrency")
     if override is not None:
@@ -175,25 +181,44 @@ def from_context(get: Callable[[str], Any]) -> StackConfig:
         unknown = set(values) - set(concurrency)
         if unknown:
             raise ConfigError(f"toolConcurrency names unknown tools: {sorted(unknown)}")
-        concurrency.update({k: int(v) for k, v in values.items()})
+        for name, value in values.items():
+            # JSON whole numbers only: "5", 5.5 and true are refused, not coerced.
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"toolConcurrency {name}={value!r}: expected a whole number >= 0")
+        concurrency.update(values)
+    return concurrency
 
+
+def _capacity(opt: Lookup) -> tuple[float, float]:
     min_acu = float(opt("dbMinCapacity", 0))
     max_acu = float(opt("dbMaxCapacity", 2))
     if not (0 <= min_acu <= max_acu <= 256) or max_acu < 1:
         raise ConfigError("dbMinCapacity/dbMaxCapacity: 0 <= min <= max, max >= 1 ACU")
+    return min_acu, max_acu
 
+
+def _model_id(opt: Lookup, provider: str) -> str:
     model_id = opt("modelId", DEFAULT_MODEL_IDS.get(provider))
     if model_id is None:
         raise ConfigError(
             "context modelProvider=bedrock needs -c modelId=<the Bedrock model or inference-profile id "
             "your account offers, e.g. us.anthropic.<model>-v1:0>"
         )
+    return str(model_id)
+
+
+def from_context(get: Callable[[str], Any]) -> StackConfig:
+    """Build the config from ``node.try_get_context``-like lookups."""
+    opt = _lookup(get)
+    provider = _choice(opt, "modelProvider", PROVIDERS, "anthropic")
+    database = _choice(opt, "database", DATABASE_MODES, "demo")
+    min_acu, max_acu = _capacity(opt)
     return StackConfig(
         model_provider=provider,
-        model_id=str(model_id),
+        model_id=_model_id(opt, provider),
         bedrock_regions=_list(opt("bedrockRegions", ",".join(DEFAULT_BEDROCK_REGIONS))),
         database=database,
-        imported=imported,
+        imported=_imported_database(opt) if database == "imported" else None,
         db_min_capacity=min_acu,
         db_max_capacity=max_acu,
         seed_demo_data=_bool(opt("seedDemoData", False), "seedDemoData"),
@@ -201,9 +226,9 @@ def from_context(get: Callable[[str], Any]) -> StackConfig:
         alarm_email=opt("alarmEmail"),
         reserved_concurrency=_bool(opt("reservedConcurrency", True), "reservedConcurrency"),
         ledger_deletion_protection=_bool(opt("ledgerDeletionProtection", True), "ledgerDeletionProtection"),
-        teardown=teardown,
+        teardown=_choice(opt, "teardown", TEARDOWN_PHASES, ""),
         allow_unverified_db_tls=_bool(opt("allowUnverifiedDbTls", False), "allowUnverifiedDbTls"),
-        tool_concurrency=concurrency,
+        tool_concurrency=_tool_concurrency(opt),
         orchestrator_concurrency=int(opt("orchestratorConcurrency", 20)),
         reconciler_rate_minutes=_positive(opt("reconcilerRateMinutes", 5), "reconcilerRateMinutes"),
         unsettled_refund_alarm_minutes=_positive(opt("unsettledRefundAlarmMinutes", 30),

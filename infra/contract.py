@@ -4,8 +4,11 @@ One table, in one place. ``tests/infra/test_contract.py`` reads the synthesized
 template and asserts that each role's (action, resource) pairs, and its managed
 policies, equal this table exactly; ``render_markdown`` turns it into the access
 matrix in README.md (a test keeps the two equal). The stack does not read this
-module to build its policies: the statements in ``stack.py`` are written
-independently, so a widened statement there shows up as a difference here.
+module to build its policies: the statements in ``infra/constructs/`` are written
+independently, from the tool registry (``cadencia_shared.catalog``), which this
+module does NOT read either: the tools' roles are spelled out here by hand
+(``TOOL_ROLES``), so a registry row that asks for more than its contract row
+shows up as a difference, not as a wider contract.
 
 Resources are written the way the template spells them after intrinsic
 functions are flattened (``policy_check.render``): ``${LogicalId}`` for a Ref,
@@ -23,13 +26,12 @@ from cadencia_shared.catalog import (
     ORCHESTRATOR_FUNCTION_NAME,
     RECONCILER_DB_USER,
     RECONCILER_FUNCTION_NAME,
-    TOOLS,
     WHATSAPP_DB_USER,
-    ToolSpec,
 )
 from cadencia_shared.ledger import GSI_UNSETTLED
 
 from .config import StackConfig
+from .logical_ids import Ids, pascal  # re-exported: `from infra.contract import Ids` keeps working
 
 WILDCARD = "*"
 
@@ -45,70 +47,6 @@ WHATSAPP_CONSUMER_FUNCTION_NAME = "cadencia-orquestrador-whatsapp"
 WHATSAPP_INGRESS_ROLE_NAME = "cadencia-canal-whatsapp-role"
 WHATSAPP_CONSUMER_ROLE_NAME = "cadencia-orquestrador-whatsapp-role"
 STACK_NAME = "CadenciaAgente"
-
-
-def pascal(snake: str) -> str:
-    return "".join(part.capitalize() for part in snake.split("_"))
-
-
-def role_name_for(tool: ToolSpec) -> str:
-    """Lab 87's role names: cadencia-agente-{consulta,reembolso,cadastro}-role."""
-    return f"cadencia-agente-{tool.db_user.removeprefix('cadencia_agente_')}-role"
-
-
-class Ids:
-    """Logical ids the stack pins and the contract refers to."""
-
-    LEDGER = "LedgerTable"
-    AUDIT_TABLE = "AuditTable"
-    GATEWAY_SECRET = "GatewaySecret"
-    ANTHROPIC_SECRET = "AnthropicApiKeySecret"
-    CLUSTER = "DbCluster"
-    CLUSTER_SECRET_ATTACHMENT = "DbMasterSecretAttachment"
-    DB_USERS = "DbUsers"
-    DB_USERS_FUNCTION = "DbUsersFunction"
-    DB_USERS_ROLE = "DbUsersRole"
-    DB_USERS_LOG_GROUP = "DbUsersLogGroup"
-    ORCHESTRATOR_FUNCTION = "OrchestratorFunction"
-    ORCHESTRATOR_ROLE = "OrchestratorRole"
-    ORCHESTRATOR_LOG_GROUP = "OrchestratorLogGroup"
-    ORCHESTRATOR_DLQ = "OrchestratorDlq"
-    FLOW_LOG_ROLE = "VpcFlowLogRole"
-    FLOW_LOG_GROUP = "VpcFlowLogGroup"
-    DYNAMODB_ENDPOINT = "DynamoDbEndpoint"
-    RECONCILER_FUNCTION = "RefundReconcilerFunction"
-    RECONCILER_ROLE = "RefundReconcilerRole"
-    RECONCILER_LOG_GROUP = "RefundReconcilerLogGroup"
-    RECONCILER_SCHEDULE = "RefundReconcilerSchedule"
-    DECISION_FUNCTION = "ApprovalDecisionFunction"
-    DECISION_ROLE = "ApprovalDecisionRole"
-    DECISION_LOG_GROUP = "ApprovalDecisionLogGroup"
-    HANDOFF_BUS = "HandoffBus"
-    HANDOFF_QUEUE = "HandoffQueue"
-    HANDOFF_RULE = "HandoffRule"
-    WHATSAPP_APP_SECRET = "WhatsAppAppSecret"
-    WHATSAPP_VERIFY_TOKEN = "WhatsAppVerifyToken"
-    WHATSAPP_ACCESS_TOKEN = "WhatsAppAccessToken"
-    WHATSAPP_QUEUE = "WhatsAppQueue"
-    WHATSAPP_DLQ = "WhatsAppDlq"
-    WHATSAPP_INGRESS_FUNCTION = "WhatsAppIngressFunction"
-    WHATSAPP_INGRESS_ROLE = "WhatsAppIngressRole"
-    WHATSAPP_INGRESS_LOG_GROUP = "WhatsAppIngressLogGroup"
-    WHATSAPP_CONSUMER_FUNCTION = "WhatsAppConsumerFunction"
-    WHATSAPP_CONSUMER_ROLE = "WhatsAppConsumerRole"
-    WHATSAPP_CONSUMER_LOG_GROUP = "WhatsAppConsumerLogGroup"
-
-    @staticmethod
-    def function(tool: ToolSpec) -> str:
-        return f"{pascal(tool.package)}Function"
-
-    @staticmethod
-    def role(tool: ToolSpec) -> str:
-        return f"{pascal(tool.package)}Role"
-
-    @staticmethod
-    def log_group(tool: ToolSpec) -> str:
-        return f"{pascal(tool.package)}LogGroup"
 
 
 def ref(logical_id: str) -> str:
@@ -201,25 +139,50 @@ def _platform(log_group_id: str) -> tuple[Grant, ...]:
     )
 
 
-def tool_role(config: StackConfig, tool: ToolSpec) -> RoleContract:
-    ledger = att(Ids.LEDGER, "Arn")
-    grants = [Grant(("rds-db:connect",), (dbuser_arn(config, tool.db_user),),
-                    f"log in to PostgreSQL as {tool.db_user} only (IAM auth token), never as another tool's user")]
-    if tool.name == "emitir_reembolso":
-        grants += [
-            Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (ledger,),
-                  "claim the idempotency key (conditional PutItem), read and settle the claim"),
-            Grant(("secretsmanager:GetSecretValue",), (ref(Ids.GATEWAY_SECRET),),
-                  "read the payment-gateway token, only after the claim succeeded (only this role and the reconciler's can)"),
-        ]
-    elif tool.name == "atualizar_cadastro":
-        grants.append(Grant(("dynamodb:PutItem",), (ledger,), "append the audit record of a profile change"))
+LEDGER = att(Ids.LEDGER, "Arn")
+
+
+@dataclass(frozen=True)
+class ToolRole:
+    """One tool's role, written by hand (never read from the registry): its Lambda,
+    its DB user, and what it may do beyond logging in to PostgreSQL as that user."""
+
+    package: str  # names its resources' logical ids (Ids.function/role/log_group)
+    tool: str
+    function_name: str
+    role_name: str
+    db_user: str
+    grants: tuple[Grant, ...] = ()
+
+
+TOOL_ROLES: tuple[ToolRole, ...] = (
+    ToolRole("consultar_status_pedido", "consultar_status_pedido", "cadencia-consultar-status-pedido",
+             "cadencia-agente-consulta-role", "cadencia_agente_consulta"),
+    ToolRole("emitir_reembolso", "emitir_reembolso", "cadencia-emitir-reembolso",
+             "cadencia-agente-reembolso-role", "cadencia_agente_reembolso", (
+                 Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (LEDGER,),
+                       "claim the idempotency key (conditional PutItem), read and settle the claim"),
+                 Grant(("secretsmanager:GetSecretValue",), (ref(Ids.GATEWAY_SECRET),),
+                       "read the payment-gateway token, only after the claim succeeded (only this role and the "
+                       "reconciler's can)"),
+             )),
+    ToolRole("atualizar_cadastro", "atualizar_cadastro", "cadencia-atualizar-cadastro",
+             "cadencia-agente-cadastro-role", "cadencia_agente_cadastro", (
+                 Grant(("dynamodb:PutItem",), (LEDGER,), "append the audit record of a profile change"),
+             )),
+)
+TOOL_FUNCTION_ARNS = tuple(att(Ids.function(t.package), "Arn") for t in TOOL_ROLES)
+
+
+def tool_role(config: StackConfig, tool: ToolRole) -> RoleContract:
+    connect = Grant(("rds-db:connect",), (dbuser_arn(config, tool.db_user),),
+                    f"log in to PostgreSQL as {tool.db_user} only (IAM auth token), never as another tool's user")
     return RoleContract(
-        logical_id=Ids.role(tool),
-        role_name=role_name_for(tool),
+        logical_id=Ids.role(tool.package),
+        role_name=tool.role_name,
         service="lambda.amazonaws.com",
-        purpose=f"Lambda {tool.function_name} (tool {tool.name})",
-        grants=tuple(grants) + _platform(Ids.log_group(tool)),
+        purpose=f"Lambda {tool.function_name} (tool {tool.tool})",
+        grants=(connect, *tool.grants) + _platform(Ids.log_group(tool.package)),
         managed_policies=(ENI_MANAGEMENT,),
     )
 
@@ -228,7 +191,7 @@ def orchestrator_role(config: StackConfig) -> RoleContract:
     grants = [
         Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (att(Ids.LEDGER, "Arn"),),
               "retry ceiling (atomic counter), attempt/audit records, conversation state"),
-        Grant(("lambda:InvokeFunction",), tuple(att(Ids.function(t), "Arn") for t in TOOLS.values()),
+        Grant(("lambda:InvokeFunction",), TOOL_FUNCTION_ARNS,
               "invoke exactly the three tool Lambdas (unqualified ARNs), nothing else"),
         Grant(("sqs:SendMessage",), (att(Ids.ORCHESTRATOR_DLQ, "Arn"),),
               "dead-letter queue of failed asynchronous invocations (a customer message is never dropped)"),
@@ -248,7 +211,7 @@ def orchestrator_role(config: StackConfig) -> RoleContract:
 
 
 def reconciler_role(config: StackConfig) -> RoleContract:
-    ledger = att(Ids.LEDGER, "Arn")
+    ledger = LEDGER
     return RoleContract(
         logical_id=Ids.RECONCILER_ROLE,
         role_name=RECONCILER_ROLE_NAME,
@@ -323,7 +286,7 @@ def whatsapp_consumer_role(config: StackConfig) -> RoleContract:
         grants=(
             Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (att(Ids.LEDGER, "Arn"),),
                   "the orchestrator's ledger items, plus the reply outbox (envio#{wamid})"),
-            Grant(("lambda:InvokeFunction",), tuple(att(Ids.function(t), "Arn") for t in TOOLS.values()),
+            Grant(("lambda:InvokeFunction",), TOOL_FUNCTION_ARNS,
                   "invoke exactly the three tool Lambdas (unqualified ARNs), nothing else"),
             Grant(("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"),
                   (att(Ids.WHATSAPP_QUEUE, "Arn"),), "what the event source mapping needs to consume the queue"),
@@ -372,7 +335,7 @@ def build(config: StackConfig) -> list[RoleContract]:
     """The contract of the stack synthesized with ``config``."""
     roles: list[RoleContract] = []
     if config.deploy_functions:
-        roles += [tool_role(config, t) for t in TOOLS.values()]
+        roles += [tool_role(config, t) for t in TOOL_ROLES]
         roles.append(orchestrator_role(config))
         roles.append(reconciler_role(config))
         roles.append(decision_role())
@@ -384,87 +347,20 @@ def build(config: StackConfig) -> list[RoleContract]:
     return roles
 
 
-# --- README rendering ------------------------------------------------------------
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def _code(text: str) -> str:
-    return f"`{_cell(text)}`"
-
-
 def render_markdown() -> str:
-    """The access matrix for README.md: the default stack, then what the variants change."""
-    from .config import StackConfig as _Config  # the defaults
+    """The README's access matrix (infra/access_matrix.py renders it from ``build``)."""
+    from .access_matrix import render_markdown as render
 
-    default = _Config()
-    lines = [
-        "How to deploy, the network and what it costs (idle and per 1,000 conversations), and the ordered "
-        "teardown: [docs/infrastructure.md](docs/infrastructure.md).",
-        "",
-        "Generated from `infra/contract.py` (`python -m infra.contract`); `tests/infra/test_readme_matrix.py` "
-        "fails when this block and the contract differ, and `tests/infra/test_contract.py` fails when the "
-        "synthesized template grants anything else. Resources use the template's logical ids: `${X}` is the "
-        "ARN (Ref) of resource X, `${X.Arn}` its `Arn` attribute.",
-        "",
-        "| role | action | resource | why |",
-        "|---|---|---|---|",
-    ]
-    for role in build(default):
-        title = f"**{role.role_name or role.logical_id}**<br>{_cell(role.purpose)}"
-        first = True
-        for grant in role.grants:
-            for resource in grant.resources:
-                actions = "<br>".join(_code(a) for a in grant.actions)
-                lines.append(f"| {title if first else ''} | {actions} | {_code(resource)} | {_cell(grant.why)} |")
-                first = False
-        for policy in role.managed_policies:
-            granted = "<br>".join(_code(a) for a in policy.grants)
-            lines.append(f"| | managed policy {_code(policy.name)}:<br>{granted} | `*` | {_cell(policy.why)} |")
-    lines += ["", "Variants (context values, see docs/infrastructure.md):", ""]
-    example_model = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
-    bedrock = _Config(model_provider="bedrock", model_id=example_model)
-    orch = orchestrator_role(bedrock)
-    model = next(g for g in orch.grants if g.actions == ("bedrock:InvokeModel",))
-    lines.append(
-        "- `modelProvider=bedrock` (with `-c modelId=...`, here the example " + _code(example_model) + "): the "
-        "orchestrator has no `secretsmanager:GetSecretValue` and no API-key secret "
-        "exists; instead `bedrock:InvokeModel` on exactly " + ", ".join(_code(r) for r in model.resources)
-        + " (the inference profile and its foundation model in each region it routes to, `bedrockRegions`)."
-    )
-    lines.append(
-        "- `database=imported`: no demo cluster, no `cadencia-db-users` role and no flow-log role; each tool's "
-        "`rds-db:connect` names the imported cluster's resource id: " + _code(
-            f"{ARN_PREFIX}:rds-db:{REGION_ACCOUNT}:dbuser:<dbClusterResourceId>/<its user>")
-        + "; the users and GRANTs are applied with `scripts/grants.sh`."
-    )
-    return "\n".join(lines) + "\n"
-
-
-README_START = "<!-- access-matrix:start -->"
-README_END = "<!-- access-matrix:end -->"
+    return render()
 
 
 def readme_block(readme_text: str) -> str:
-    start = readme_text.index(README_START) + len(README_START)
-    end = readme_text.index(README_END)
-    return readme_text[start:end].strip("\n") + "\n" if readme_text[start:end].strip() else ""
+    from .access_matrix import readme_block as block
+
+    return block(readme_text)
 
 
-def write_readme(path) -> None:
-    text = path.read_text()
-    start = text.index(README_START) + len(README_START)
-    end = text.index(README_END)
-    path.write_text(text[:start] + "\n" + render_markdown() + text[end:])
+if __name__ == "__main__":  # `python -m infra.contract [--write-readme]`, as the README says
+    from .access_matrix import main
 
-
-if __name__ == "__main__":
-    import sys
-    from pathlib import Path
-
-    if sys.argv[1:] == ["--write-readme"]:
-        write_readme(Path(__file__).resolve().parents[1] / "README.md")
-    else:
-        print(render_markdown(), end="")
+    main()

@@ -56,7 +56,7 @@ def add_control_alarms(stack: CadenciaStack) -> None:
         opened = cw.Metric(namespace=NAMESPACE, metric_name=Metric.BREAKER_TRANSITIONS, statistic="Sum",
                            period=Duration.minutes(5),
                            dimensions_map={TOOL_DIMENSION: tool.name, "Estado": "aberto"})
-        stack.extra_alarms.append(stack._alarm(
+        stack.extra_alarms.append(stack.alarm(
             f"{contract.pascal(tool.package)}BreakerOpenAlarm", opened,
             f"The circuit breaker of {tool.name} opened: its Lambda failed (crash, timeout, throttle) "
             "several times in a row and calls to it are being refused."))

@@ -20,6 +20,7 @@ from aws_cdk import aws_sqs as sqs
 
 from cadencia_shared.catalog import HANDOFF_BUS_NAME, HANDOFF_EVENT_SOURCE, HANDOFF_QUEUE_NAME
 
+from .base import acknowledge, pin
 from .contract import Ids
 
 if TYPE_CHECKING:
@@ -27,21 +28,19 @@ if TYPE_CHECKING:
 
 
 def add_handoff_bus(stack: CadenciaStack, orchestrator: lambda_.Function, role: iam.IRole) -> events.EventBus:
-    from .stack import _ack, _pin
-
     bus = events.EventBus(stack, Ids.HANDOFF_BUS + "Resource", event_bus_name=HANDOFF_BUS_NAME)
-    _pin(bus, Ids.HANDOFF_BUS)
+    pin(bus, Ids.HANDOFF_BUS)
     queue = sqs.Queue(stack, Ids.HANDOFF_QUEUE + "Resource", queue_name=HANDOFF_QUEUE_NAME,
                       encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
                       retention_period=Duration.days(14))
-    _pin(queue, Ids.HANDOFF_QUEUE)
-    _ack(queue, "AwsSolutions-SQS3", "This queue is the helpdesk's inbox of hand-off events, not a work queue of "
+    pin(queue, Ids.HANDOFF_QUEUE)
+    acknowledge(queue, "AwsSolutions-SQS3", "This queue is the helpdesk's inbox of hand-off events, not a work queue of "
          "this stack: what a consumer cannot process, and where it goes, is the consumer's redrive policy.")
     rule = events.Rule(stack, Ids.HANDOFF_RULE + "Resource", event_bus=bus,
                        event_pattern=events.EventPattern(source=[HANDOFF_EVENT_SOURCE]),
                        description="Every hand-off and approval request to the helpdesk queue")
     rule.add_target(targets.SqsQueue(queue))
-    _pin(rule, Ids.HANDOFF_RULE)
+    pin(rule, Ids.HANDOFF_RULE)
     role.add_to_principal_policy(iam.PolicyStatement(actions=["events:PutEvents"], resources=[bus.event_bus_arn]))
     orchestrator.add_environment("EVENT_BUS_NAME", HANDOFF_BUS_NAME)
     return bus

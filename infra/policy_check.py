@@ -90,46 +90,48 @@ def _role_refs(value: Any) -> list[str]:
     return refs
 
 
+def _role_grants(logical_id: str, props: dict[str, Any]) -> RoleGrants:
+    """A role's own parts: its trust policy, inline policies, managed policies, boundary."""
+    grants = RoleGrants(logical_id, props.get("RoleName"))
+    for stmt in _statements(props.get("AssumeRolePolicyDocument", {})):
+        principal = stmt.get("Principal", {})
+        if set(principal) != {"Service"} or stmt.get("Action") != "sts:AssumeRole" or "Condition" in stmt:
+            grants.problems.append(f"trust policy allows more than a service: {json.dumps(stmt)}")
+        grants.services.update(_as_list(principal.get("Service", [])))
+    for policy in props.get("Policies", []) or []:
+        _add_statements(grants, policy.get("PolicyDocument", {}), f"inline {policy.get('PolicyName')}")
+    for arn in props.get("ManagedPolicyArns", []) or []:
+        try:
+            grants.managed_policies.add(render(arn))
+        except Unrenderable as err:
+            grants.problems.append(f"managed policy not comparable: {err}")
+    if props.get("PermissionsBoundary"):
+        grants.problems.append("permissions boundary present (not in the contract)")
+    return grants
+
+
+def _attach_policy(roles: dict[str, RoleGrants], logical_id: str, kind: str, props: dict[str, Any]) -> None:
+    """A separate policy resource: its statements count for every role it names."""
+    if props.get("Users") or props.get("Groups"):
+        for role in roles.values():
+            role.problems.append(f"{logical_id} is attached to users/groups")
+    for role_id in _role_refs(props.get("Roles")):
+        if role_id not in roles:
+            continue
+        if kind == "AWS::IAM::ManagedPolicy":
+            # A customer managed policy is still a managed policy: the contract lists none.
+            roles[role_id].managed_policies.add("${" + logical_id + "}")
+        _add_statements(roles[role_id], props.get("PolicyDocument", {}), logical_id)
+
+
 def extract_roles(template: dict[str, Any]) -> dict[str, RoleGrants]:
     resources = template.get("Resources", {})
-    roles: dict[str, RoleGrants] = {}
-    for logical_id, res in resources.items():
-        if res.get("Type") != "AWS::IAM::Role":
-            continue
-        props = res.get("Properties", {})
-        grants = RoleGrants(logical_id, props.get("RoleName"))
-        for stmt in _statements(props.get("AssumeRolePolicyDocument", {})):
-            principal = stmt.get("Principal", {})
-            if set(principal) != {"Service"} or stmt.get("Action") != "sts:AssumeRole" or "Condition" in stmt:
-                grants.problems.append(f"trust policy allows more than a service: {json.dumps(stmt)}")
-            grants.services.update(_as_list(principal.get("Service", [])))
-        for policy in props.get("Policies", []) or []:
-            _add_statements(grants, policy.get("PolicyDocument", {}), f"inline {policy.get('PolicyName')}")
-        for arn in props.get("ManagedPolicyArns", []) or []:
-            try:
-                grants.managed_policies.add(render(arn))
-            except Unrenderable as err:
-                grants.problems.append(f"managed policy not comparable: {err}")
-        if props.get("PermissionsBoundary"):
-            grants.problems.append("permissions boundary present (not in the contract)")
-        roles[logical_id] = grants
-
+    roles = {logical_id: _role_grants(logical_id, res.get("Properties", {}))
+             for logical_id, res in resources.items() if res.get("Type") == "AWS::IAM::Role"}
     for logical_id, res in resources.items():
         kind = res.get("Type")
-        if kind not in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
-            continue
-        props = res.get("Properties", {})
-        attached = _role_refs(props.get("Roles"))
-        if props.get("Users") or props.get("Groups"):
-            for role in roles.values():
-                role.problems.append(f"{logical_id} is attached to users/groups")
-        for role_id in attached:
-            if role_id not in roles:
-                continue
-            if kind == "AWS::IAM::ManagedPolicy":
-                # A customer managed policy is still a managed policy: the contract lists none.
-                roles[role_id].managed_policies.add("${" + logical_id + "}")
-            _add_statements(roles[role_id], props.get("PolicyDocument", {}), logical_id)
+        if kind in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+            _attach_policy(roles, logical_id, kind, res.get("Properties", {}))
     return roles
 
 

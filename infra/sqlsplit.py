@@ -40,46 +40,50 @@ def split_statements(script: str) -> list[str]:
         current.clear()
 
     while i < n:
-        ch = script[i]
-        nxt = script[i + 1] if i + 1 < n else ""
-        if ch == "-" and nxt == "-":
-            end = script.find("\n", i)
-            i = n if end < 0 else end  # keep the newline as a separator
-            continue
-        if ch == "/" and nxt == "*":
-            i = _skip_block_comment(script, i)
-            current.append(" ")
-            continue
-        if ch == "'":
-            escape = i > 0 and script[i - 1] in "eE" and not (i > 1 and _IDENT_CHAR.match(script[i - 2]))
-            end = _end_of_string(script, i, backslash_escapes=escape)
-            current.append(script[i:end])
-            i = end
-            continue
-        if ch == '"':
-            end = _end_of_quoted_identifier(script, i)
-            current.append(script[i:end])
-            i = end
-            continue
-        if ch == "$" and not (i > 0 and _IDENT_CHAR.match(script[i - 1])):
-            match = _DOLLAR_TAG.match(script, i)
-            if match:
-                tag = match.group(0)
-                close = script.find(tag, match.end())
-                if close < 0:
-                    raise SqlSplitError(f"unterminated dollar-quoted string {tag} at offset {i}")
-                end = close + len(tag)
-                current.append(script[i:end])
-                i = end
-                continue
-        if ch == ";":
+        if script[i] == ";":
             flush()
             i += 1
             continue
-        current.append(ch)
-        i += 1
+        end, kept = _token(script, i)
+        current.append(kept)
+        i = end
     flush()
     return statements
+
+
+def _token(script: str, i: int) -> tuple[int, str]:
+    """The lexical unit starting at ``i`` (a comment, a quoted string or identifier,
+    a dollar-quoted body, or one character): where it ends, and the text it keeps."""
+    ch, nxt = script[i], script[i + 1: i + 2]
+    if ch == "-" and nxt == "-":
+        end = script.find("\n", i)
+        return (len(script) if end < 0 else end), ""  # keep the newline as a separator
+    if ch == "/" and nxt == "*":
+        return _skip_block_comment(script, i), " "
+    if ch == "'":
+        escape = i > 0 and script[i - 1] in "eE" and not (i > 1 and _IDENT_CHAR.match(script[i - 2]))
+        end = _end_of_string(script, i, backslash_escapes=escape)
+        return end, script[i:end]
+    if ch == '"':
+        end = _end_of_quoted_identifier(script, i)
+        return end, script[i:end]
+    if ch == "$" and not (i > 0 and _IDENT_CHAR.match(script[i - 1])):
+        end = _end_of_dollar_quote(script, i)
+        if end is not None:
+            return end, script[i:end]
+    return i + 1, ch
+
+
+def _end_of_dollar_quote(script: str, i: int) -> int | None:
+    """The end of a dollar-quoted body starting at ``i``, or None when ``$`` starts none."""
+    match = _DOLLAR_TAG.match(script, i)
+    if not match:
+        return None
+    tag = match.group(0)
+    close = script.find(tag, match.end())
+    if close < 0:
+        raise SqlSplitError(f"unterminated dollar-quoted string {tag} at offset {i}")
+    return close + len(tag)
 
 
 def _skip_block_comment(script: str, start: int) -> int:

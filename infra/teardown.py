@@ -12,7 +12,9 @@ resource's delete runs revoke.sql through the Data API), so CloudFormation
 itself removes each layer and nothing is deleted behind its back; for an
 imported cluster step 2 is ``scripts/grants.sh --revoke``. ``--local`` runs the
 same four steps against the local stack (moto + PostgreSQL, from
-``.local-stack/state.json``) and then stops it.
+``.local-stack/state.json``) and then stops it: those steps belong to the
+development harness (``scripts/local_teardown.py``, which scripts/limpeza.sh
+runs), since infra never imports scripts/ (.importlinter).
 
 Refuses to act without ``--yes``; ``--dry-run`` prints the plan and touches nothing.
 """
@@ -20,14 +22,12 @@ Refuses to act without ``--yes``; ``--dry-run`` prints the plan and touches noth
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from cadencia_shared.audit_chain import AUDIT_TABLE
 from cadencia_shared.catalog import (
@@ -41,35 +41,30 @@ from cadencia_shared.catalog import (
 from canal_whatsapp.settings import ACCESS_TOKEN_NAME, APP_SECRET_NAME, INGRESS_FUNCTION_NAME, VERIFY_TOKEN_NAME
 
 from . import contract
+from .teardown_driver import Check, Step, execute, print_plan
 from .config import ANTHROPIC_KEY_SECRET_NAME
 
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTION_NAMES = ([t.function_name for t in TOOLS.values()] + [ORCHESTRATOR_FUNCTION_NAME, RECONCILER_FUNCTION_NAME]
                   + [INGRESS_FUNCTION_NAME, contract.WHATSAPP_CONSUMER_FUNCTION_NAME])
-ROLE_NAMES = ([contract.role_name_for(t) for t in TOOLS.values()]
+ROLE_NAMES = ([t.role_name for t in TOOLS.values()]
               + ["cadencia-orquestrador-role", contract.RECONCILER_ROLE_NAME]
               + [contract.WHATSAPP_INGRESS_ROLE_NAME, contract.WHATSAPP_CONSUMER_ROLE_NAME])
 DB_USERS = list(ALL_DB_USERS)  # the tools', the reconciler's and the WhatsApp channel's
 SECRET_NAMES = [GATEWAY_SECRET_NAME, ANTHROPIC_KEY_SECRET_NAME, APP_SECRET_NAME, VERIFY_TOKEN_NAME, ACCESS_TOKEN_NAME]
+TABLES = (LEDGER_TABLE, AUDIT_TABLE)
 
 
 class TeardownError(RuntimeError):
     pass
 
 
-@dataclass
-class Check:
-    ok: bool
-    detail: str
+class LocalTarget(Protocol):
+    """The local stack's steps, supplied by the development harness (scripts/local_teardown.py)."""
 
+    def plan(self) -> list[Step]: ...
 
-@dataclass
-class Step:
-    title: str
-    plan: list[str]
-    run: Callable[[], None]
-    verify: Callable[[], Check]
-    result: Check | None = field(default=None)
+    def steps(self, progress: Callable[[str], None]) -> list[Step]: ...
 
 
 def _code(err: Exception) -> str:
@@ -197,88 +192,6 @@ def verify_db_users_gone(list_users: Callable[[], list[str]]) -> Check:
                  else f"none of {', '.join(DB_USERS)} exists (pg_roles)")
 
 
-# --- the local stack ------------------------------------------------------------------
-
-
-def local_steps(progress: Callable[[str], None]) -> tuple[list[Step], Any]:
-    from scripts.local_stack import stack as local_stack
-    from scripts.local_stack.aws import session_client
-
-    state = local_stack.load()
-    directory = local_stack.state_dir()
-    if state is None:
-        raise TeardownError(f"no local stack state in {directory / 'state.json'} (nothing is running)")
-    aws = {name: session_client(name, state.aws_endpoint) for name in ("lambda", "iam", "dynamodb",
-                                                                      "secretsmanager")}
-    pg = state.postgres
-    pg_env = {**os.environ, "PGHOST": pg.host, "PGPORT": str(pg.port), "PGUSER": pg.admin_user,
-              "PGPASSWORD": pg.admin_password, "PGDATABASE": pg.dbname, "PGSSLMODE": "disable"}
-
-    def revoke() -> None:
-        _run(["bash", str(ROOT / "scripts" / "grants.sh"), "--revoke"], env=pg_env, progress=progress)
-
-    def list_users() -> list[str]:
-        import psycopg
-
-        with psycopg.connect(pg.admin_conninfo()) as conn:
-            rows = conn.execute("SELECT rolname FROM pg_roles WHERE rolname = ANY(%s) ORDER BY 1", (DB_USERS,))
-            return [r[0] for r in rows.fetchall()]
-
-    leftovers: list[str] = []
-
-    def stop() -> None:
-        leftovers.extend(local_stack.down(progress))
-
-    def stopped() -> Check:
-        if leftovers:
-            return Check(False, f"left behind: {leftovers}")
-        return Check(local_stack.load() is None, "processes stopped, ports closed, state.json removed")
-
-    steps = [
-        Step("functions and their roles",
-             ["local tool handlers run in-process; delete any tool/orchestrator function and role in the local AWS",
-              "verify: GetFunction -> ResourceNotFoundException, GetRole -> NoSuchEntity"],
-             lambda: delete_functions_and_roles(aws["lambda"], aws["iam"], progress),
-             lambda: verify_functions_and_roles_gone(aws["lambda"], aws["iam"])),
-        Step("database users",
-             [f"scripts/grants.sh --revoke   (sql/revoke.sql on {pg.host}:{pg.port}/{pg.dbname})",
-              "verify: pg_roles has none of " + ", ".join(DB_USERS)],
-             revoke, lambda: verify_db_users_gone(list_users)),
-        Step("the rest (secrets)",
-             [f"DeleteSecret {', '.join(SECRET_NAMES)} (no recovery window)",
-              "verify: DescribeSecret -> ResourceNotFoundException"],
-             lambda: force_delete_secrets(aws["secretsmanager"], SECRET_NAMES, progress),
-             lambda: verify_secrets_gone(aws["secretsmanager"], SECRET_NAMES)),
-        Step("the ledger",
-             [f"DeleteTable {state.ledger_table}, {AUDIT_TABLE} (the audit trail)",
-              "verify: DescribeTable -> ResourceNotFoundException (not a count of 0)"],
-             lambda: delete_tables(aws["dynamodb"], (state.ledger_table, AUDIT_TABLE), progress),
-             lambda: verify_tables_gone(aws["dynamodb"], (state.ledger_table, AUDIT_TABLE))),
-        Step("stop the local stack",
-             [f"stop moto, the gateway and PostgreSQL ({directory})", "verify: no process, no open port"],
-             stop, stopped),
-    ]
-    return steps, state
-
-
-def local_plan() -> list[Step]:
-    noop = lambda: None  # noqa: E731
-    ok = lambda: Check(True, "")  # noqa: E731
-    return [
-        Step("functions and their roles", ["delete tool/orchestrator functions and roles in the local AWS (moto)",
-                                           "verify: GetFunction -> ResourceNotFoundException, GetRole -> NoSuchEntity"],
-             noop, ok),
-        Step("database users", ["scripts/grants.sh --revoke against the local PostgreSQL (state.json)",
-                                "verify: pg_roles has none of " + ", ".join(DB_USERS)], noop, ok),
-        Step("the rest (secrets)", [f"DeleteSecret {', '.join(SECRET_NAMES)}",
-                                    "verify: DescribeSecret -> ResourceNotFoundException"], noop, ok),
-        Step("the ledger", [f"DeleteTable {LEDGER_TABLE}, {AUDIT_TABLE} (the audit trail)",
-                            "verify: DescribeTable -> ResourceNotFoundException (not a count of 0)"], noop, ok),
-        Step("stop the local stack", ["python -m scripts.local_stack down", "verify: no process, no open port"],
-             noop, ok),
-    ]
-
-
 # --- AWS ------------------------------------------------------------------------------
 
 
@@ -387,8 +300,8 @@ def aws_steps(context: list[str], progress: Callable[[str], None], *, dry_run: b
              [f"UpdateTable {LEDGER_TABLE}, {AUDIT_TABLE} (the audit trail) --no-deletion-protection; "
               "DeleteTable; wait",
               "verify: DescribeTable -> ResourceNotFoundException (not a count of 0)"],
-             lambda: delete_tables(clients["dynamodb"], (LEDGER_TABLE, AUDIT_TABLE), progress),
-             lambda: verify_tables_gone(clients["dynamodb"], (LEDGER_TABLE, AUDIT_TABLE))),
+             lambda: delete_tables(clients["dynamodb"], TABLES, progress),
+             lambda: verify_tables_gone(clients["dynamodb"], TABLES)),
     ]
 
 
@@ -399,58 +312,7 @@ def _run(cmd: list[str], *, env: dict[str, str] | None = None, progress: Callabl
         raise TeardownError(f"{' '.join(cmd[:3])} exited {proc.returncode}")
 
 
-# --- driver ---------------------------------------------------------------------------
-
-
-def _table(rows: list[tuple[str, str, str]]) -> str:
-    try:
-        from io import StringIO
-
-        from rich.console import Console
-        from rich.table import Table
-
-        table = Table(title="limpeza: verification")
-        for col in ("step", "result", "evidence"):
-            table.add_column(col)
-        for row in rows:
-            table.add_row(*row)
-        buffer = StringIO()
-        Console(file=buffer, width=140, force_terminal=False).print(table)
-        return buffer.getvalue()
-    except ImportError:  # plain fallback
-        return "\n".join(" | ".join(r) for r in rows) + "\n"
-
-
-def execute(steps: list[Step], progress: Callable[[str], None]) -> bool:
-    rows = []
-    ok = True
-    for number, step in enumerate(steps, 1):
-        progress(f"[{number}/{len(steps)}] {step.title}")
-        try:
-            step.run()
-            step.result = step.verify()
-        except Exception as err:  # noqa: BLE001 - reported, and the later steps do not run
-            step.result = Check(False, f"{type(err).__name__}: {err}")
-        rows.append((f"{number}. {step.title}", "ok" if step.result.ok else "FAILED", step.result.detail))
-        progress(f"    -> {'ok' if step.result.ok else 'FAILED'}: {step.result.detail}")
-        if not step.result.ok:
-            ok = False
-            rows += [(f"{n}. {s.title}", "not run", "an earlier step failed")
-                     for n, s in enumerate(steps[number:], number + 1)]
-            break
-    print(_table(rows), end="")
-    return ok
-
-
-def print_plan(steps: list[Step], target: str) -> None:
-    print(f"limpeza plan ({target}); nothing is changed without --yes:")
-    for number, step in enumerate(steps, 1):
-        print(f"  {number}. {step.title}")
-        for line in step.plan:
-            print(f"       {line}")
-
-
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, local: LocalTarget | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/limpeza.sh", description=__doc__.split("\n\n")[0])
     parser.add_argument("--yes", action="store_true", help="really tear down (required to act)")
     parser.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
@@ -460,17 +322,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     progress = lambda message: print(message, flush=True)  # noqa: E731
     target = "local stack" if args.local else f"AWS stack {contract.STACK_NAME}"
+    if args.local and local is None:
+        print("limpeza: --local tears down the development harness's stack: run scripts/limpeza.sh --local",
+              file=sys.stderr)
+        return 2
 
     if args.dry_run or not args.yes:
-        steps = local_plan() if args.local else aws_steps(args.context, progress, dry_run=True)
+        steps = local.plan() if local is not None and args.local else aws_steps(args.context, progress, dry_run=True)
         print_plan(steps, target)
         if not args.dry_run:
             print("refusing to act without --yes", file=sys.stderr)
             return 2
         return 0
     try:
-        if args.local:
-            steps, _ = local_steps(progress)
+        if local is not None and args.local:
+            steps = local.steps(progress)
         else:
             steps = aws_steps(args.context, progress, dry_run=False)
     except TeardownError as err:

@@ -1,9 +1,10 @@
 """The tools as the model sees them, and what the code does with what it asks.
 
-Each tool's input schema is derived from its typed arguments model in
-``cadencia_shared.models`` (the same types the tool Lambdas validate with), so a
-pattern or a field exists once. The schema never contains ``conversaId`` or
-``clienteId``: the orchestrator injects both from the inbound event, so the model
+Each tool's row in the registry (``cadencia_shared.catalog``) names its typed
+arguments model (in ``cadencia_shared.models``: the same types the tool Lambdas
+validate with) and its description; the input schema the model sees is derived
+from that model here, so a pattern or a field exists once. The schema never
+contains ``conversaId`` or ``clienteId``: the orchestrator injects both from the inbound event, so the model
 cannot act for another customer or another conversation.
 
 The derived schema keeps only keywords the Messages API accepts for strict tools
@@ -22,16 +23,12 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from cadencia_shared.catalog import ATUALIZAR_CADASTRO, CONSULTAR_STATUS_PEDIDO, EMITIR_REEMBOLSO, TOOLS, ToolSpec
+from cadencia_shared.catalog import TOOLS, ToolSpec
 from cadencia_shared.handler import describe
 from cadencia_shared.ledger import refund_idempotency_key
-from cadencia_shared.models import OrderStatusArguments, ProfileArguments, RefundArguments, json_schema_pattern
+from cadencia_shared.models import json_schema_pattern
 
-ARGUMENTS: dict[str, type[BaseModel]] = {
-    CONSULTAR_STATUS_PEDIDO.name: OrderStatusArguments,
-    EMITIR_REEMBOLSO.name: RefundArguments,
-    ATUALIZAR_CADASTRO.name: ProfileArguments,
-}
+ARGUMENTS: dict[str, type[BaseModel]] = {name: spec.arguments for name, spec in TOOLS.items()}
 
 _SCHEMA_KEYWORDS = {"type", "properties", "required", "additionalProperties", "pattern", "format", "description"}
 
@@ -64,21 +61,11 @@ def input_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 INPUT_SCHEMAS: dict[str, dict[str, Any]] = {name: input_schema(model) for name, model in ARGUMENTS.items()}
 
-DESCRIPTIONS = {
-    CONSULTAR_STATUS_PEDIDO.name: "Consulta o status de um pedido do cliente desta conversa (somente leitura).",
-    EMITIR_REEMBOLSO.name: (
-        "Emite um reembolso de um pedido do cliente desta conversa. IRREVERSÍVEL: movimenta dinheiro. "
-        "Um reembolso por pedido por conversa; repetir a chamada não gera um novo reembolso."
-    ),
-    ATUALIZAR_CADASTRO.name: "Atualiza endereço, telefone e/ou e-mail do cadastro do cliente desta conversa.",
-}
-
-
 def definitions(*, strict: bool) -> list[dict[str, Any]]:
     """The ``tools`` parameter of the Messages API."""
     out = []
-    for name in TOOLS:
-        tool: dict[str, Any] = {"name": name, "description": DESCRIPTIONS[name], "input_schema": INPUT_SCHEMAS[name]}
+    for name, spec in TOOLS.items():
+        tool: dict[str, Any] = {"name": name, "description": spec.description, "input_schema": INPUT_SCHEMAS[name]}
         if strict:
             tool["strict"] = True
         out.append(tool)
@@ -134,8 +121,10 @@ class ToolCall:
 
     @property
     def idempotency_key(self) -> str | None:
-        if self.spec is EMITIR_REEMBOLSO:
-            return refund_idempotency_key(self.conversation_id, str(self.order_id))
+        """The key an irreversible call is claimed under (one per conversation and
+        subject): what the tool's own claim and the confirmation gate agree on."""
+        if self.spec.irreversible:
+            return refund_idempotency_key(self.conversation_id, self.subject)
         return None
 
     def event(self) -> dict[str, Any]:

@@ -11,10 +11,13 @@
 #                                                (.local-stack/state.json), then stop it
 #
 # Without --yes it only prints the plan and exits 2. The logic lives in
-# infra/teardown.py; docs/infrastructure.md explains each step.
+# infra/teardown.py (the local stack's part in scripts/local_teardown.py: infra
+# never imports the development harness); docs/infrastructure.md explains each step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20
 PY=.venv/bin/python
 [ -x "$PY" ] || { echo "limpeza.sh: run scripts/setup.sh first (no .venv)" >&2; exit 1; }
-PYTHONPATH=".:functions${PYTHONPATH:+:$PYTHONPATH}" exec "$PY" -m infra.teardown "$@"
+module=infra.teardown
+for arg in "$@"; do [ "$arg" = "--local" ] && module=scripts.local_teardown; done
+PYTHONPATH=".:functions${PYTHONPATH:+:$PYTHONPATH}" exec "$PY" -m "$module" "$@"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Callable
+from dataclasses import replace
 
 from cadencia_shared import catalog
 from cadencia_shared.catalog import ToolSpec
@@ -23,8 +24,10 @@ def spec() -> ToolSpec | None:
     if package is None or importlib.util.find_spec(package) is None:
         return None
     # timeout_s: the reconciler Lambda's (infra/reconciler.py); the fleet runs it in-process.
-    return ToolSpec(name=package, function_name=catalog.RECONCILER_FUNCTION_NAME,
-                    db_user=catalog.RECONCILER_DB_USER, package=package, timeout_s=60)
+    # Shaped like the refund's row (its network, ledger and gateway), as itself: never shown to a model.
+    return replace(catalog.EMITIR_REEMBOLSO, name=package, description="the refund reconciler (not a tool)",
+                   function_name=catalog.RECONCILER_FUNCTION_NAME, db_user=catalog.RECONCILER_DB_USER,
+                   package=package, timeout_s=60, irreversible=False, approval=None)
 
 
 def discover() -> tuple[PassRunner | None, str | None, str | None]:

@@ -38,7 +38,10 @@ def test_cloudwatch_may_publish_to_the_alarm_topic_only_for_these_alarms(all_syn
     assert sorted(render(a) for a in source_arns) == sorted(f"${{{a}.Arn}}" for a in alarms)
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
-    assert len(alarms) == 30  # 13 of the stack + the reconciler's 4 + a breaker-open alarm per tool (3)
+    # Per tool: its ceiling, its breaker opening, its Lambda's errors and throttles; then the
+    # orchestrator's errors, throttles and DLQ, the unknown refund outcome, the reconciler's 4
+    # and the WhatsApp channel's 10 (30 with the three tools).
+    assert len(alarms) == 4 * len(TOOLS) + 18
     #                           + the WhatsApp channel's 10
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import stack as stack_module
+from infra import base as base_module
 
 VARIANTS = ["default", "bedrock+imported", "teardown=functions", "teardown=database-users"]
 
@@ -58,7 +58,7 @@ def test_no_acknowledgement_is_stale(default_synth, tmp_path_factory, monkeypatc
     from .conftest import synthesize
 
     acked = {(path, rule) for path, rule, _ in _acknowledgements(default_synth.stack)}
-    monkeypatch.setattr(stack_module, "_ack", lambda construct, rule, reason: None)
+    monkeypatch.setattr(base_module, "ack", lambda construct, rule, reason: None)
     raw = synthesize({}, tmp_path_factory.mktemp("cdk-raw"), nag=False).nag_report
     findings = {(path, rule) for rule, paths in _violations(raw) for path in paths}
     unexplained = {f for f in findings if not any(f[0].startswith(p + "/") or f[0] == p for p, r in acked

@@ -1,0 +1,94 @@
+"""The README's access matrix, rendered from the least-privilege contract
+(``infra/contract.py``): the default stack's roles, then what the variants change.
+``python -m infra.contract --write-readme`` rewrites the block in README.md;
+tests/infra/test_readme_matrix.py fails when the two differ."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .config import StackConfig
+from .contract import ARN_PREFIX, REGION_ACCOUNT, build, orchestrator_role
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def _code(text: str) -> str:
+    return f"`{_cell(text)}`"
+
+
+def render_markdown() -> str:
+    """The access matrix for README.md: the default stack, then what the variants change."""
+    default = StackConfig()
+    lines = [
+        "How to deploy, the network and what it costs (idle and per 1,000 conversations), and the ordered "
+        "teardown: [docs/infrastructure.md](docs/infrastructure.md).",
+        "",
+        "Generated from `infra/contract.py` (`python -m infra.contract`); `tests/infra/test_readme_matrix.py` "
+        "fails when this block and the contract differ, and `tests/infra/test_contract.py` fails when the "
+        "synthesized template grants anything else. Resources use the template's logical ids: `${X}` is the "
+        "ARN (Ref) of resource X, `${X.Arn}` its `Arn` attribute.",
+        "",
+        "| role | action | resource | why |",
+        "|---|---|---|---|",
+    ]
+    for role in build(default):
+        title = f"**{role.role_name or role.logical_id}**<br>{_cell(role.purpose)}"
+        first = True
+        for grant in role.grants:
+            for resource in grant.resources:
+                actions = "<br>".join(_code(a) for a in grant.actions)
+                lines.append(f"| {title if first else ''} | {actions} | {_code(resource)} | {_cell(grant.why)} |")
+                first = False
+        for policy in role.managed_policies:
+            granted = "<br>".join(_code(a) for a in policy.grants)
+            lines.append(f"| | managed policy {_code(policy.name)}:<br>{granted} | `*` | {_cell(policy.why)} |")
+    lines += ["", "Variants (context values, see docs/infrastructure.md):", ""]
+    example_model = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+    bedrock = StackConfig(model_provider="bedrock", model_id=example_model)
+    orch = orchestrator_role(bedrock)
+    model = next(g for g in orch.grants if g.actions == ("bedrock:InvokeModel",))
+    lines.append(
+        "- `modelProvider=bedrock` (with `-c modelId=...`, here the example " + _code(example_model) + "): the "
+        "orchestrator has no `secretsmanager:GetSecretValue` and no API-key secret "
+        "exists; instead `bedrock:InvokeModel` on exactly " + ", ".join(_code(r) for r in model.resources)
+        + " (the inference profile and its foundation model in each region it routes to, `bedrockRegions`)."
+    )
+    lines.append(
+        "- `database=imported`: no demo cluster, no `cadencia-db-users` role and no flow-log role; each tool's "
+        "`rds-db:connect` names the imported cluster's resource id: " + _code(
+            f"{ARN_PREFIX}:rds-db:{REGION_ACCOUNT}:dbuser:<dbClusterResourceId>/<its user>")
+        + "; the users and GRANTs are applied with `scripts/grants.sh`."
+    )
+    return "\n".join(lines) + "\n"
+
+
+README_START = "<!-- access-matrix:start -->"
+README_END = "<!-- access-matrix:end -->"
+
+
+def readme_block(readme_text: str) -> str:
+    start = readme_text.index(README_START) + len(README_START)
+    end = readme_text.index(README_END)
+    return readme_text[start:end].strip("\n") + "\n" if readme_text[start:end].strip() else ""
+
+
+def write_readme(path) -> None:
+    text = path.read_text()
+    start = text.index(README_START) + len(README_START)
+    end = text.index(README_END)
+    path.write_text(text[:start] + "\n" + render_markdown() + text[end:])
+
+
+def main() -> None:
+    if sys.argv[1:] == ["--write-readme"]:
+        write_readme(Path(__file__).resolve().parents[1] / "README.md")
+    else:
+        print(render_markdown(), end="")
+
+
+if __name__ == "__main__":
+    main()

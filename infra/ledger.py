@@ -1,0 +1,54 @@
+"""The ledger table: attempts, claims, conversation state (cadencia_shared.ledger
+owns its keys; this construct mirrors its ``table_definition()``). Retained on
+``cdk destroy``: a ledger of real refunds outlives the stack, and
+scripts/limpeza.sh deletes it explicitly and checks it is gone."""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from constructs import Construct
+
+from cadencia_shared import ledger as ledger_schema
+from cadencia_shared.catalog import LEDGER_TABLE
+
+from .base import Flat, pin
+from .contract import Ids
+
+_TYPES = {"S": dynamodb.AttributeType.STRING, "N": dynamodb.AttributeType.NUMBER,
+          "B": dynamodb.AttributeType.BINARY}
+
+
+class Ledger(Flat):
+    def __init__(self, scope: Construct, construct_id: str, *, deletion_protection: bool) -> None:
+        super().__init__(scope, construct_id)
+        definition = ledger_schema.table_definition(LEDGER_TABLE)
+        types = {a["AttributeName"]: _TYPES[a["AttributeType"]] for a in definition["AttributeDefinitions"]}
+
+        def attribute(name: str) -> dynamodb.Attribute:
+            return dynamodb.Attribute(name=name, type=types[name])
+
+        (hash_key,) = [k["AttributeName"] for k in definition["KeySchema"] if k["KeyType"] == "HASH"]
+        self.table = dynamodb.Table(
+            self, "Ledger",
+            table_name=definition["TableName"],
+            partition_key=attribute(hash_key),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True),
+            time_to_live_attribute=ledger_schema.TTL_ATTRIBUTE,
+            removal_policy=RemovalPolicy.RETAIN,
+            deletion_protection=deletion_protection,
+        )
+        for gsi in definition["GlobalSecondaryIndexes"]:
+            keys = {k["KeyType"]: k["AttributeName"] for k in gsi["KeySchema"]}
+            self.table.add_global_secondary_index(
+                index_name=gsi["IndexName"],
+                partition_key=attribute(keys["HASH"]),
+                sort_key=attribute(keys["RANGE"]) if "RANGE" in keys else None,
+                projection_type=dynamodb.ProjectionType(gsi["Projection"]["ProjectionType"]),
+            )
+        pin(self.table, Ids.LEDGER)
+
+    def index_arn(self, index_name: str) -> str:
+        return f"{self.table.table_arn}/index/{index_name}"
