@@ -158,8 +158,8 @@ class CadenciaStack(Stack):
     def code(self, name: str) -> lambda_.Code:
         return base.code(self.assets, name)
 
-    def alarm(self, construct_id: str, metric: cw.IMetric, description: str) -> cw.Alarm:
-        return self.monitoring.alarm(construct_id, metric, description)
+    def alarm(self, construct_id: str, metric: cw.IMetric, description: str, threshold: float = 1) -> cw.Alarm:
+        return self.monitoring.alarm(construct_id, metric, description, threshold)
 
     def tool_metric(self, name: str, tool, label: str | None = None) -> cw.Metric:  # noqa: ANN001 - ToolSpec
         return tool_metric(name, tool, label)
@@ -172,3 +172,22 @@ class CadenciaStack(Stack):
 
     def allow_database_from(self, sg: ec2.SecurityGroup) -> None:
         self.database.allow_from(sg)
+
+    # Names the stack had before it was split, for code written against them (other branches).
+    _role, _log_group, _code, _alarm, _tool_metric = role, log_group, code, alarm, tool_metric
+
+    @property
+    def cluster(self):  # noqa: ANN201 - rds.DatabaseCluster (demo) or None
+        return self.database.cluster
+
+    @property
+    def db_endpoint(self) -> str:
+        return self.database.endpoint
+
+    @property
+    def db_port(self) -> str:
+        return self.database.port
+
+    @property
+    def orchestrator_dlq(self):  # noqa: ANN201 - sqs.Queue, or None in a teardown phase
+        return self.orchestrator_construct.dlq if self.orchestrator_construct else None
