@@ -105,7 +105,7 @@ def show(answer: dict[str, Any], resumed: Resumed | None) -> int:
                         for c in columns])
     console.print(table)
     if resumed is not None:
-        console.print(f"conversa retomada: {resumed.motivo} ({resumed.status}); ao cliente: {resumed.resposta}")
+        console.print(f"conversa retomada: {resumed.reason} ({resumed.status}); ao cliente: {resumed.reply}")
     return 0
 
 
