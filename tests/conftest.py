@@ -61,7 +61,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(autouse=True)
 def layer_guard(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-                     monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+                monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Outside the stack layer, starting the stack or PostgreSQL, or using a running one, is recorded
     (even from a child process, or when the test swallows the error) and fails the test."""
     if request.node.get_closest_marker("stack"):
