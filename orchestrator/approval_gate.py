@@ -130,12 +130,12 @@ class ConfirmationGate:
         arguments = canonical_input(call.spec.name, call.arguments)
         digest = canonical_arguments(arguments)[1]
         record, created = self.store.request(
-            ferramenta=call.spec.name, versao=version, argumentos=arguments, conversa_id=call.conversation_id,
-            cliente_id=call.customer_id, valor=Decimal(str(arguments[policy.amount_field])), motivo=why.value,
-            validade_s=self.settings.validity_s,
+            tool=call.spec.name, version=version, arguments=arguments, conversation_id=call.conversation_id,
+            customer_id=call.customer_id, amount=Decimal(str(arguments[policy.amount_field])), reason=why.value,
+            validity_s=self.settings.validity_s,
         )
-        bound = record.binds(conversa_id=call.conversation_id, ferramenta=call.spec.name, versao=version,
-                             argumentos_sha256=digest)
+        bound = record.binds(conversation_id=call.conversation_id, tool=call.spec.name, version=version,
+                             arguments_sha256=digest)
         if bound and self._usable(record):
             return None
         if record.status is ApprovalStatus.DENIED:
@@ -164,9 +164,9 @@ class ConfirmationGate:
 
     @staticmethod
     def _awaiting(record: ApprovalRecord, created: bool) -> Refusal:
-        request = {"aprovacaoId": record.id, "ferramenta": record.ferramenta, "motivo": record.motivo,
-                   "pedidoId": record.argumentos.get("pedidoId"), "valor": format(record.valor, "f"),
-                   "expiraEmMs": record.expira_em_ms} if created else None
+        request = {"aprovacaoId": record.id, "ferramenta": record.tool, "motivo": record.reason,
+                   "pedidoId": record.arguments.get("pedidoId"), "valor": format(record.amount, "f"),
+                   "expiraEmMs": record.expires_at_ms} if created else None
         return Refusal(ApprovalRefusal.AWAITING,
                        {"aprovacaoId": record.id,
                         "mensagem": "Esta chamada aguarda a aprovação de uma pessoa e NÃO foi executada. "
@@ -175,7 +175,7 @@ class ConfirmationGate:
 
     def _denied(self, call: ToolCall, record: ApprovalRecord) -> Refusal:
         return Refusal(ApprovalRefusal.DENIED,
-                       {"aprovacaoId": record.id, "motivo": record.justificativa,
+                       {"aprovacaoId": record.id, "motivo": record.justification,
                         "mensagem": "A aprovação foi negada; a chamada não foi executada. Não tente novamente."},
                        ending=Reply(texts.APPROVAL_DENIED.format(pedidoId=call.order_id), "aprovacao_negada"))
 
@@ -184,9 +184,9 @@ class ConfirmationGate:
                                  details={"ferramenta": call.spec.name, "pedidoId": call.order_id, **details})
 
     def _audit_record(self, record: ApprovalRecord, event: str) -> None:
-        self.ledger.append_audit(conversation_id=record.conversa_id, event=event, details={
-            "aprovacaoId": record.id, "ferramenta": record.ferramenta, "versaoFerramenta": record.versao_ferramenta,
-            "argumentosSha256": record.argumentos_sha256, "valor": str(record.valor), "motivo": record.motivo,
+        self.ledger.append_audit(conversation_id=record.conversation_id, event=event, details={
+            "aprovacaoId": record.id, "ferramenta": record.tool, "versaoFerramenta": record.tool_version,
+            "argumentosSha256": record.arguments_sha256, "valor": str(record.amount), "motivo": record.reason,
             "status": record.status.value})
 
     def after(self, ctx: CallContext, outcome: CallOutcome) -> None:

@@ -80,8 +80,8 @@ def _resume(event: Any, context: LambdaContext) -> dict[str, Any]:
 
     done = Resumer.of(orchestrator(OrchestratorSettings.from_env())).resume(
         request.aprovacaoId, Deadline(context.get_remaining_time_in_millis))
-    logger.info("approval resumed", extra={"motivo": done.motivo, "status": done.status})
-    return {"status": done.status, "motivo": done.motivo, "resposta": done.resposta, "conversaId": done.conversaId}
+    logger.info("approval resumed", extra={"motivo": done.reason, "status": done.status})
+    return done.to_wire()
 
 
 @logger.inject_lambda_context(clear_state=True)

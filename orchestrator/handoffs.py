@@ -53,12 +53,12 @@ class ApprovalRequestedDetail(_Detail):
 Detail = HandOffDetail | ApprovalRequestedDetail
 
 
-def hand_off(conversa_id: str, reason: str, mensagem_id: str | None = None) -> HandOffDetail:
-    return HandOffDetail(conversaId=mask_identifier(conversa_id), motivo=reason, mensagemId=mensagem_id)
+def hand_off(conversation_id: str, reason: str, message_id: str | None = None) -> HandOffDetail:
+    return HandOffDetail(conversaId=mask_identifier(conversation_id), motivo=reason, mensagemId=message_id)
 
 
-def approval_requested(conversa_id: str, details: dict[str, Any]) -> ApprovalRequestedDetail:
-    return ApprovalRequestedDetail(conversaId=mask_identifier(conversa_id), **details)
+def approval_requested(conversation_id: str, details: dict[str, Any]) -> ApprovalRequestedDetail:
+    return ApprovalRequestedDetail(conversaId=mask_identifier(conversation_id), **details)
 
 
 class Publisher(Protocol):

@@ -44,11 +44,16 @@ from .tool_round import RoundResult, ToolRound
 
 @dataclass(frozen=True)
 class Resumed:
-    conversaId: str
-    aprovacaoId: str
-    resposta: str | None  # what the customer is told (None: nothing to say)
+    conversation_id: str
+    approval_id: str
+    reply: str | None  # what the customer is told (None: nothing to say)
     status: str  # the conversation's status afterwards
-    motivo: str
+    reason: str
+
+    def to_wire(self) -> dict[str, Any]:
+        """The resume entry's answer (orchestrator/handler.py), in the turn answer's names."""
+        return {"status": self.status, "motivo": self.reason, "resposta": self.reply,
+                "conversaId": self.conversation_id}
 
 
 # What the customer hears after an approved call ran, by what the tool answered.
@@ -87,13 +92,13 @@ class Resumer:
             return Resumed("", approval, None, "", "nada_a_retomar")
         lease_s = max(self.settings.conversation_lease_s, int(deadline.remaining_s()) + 30)
         try:
-            state = self.ledger.acquire_conversation(conversation_id=record.conversa_id, customer_id=record.cliente_id,
+            state = self.ledger.acquire_conversation(conversation_id=record.conversation_id, customer_id=record.customer_id,
                                                      lease_s=lease_s)
         except ConversationBusy:
-            raise ConversationBusyError(record.conversa_id) from None
+            raise ConversationBusyError(record.conversation_id) from None
         if state.status is not ConversationStatus.WAITING_APPROVAL:
             self.ledger.release_conversation(state)
-            return Resumed(record.conversa_id, approval, None, state.status.value, "nada_a_retomar")
+            return Resumed(record.conversation_id, approval, None, state.status.value, "nada_a_retomar")
         try:
             messages, status, text, reason = self._decided(record, list(state.messages), deadline)
             try:
@@ -107,36 +112,36 @@ class Resumer:
         except BaseException:
             self.ledger.release_conversation(state)
             raise
-        self.ledger.append_audit(conversation_id=record.conversa_id, event="CONVERSA_RETOMADA_APOS_APROVACAO",
+        self.ledger.append_audit(conversation_id=record.conversation_id, event="CONVERSA_RETOMADA_APOS_APROVACAO",
                                  details={"aprovacaoId": approval, "status": record.status.value, "motivo": reason})
         if status is ConversationStatus.WAITING_HUMAN:
-            self.events.publish(handoffs.hand_off(record.conversa_id, reason))
-        return Resumed(record.conversa_id, approval, text, status.value, reason)
+            self.events.publish(handoffs.hand_off(record.conversation_id, reason))
+        return Resumed(record.conversation_id, approval, text, status.value, reason)
 
     def _decided(self, record: ApprovalRecord, messages: list[dict[str, Any]],
                  deadline: Deadline) -> tuple[list[dict[str, Any]], ConversationStatus, str, str]:
         """The decision into the history: the approved call as an assistant tool_use
         with the RECORD's arguments, then its tool_result."""
-        block = SimpleNamespace(type="tool_use", id=f"toolu_aprovacao_{record.id}", name=record.ferramenta,
-                                input=dict(record.argumentos))
+        block = SimpleNamespace(type="tool_use", id=f"toolu_aprovacao_{record.id}", name=record.tool,
+                                input=dict(record.arguments))
         seen = history.tool_use_ids(messages)
         messages.append({"role": "assistant", "content": [
             {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}]})
-        order = record.argumentos.get("pedidoId")
-        if canonical_arguments(record.argumentos)[1] != record.argumentos_sha256:
+        order = record.arguments.get("pedidoId")
+        if canonical_arguments(record.arguments)[1] != record.arguments_sha256:
             # Edited after it was requested: what would run is not what was decided.
-            self.ledger.append_audit(conversation_id=record.conversa_id, event="APROVACAO_INVALIDA",
+            self.ledger.append_audit(conversation_id=record.conversation_id, event="APROVACAO_INVALIDA",
                                      details={"aprovacaoId": record.id, "status": record.status.value,
                                                "vinculada": False})
             body = {"erro": "aprovacao_inutilizavel", "mensagem": "Aprovação inválida; a chamada não foi executada."}
             messages.append({"role": "user", "content": [history.tool_result(block.id, _json(body), is_error=True)]})
             return messages, ConversationStatus.WAITING_HUMAN, texts.APPROVAL_UNUSABLE, "aprovacao_inutilizavel"
         if record.status is ApprovalStatus.DENIED:
-            body = {"erro": "aprovacao_negada", "aprovacaoId": record.id, "motivo": record.justificativa,
+            body = {"erro": "aprovacao_negada", "aprovacaoId": record.id, "motivo": record.justification,
                     "mensagem": "A aprovação foi negada; a chamada não foi executada. Não tente novamente."}
             messages.append({"role": "user", "content": [history.tool_result(block.id, _json(body), is_error=True)]})
             return messages, ConversationStatus.ACTIVE, texts.APPROVAL_DENIED.format(pedidoId=order), "aprovacao_negada"
-        request = TurnRequest(conversaId=record.conversa_id, clienteId=record.cliente_id,
+        request = TurnRequest(conversaId=record.conversation_id, clienteId=record.customer_id,
                               mensagemId=f"aprovacao-{record.id}", mensagem="(aprovação)")
         done = self.tool_round.run(request, [block], deadline, seen)
         messages.append({"role": "user", "content": done.results})
@@ -146,7 +151,7 @@ class Resumer:
 
 def _after_approved_call(done: RoundResult, record: ApprovalRecord) -> tuple[ConversationStatus, str, str]:
     """What the customer hears: only what the tool's answer shows (never more)."""
-    order = record.argumentos.get("pedidoId")
+    order = record.arguments.get("pedidoId")
     result = done.results[0]
     if isinstance(done.ending, HandOff):
         return ConversationStatus.WAITING_HUMAN, done.ending.text, "aprovada_nao_executada"
@@ -155,11 +160,12 @@ def _after_approved_call(done: RoundResult, record: ApprovalRecord) -> tuple[Con
             "aprovada_nao_executada"
     answered = json.loads(result["content"]).get("resultado", "")
     template = _APPROVED_TEXT.get(answered, texts.APPROVED_UNCONFIRMED)
-    return ConversationStatus.ACTIVE, template.format(pedidoId=order, valor=_reais(record)), "aprovada_executada"
+    text = template.format(pedidoId=order, valor=_amount_in_reais(record))
+    return ConversationStatus.ACTIVE, text, "aprovada_executada"
 
 
-def _reais(record: ApprovalRecord) -> str:
-    return format(record.valor.quantize(Decimal("0.01")), "f").replace(".", ",")
+def _amount_in_reais(record: ApprovalRecord) -> str:
+    return format(record.amount.quantize(Decimal("0.01")), "f").replace(".", ",")
 
 
 def _json(value: Any) -> str:

@@ -32,6 +32,7 @@ from orchestrator.settings import OrchestratorSettings
 
 from .local_stack import stack
 from .local_stack.aws import session_client
+from .operator_cli import running_stack
 
 DECISION_FUNCTION = "cadencia-decidir-aprovacao"
 console = Console()
@@ -68,9 +69,7 @@ def local_environment(state: stack.StackState) -> dict[str, str]:
 
 
 def run_local(event: dict[str, Any]) -> tuple[dict[str, Any], Resumed | None]:
-    state = stack.load()
-    if state is None:
-        raise SystemExit("local stack is down: bash scripts/local-stack up")
+    state = running_stack()
     env = local_environment(state)
     with function_environment(env):
         from decidir_aprovacao.handler import lambda_handler
@@ -106,7 +105,7 @@ def show(answer: dict[str, Any], resumed: Resumed | None) -> int:
                         for c in columns])
     console.print(table)
     if resumed is not None:
-        console.print(f"conversa retomada: {resumed.motivo} ({resumed.status}); ao cliente: {resumed.resposta}")
+        console.print(f"conversa retomada: {resumed.reason} ({resumed.status}); ao cliente: {resumed.reply}")
     return 0
 
 

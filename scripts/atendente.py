@@ -36,8 +36,7 @@ from cadencia_shared.ledger import ConversationBusy, ConversationStatus, Ledger
 from cadencia_shared.masking import mask_arguments, mask_free_text, mask_identifier
 from orchestrator import history
 
-from .local_stack import stack
-from .local_stack.aws import session_client
+from .operator_cli import dynamodb_client
 
 console = Console()
 LEASE_S = 30
@@ -61,14 +60,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def ledger_for(target: str) -> Ledger:
-    if target == "aws":
-        import boto3
-
-        return Ledger(LEDGER_TABLE, boto3.client("dynamodb"))
-    state = stack.load()
-    if state is None:
-        raise SystemExit("local stack is down: bash scripts/local-stack up")
-    return Ledger(state.ledger_table, session_client("dynamodb", state.aws_endpoint))
+    return Ledger(LEDGER_TABLE, dynamodb_client(local=target == "local"))
 
 
 def masked_history(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:

@@ -26,26 +26,9 @@ for entry in (ROOT, ROOT / "functions"):
     if str(entry) not in sys.path:
         sys.path.insert(0, str(entry))
 
-from pydantic import BaseModel, ValidationError  # noqa: E402
-
 from cadencia_shared.audit_chain import AUDIT_TABLE, NO_CONVERSATION, AuditChain  # noqa: E402
-from cadencia_shared.models import EDGE_CONFIG, ConversationId  # noqa: E402
 
-from scripts.local_stack.aws import operator_dynamodb  # noqa: E402
-
-
-class VerifyCommand(BaseModel):
-    model_config = EDGE_CONFIG
-
-    conversaId: ConversationId | None = None
-
-
-def _chain(local: bool) -> AuditChain | None:
-    ddb = operator_dynamodb(local)
-    if ddb is None:
-        print("local stack: down (run: scripts/local-stack up)", file=sys.stderr)
-        return None
-    return AuditChain(os.environ.get("AUDIT_TABLE", AUDIT_TABLE), ddb)
+from scripts.operator_cli import conversation_argument, dynamodb_client  # noqa: E402
 
 
 def verify(chain: AuditChain, conversa_id: str | None) -> int:
@@ -71,13 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--conversa")
     check.add_argument("--local", action="store_true", help="the running local stack")
     args = parser.parse_args(argv)
-    try:
-        command = VerifyCommand(conversaId=args.conversa)
-    except ValidationError:
-        print("conversa: identificador inválido", file=sys.stderr)
-        return 2
-    chain = _chain(args.local)
-    return 3 if chain is None else verify(chain, command.conversaId)
+    conversa_id = conversation_argument(args.conversa)
+    return verify(AuditChain(os.environ.get("AUDIT_TABLE", AUDIT_TABLE), dynamodb_client(args.local)), conversa_id)
 
 
 if __name__ == "__main__":

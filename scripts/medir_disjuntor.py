@@ -26,8 +26,8 @@ import uuid
 from rich.console import Console
 from rich.table import Table
 
-from .local_stack import stack
 from .local_stack.aws import session_client
+from .operator_cli import stack_for_a_measurement
 
 ROUNDS = 12
 
@@ -122,11 +122,7 @@ def main() -> int:
     parser.add_argument("--limite", type=int, default=3)
     args = parser.parse_args()
     console = Console()
-    state = stack.load()
-    started = state is None or not all(stack.healthy(state).values())
-    if started:
-        state = stack.up()
-    try:
+    with stack_for_a_measurement() as state:
         table = Table(title=f"Powertools circuit breaker, failure_threshold={args.limite}")
         for col in ("instances (processes)", "failing calls through Powertools", "through orchestrator.breaker",
                     "bound for a fleet-wide counter (N + K - 1)"):
@@ -135,9 +131,6 @@ def main() -> int:
             table.add_row(str(k), str(measure(state.aws_endpoint, k, args.limite)),
                           str(measure(state.aws_endpoint, k, args.limite, ours=True)), str(args.limite + k - 1))
         console.print(table)
-    finally:
-        if started:
-            stack.down()
     return 0
 
 

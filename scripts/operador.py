@@ -22,28 +22,10 @@ for entry in (ROOT, ROOT / "functions"):
     if str(entry) not in sys.path:
         sys.path.insert(0, str(entry))
 
-from pydantic import BaseModel, ValidationError  # noqa: E402
-
 from cadencia_shared.ledger import Ledger  # noqa: E402
-from cadencia_shared.models import EDGE_CONFIG, ConversationId  # noqa: E402
 from cadencia_shared.settings import LedgerSettings  # noqa: E402
 
-from scripts.local_stack.aws import operator_dynamodb  # noqa: E402
-
-
-class CancelCommand(BaseModel):
-    model_config = EDGE_CONFIG
-
-    conversaId: ConversationId
-
-
-def _ledger(local: bool) -> Ledger | None:
-    ddb = operator_dynamodb(local)
-    if ddb is None:
-        print("local stack: down (run: scripts/local-stack up)", file=sys.stderr)
-        return None
-    # LEDGER_TABLE wins (a test's private ledger on the same server), else the stack's name.
-    return Ledger(LedgerSettings.from_env().table_name, ddb)
+from scripts.operator_cli import conversation_argument, dynamodb_client  # noqa: E402
 
 
 def cancel(ledger: Ledger, conversa_id: str) -> int:
@@ -61,13 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     cancelar.add_argument("--conversa", required=True)
     cancelar.add_argument("--local", action="store_true", help="the running local stack's ledger")
     args = parser.parse_args(argv)
-    try:
-        command = CancelCommand(conversaId=args.conversa)
-    except ValidationError:
-        print("conversa: identificador inválido", file=sys.stderr)
-        return 2
-    ledger = _ledger(args.local)
-    return 3 if ledger is None else cancel(ledger, command.conversaId)
+    conversa_id = conversation_argument(args.conversa)
+    # LEDGER_TABLE wins (a test's private ledger on the same server), else the stack's name.
+    return cancel(Ledger(LedgerSettings.from_env().table_name, dynamodb_client(args.local)), conversa_id)
 
 
 if __name__ == "__main__":

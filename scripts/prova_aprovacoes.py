@@ -93,7 +93,7 @@ class Section:
 
     def resume(self, approval: str) -> str:
         resumer = Resumer.build(self.settings(OPERATOR), self.ledger, self.invoker)
-        return resumer.resume(approval, Deadline.after(60)).motivo
+        return resumer.resume(approval, Deadline.after(60)).reason
 
     def alter(self, approval: str) -> None:
         """Someone with table access rewrites an approved record's amount."""

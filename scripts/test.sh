@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: set-up first (idempotent), the import
 # contracts (lint-imports), then pytest.
-# Extra arguments go to pytest (e.g. `scripts/test.sh -k ledger -x`).
+# Extra arguments go to pytest (e.g. `scripts/test.sh -k ledger -x`); the quick unit layer,
+# which needs no local stack: `scripts/test.sh -m "not stack and not infra"` (README, "Tests").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1

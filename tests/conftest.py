@@ -1,9 +1,19 @@
-"""Shared fixtures.
+"""Shared fixtures and the test layers.
+
+Three layers (README, "Tests"): ``unit`` (no marker: pure logic, in-process moto at most;
+seconds), ``stack`` (the real local stack: moto server, PostgreSQL, gateway) and ``infra``
+(everything under tests/infra, which synthesizes the CDK app). Markers are set here, not
+by hand: a test that uses a fixture of ``STACK_FIXTURES``, directly or through other
+fixtures, is marked ``stack``; a test under tests/infra is marked ``infra``. A test
+without the ``stack`` marker that starts the stack or PostgreSQL, or uses a running stack, fails
+(``scripts/local_stack/layer_guard.py``), so the unit layer cannot grow a dependency on
+the stack unnoticed.
 
 - ``local_stack``: the real embedded stack (moto server, PostgreSQL, gateway),
   started once per test session in a private directory and stopped at the end.
 - ``mocked_aws``: moto's in-process ``mock_aws`` with the ledger table and the
-  gateway secret, for handler unit tests.
+  gateway secret, for handler unit tests (the secret holds the real gateway's token
+  only when the test also uses the local stack).
 - ``tools``: call a tool handler the way Lambda would, with that tool's own
   environment (its DB user), against ``mocked_aws`` + the real PostgreSQL + the
   real gateway server.
@@ -14,8 +24,10 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -30,6 +42,37 @@ from orchestrator.invokers.local import LocalContext, function_environment
 from scripts.local_stack import postgres, stack
 from scripts.local_stack.aws import LOCAL_CREDENTIALS, REGION
 from scripts.local_stack.gateway_admin import GatewayAdmin
+from scripts.local_stack.layer_guard import FORBIDDEN_ENV
+
+# Fixtures that start (or hand out) local-stack processes: a test using any of them,
+# even through another fixture, belongs to the stack layer.
+STACK_FIXTURES = frozenset({"local_stack", "pg_cluster", "private_stack"})
+INFRA_TESTS = Path(__file__).resolve().parent / "infra"
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if STACK_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.stack)
+        if item.path.is_relative_to(INFRA_TESTS):
+            item.add_marker(pytest.mark.infra)
+
+
+@pytest.fixture(autouse=True)
+def layer_guard(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Outside the stack layer, starting the stack or PostgreSQL, or using a running one, is recorded
+    (even from a child process, or when the test swallows the error) and fails the test."""
+    if request.node.get_closest_marker("stack"):
+        yield
+        return
+    report = tmp_path_factory.mktemp("layer-guard") / "attempts.txt"
+    monkeypatch.setenv(FORBIDDEN_ENV, str(report))
+    yield
+    if report.exists():
+        pytest.fail(f"{request.node.nodeid} uses the local stack without the `stack` marker: "
+                    f"{report.read_text().strip()}", pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -74,15 +117,25 @@ def erp(local_stack: stack.StackState) -> Iterator[psycopg.Connection]:
 
 
 @pytest.fixture
-def mocked_aws(local_stack: stack.StackState, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+def mocked_aws(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    # The real gateway's token only when the test reaches the gateway (it then uses the
+    # stack anyway); otherwise a throwaway one, and the test stays in the unit layer.
+    if "local_stack" in request.fixturenames:
+        gateway_token = request.getfixturevalue("local_stack").gateway_token
+    else:
+        gateway_token = secrets.token_urlsafe(24)
     for key, value in {**LOCAL_CREDENTIALS, "AWS_REGION": REGION, "AWS_DEFAULT_REGION": REGION}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
+    # Keep boto3's default session between tests (moto's documented `reset_boto3_session`):
+    # the reset exists so a later unmocked test does not reuse mocked credentials, and here
+    # every test uses the same fake ones. A new session per test re-parses every service
+    # model for each client, which was about half of a unit test's time (cProfile).
+    with mock_aws(config={"core": {"reset_boto3_session": False}}):
         ddb = boto3.client("dynamodb", region_name=REGION)
         ddb.create_table(**table_definition(LEDGER_TABLE))
         sm = boto3.client("secretsmanager", region_name=REGION)
-        sm.create_secret(Name=GATEWAY_SECRET_NAME, SecretString=json.dumps({"token": local_stack.gateway_token}))
+        sm.create_secret(Name=GATEWAY_SECRET_NAME, SecretString=json.dumps({"token": gateway_token}))
         yield {"dynamodb": ddb, "secretsmanager": sm, "ledger": Ledger(LEDGER_TABLE, ddb)}
 
 

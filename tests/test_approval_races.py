@@ -74,7 +74,7 @@ def test_two_operators_deciding_at_once_one_decision_wins_one_debit(local_stack,
     assert "aprovacao_ja_decidida" in loser
     assert len(gateway.debits_for(conv)) == 1
     record = ApprovalStore(server_ledger).get(approval)
-    assert record.status is ApprovalStatus.CONSUMED and record.decidido_por in POLICY["APROVADORES"].split(",")
+    assert record.status is ApprovalStatus.CONSUMED and record.decided_by in POLICY["APROVADORES"].split(",")
     decided = [i for i in server_ledger.history(conv, item_type=ItemType.AUDIT) if i["evento"] == "APROVACAO_DECIDIDA"]
     assert len(decided) == 1
 

@@ -101,13 +101,13 @@ def test_above_the_threshold_the_conversation_waits_with_a_bound_durable_request
     assert invoker.calls["emitir_reembolso"] == 0 and gateway.debits_for(conv) == []
     record = _pending(ledger, conv)
     canonical, digest = canonical_arguments({"pedidoId": "4821", "valor": 189.9})
-    assert (record.status, record.ferramenta, record.conversa_id, record.cliente_id) == \
+    assert (record.status, record.tool, record.conversation_id, record.customer_id) == \
         (ApprovalStatus.PENDING, "emitir_reembolso", conv, 1001)
-    assert record.argumentos_sha256 == digest and json.dumps(record.argumentos, sort_keys=True,
+    assert record.arguments_sha256 == digest and json.dumps(record.arguments, sort_keys=True,
                                                              separators=(",", ":")) == canonical
-    assert record.versao_ferramenta == tool_version("emitir_reembolso", "local")
-    assert record.valor == Decimal("189.9") and record.motivo == "acima_do_limite"
-    assert record.expira_em_ms - ledger.now_ms() > 23 * 3600 * 1000
+    assert record.tool_version == tool_version("emitir_reembolso", "local")
+    assert record.amount == Decimal("189.9") and record.reason == "acima_do_limite"
+    assert record.expires_at_ms - ledger.now_ms() > 23 * 3600 * 1000
     assert "APROVACAO_SOLICITADA" in _audit_events(ledger, conv)
     assert ledger.read_conversation(conv).status is ConversationStatus.WAITING_APPROVAL
     # The model was told the call awaits approval (so it does not insist).
@@ -128,7 +128,7 @@ def test_a_second_refund_on_a_partly_refunded_order_needs_approval_below_the_thr
     invoker = _real_tools(tools)
     reply, _, _ = _ask(ledger, invoker, conv, {"pedidoId": "4821", "valor": 10.0}, APROVACAO_LIMITE_REAIS="500")
     assert reply.status == "aguardando_aprovacao"
-    assert _pending(ledger, conv).motivo == "segundo_reembolso"
+    assert _pending(ledger, conv).reason == "segundo_reembolso"
     assert invoker.calls["emitir_reembolso"] == 0 and gateway.debits_for(conv) == []
 
 
@@ -137,7 +137,7 @@ def test_when_prior_refunds_cannot_be_read_the_gate_assumes_one(mocked_aws):
     invoker = CountingInvoker(answer={"ok": False, "erro": {"codigo": "erro_interno", "mensagem": "x"}})
     reply, _, _ = _ask(ledger, invoker, conv, {"pedidoId": "4821", "valor": 10.0}, APROVACAO_LIMITE_REAIS="500")
     assert reply.status == "aguardando_aprovacao"
-    assert _pending(ledger, conv).motivo == "reembolsos_anteriores_desconhecidos"
+    assert _pending(ledger, conv).reason == "reembolsos_anteriores_desconhecidos"
     assert invoker.calls["emitir_reembolso"] == 0
 
 
@@ -154,11 +154,11 @@ def test_an_approval_executes_exactly_the_approved_call_once(mocked_aws, gateway
     _, _, orch = _ask(ledger, invoker, conv)
     record = _pending(ledger, conv)
     decided = _decide(ledger, record.id)
-    assert (decided.status, decided.decidido_por, decided.justificativa) == (ApprovalStatus.APPROVED, OPERATOR,
+    assert (decided.status, decided.decided_by, decided.justification) == (ApprovalStatus.APPROVED, OPERATOR,
                                                                             "conferido")
     resumed = _resumer(orch).resume(record.id, Deadline.after(60))
-    assert (resumed.status, resumed.motivo) == ("ativa", "aprovada_executada")
-    assert resumed.resposta == "Seu reembolso de R$ 189,90 do pedido 4821 foi aprovado e emitido."
+    assert (resumed.status, resumed.reason) == ("ativa", "aprovada_executada")
+    assert resumed.reply == "Seu reembolso de R$ 189,90 do pedido 4821 foi aprovado e emitido."
     (debit,) = gateway.debits_for(conv)
     assert Decimal(str(debit["valor"])) == Decimal("189.90")
     assert invoker.events[-1] == ("emitir_reembolso", {"pedidoId": "4821", "valor": 189.9, "conversaId": conv,
@@ -167,10 +167,10 @@ def test_an_approval_executes_exactly_the_approved_call_once(mocked_aws, gateway
     # The history shows the executed call with the record's arguments and its result.
     state = ledger.read_conversation(conv)
     assert state.status is ConversationStatus.ACTIVE
-    assert state.messages[-2]["content"][0]["input"] == record.argumentos
+    assert state.messages[-2]["content"][0]["input"] == record.arguments
     assert json.loads(state.messages[-1]["content"][0]["content"])["resultado"] == "executado"
     # Replayed: nothing to resume, nothing decided twice, still one debit.
-    assert _resumer(orch).resume(record.id, Deadline.after(60)).motivo == "nada_a_retomar"
+    assert _resumer(orch).resume(record.id, Deadline.after(60)).reason == "nada_a_retomar"
     with pytest.raises(DecisionRefused) as err:
         _decide(ledger, record.id)
     assert err.value.reason == "aprovacao_ja_decidida"
@@ -186,8 +186,8 @@ def test_a_denial_tells_the_model_is_error_with_the_reason_and_the_customer(mock
     record = _pending(ledger, conv)
     _decide(ledger, record.id, approve=False, why="pedido fora da política de devolução")
     resumed = _resumer(orch).resume(record.id, Deadline.after(60))
-    assert (resumed.status, resumed.motivo) == ("ativa", "aprovacao_negada")
-    assert "não foi aprovado" in resumed.resposta and "Nenhum valor foi movimentado" in resumed.resposta
+    assert (resumed.status, resumed.reason) == ("ativa", "aprovacao_negada")
+    assert "não foi aprovado" in resumed.reply and "Nenhum valor foi movimentado" in resumed.reply
     last = ledger.read_conversation(conv).messages[-1]["content"][0]
     assert last["is_error"] is True
     assert json.loads(last["content"])["motivo"] == "pedido fora da política de devolução"
@@ -289,7 +289,7 @@ def test_an_approval_while_the_conversation_is_busy_waits_and_then_runs_once(moc
         _resumer(orch).resume(record.id, Deadline.after(60))
     assert gateway.debits_for(conv) == [] and ApprovalStore(ledger).get(record.id).status is ApprovalStatus.APPROVED
     ledger.release_conversation(busy)
-    assert _resumer(orch).resume(record.id, Deadline.after(60)).motivo == "aprovada_executada"
+    assert _resumer(orch).resume(record.id, Deadline.after(60)).reason == "aprovada_executada"
     assert len(gateway.debits_for(conv)) == 1
 
 
@@ -368,5 +368,5 @@ def test_two_conversations_racing_first_refunds_on_one_order_make_one_a_second_r
         t.join()
     assert sorted(replies.values()) == ["aguardando_aprovacao", "ativa"]
     waiting = next(c for c in convs if replies[c] == "aguardando_aprovacao")
-    assert _pending(ledger, waiting).motivo == "segundo_reembolso"
+    assert _pending(ledger, waiting).reason == "segundo_reembolso"
     assert sum(len(gateway.debits_for(c)) for c in convs) == 1

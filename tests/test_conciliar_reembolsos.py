@@ -51,13 +51,13 @@ def _reservation(erp, key: str) -> str | None:
 
 
 def _visit(report, key):
-    return next(v for v in report.visits if v.chave == key)
+    return next(v for v in report.visits if v.key == key)
 
 
 def test_one_pass_settles_each_kind_of_unsettled_claim(local_stack, gateway, erp):
     post = PaymentGatewayClient(local_stack.gateway_url, 2)
     debited = _claim(local_stack, status=ClaimStatus.UNKNOWN)  # its POST did debit
-    post.refund(idempotency_key=debited, pedido_id=ORDER, valor=Decimal("50.00"), token=local_stack.gateway_token)
+    post.refund(idempotency_key=debited, order_id=ORDER, amount=Decimal("50.00"), token=local_stack.gateway_token)
     never_arrived = _claim(local_stack, status=ClaimStatus.SENDING)  # died after recording, before the POST
     abandoned = _claim(local_stack, status=ClaimStatus.IN_PROGRESS)  # died before recording a send
     live = _claim(local_stack, status=ClaimStatus.SENDING, lease_s=300)  # its owner is still working
@@ -66,10 +66,10 @@ def test_one_pass_settles_each_kind_of_unsettled_claim(local_stack, gateway, erp
     time.sleep(1.1)  # the short leases are over
     with capture_emf() as emf:
         report = reconcile_pass(local_stack)
-    assert _visit(report, debited).resultado is Verdict.EXECUTED
-    assert _visit(report, never_arrived).resultado is Verdict.EXECUTED  # re-sent: performed once
-    assert _visit(report, abandoned).resultado is Verdict.RELEASED
-    assert _visit(report, live).resultado is Verdict.BUSY
+    assert _visit(report, debited).verdict is Verdict.EXECUTED
+    assert _visit(report, never_arrived).verdict is Verdict.EXECUTED  # re-sent: performed once
+    assert _visit(report, abandoned).verdict is Verdict.RELEASED
+    assert _visit(report, live).verdict is Verdict.BUSY
     assert [_reservation(erp, k) for k in (debited, never_arrived, abandoned, live)] == [
         "executado", "executado", "liberado", "reservado"]
     keys = {d["idempotencyKey"] for d in gateway.debits()}
@@ -90,8 +90,8 @@ def test_in_flight_stays_unknown_and_held_and_a_refused_connection_frees_nothing
     slow = PaymentGatewayClient(local_stack.gateway_url, 0.5)
     gateway.inject("processamento_lento", atraso_s=3)
     with pytest.raises(Exception):
-        slow.refund(idempotency_key=key, pedido_id=ORDER, valor=Decimal("30.00"), token=local_stack.gateway_token)
-    assert _visit(reconcile_pass(local_stack), key).resultado is Verdict.UNKNOWN
+        slow.refund(idempotency_key=key, order_id=ORDER, amount=Decimal("30.00"), token=local_stack.gateway_token)
+    assert _visit(reconcile_pass(local_stack), key).verdict is Verdict.UNKNOWN
     assert _reservation(erp, key) == "reservado"
     # The gateway now unreachable: a refused re-send proves nothing about the first request.
     refund_env = {**local_stack.reconciler_environment(), **FAST, "GATEWAY_URL": "http://127.0.0.1:9"}
@@ -101,10 +101,10 @@ def test_in_flight_stays_unknown_and_held_and_a_refused_connection_frees_nothing
         refund_handler.reset_adapters()
         report = reconciler_handler.build(ReconcilerSettings.from_env()).run_pass()
         refund_handler.reset_adapters()
-    assert _visit(report, key).resultado is Verdict.UNKNOWN
+    assert _visit(report, key).verdict is Verdict.UNKNOWN
     assert _reservation(erp, key) == "reservado" and ledger(local_stack).get_claim(key).status is ClaimStatus.UNKNOWN
     time.sleep(3)
-    assert _visit(reconcile_pass(local_stack), key).resultado is Verdict.EXECUTED
+    assert _visit(reconcile_pass(local_stack), key).verdict is Verdict.EXECUTED
     assert [d["valor"] for d in gateway.debits()] == ["30.00"]
 
 
@@ -154,7 +154,7 @@ def test_an_executed_claim_whose_erp_update_was_lost_is_finished_once(local_stac
     claim = store.get_claim(key)
     store.settle_claim(claim, ClaimStatus.EXECUTED, gateway_transaction="rb_perdido")  # ... and the process died
     assert key in {c.key for c in store.unsettled_claims(limit=1000)}
-    assert _visit(reconcile_pass(local_stack), key).resultado is Verdict.EXECUTED
+    assert _visit(reconcile_pass(local_stack), key).verdict is Verdict.EXECUTED
     assert erp.execute("SELECT valor_reembolsado FROM pedidos WHERE id = %s", (ORDER,)).fetchone() == (
         Decimal("20.00"),)
     assert key not in {c.key for c in store.unsettled_claims(limit=1000)}
@@ -206,7 +206,7 @@ def test_a_reconciler_killed_mid_send_leaves_the_claim_held_and_the_next_pass_se
     assert ledger(local_stack).get_claim(key).status is ClaimStatus.RECONCILING
     assert _reservation(erp, key) == "reservado"
     time.sleep(3.5)  # the killed owner's lease (2 s) and the gateway's processing are over
-    assert _visit(reconcile_pass(local_stack), key).resultado is Verdict.EXECUTED
+    assert _visit(reconcile_pass(local_stack), key).verdict is Verdict.EXECUTED
     assert [d["valor"] for d in gateway.debits()] == ["7.00"]
     assert _reservation(erp, key) == "executado"
 

@@ -249,7 +249,7 @@ def test_abandoned_claim_that_did_debit_is_reconciled_by_resending(tools, gatewa
                                 amount=Decimal("50.00"), lease_s=30)
     ledger.settle_claim(claim, ClaimStatus.SENDING)
     PaymentGatewayClient(local_stack.gateway_url, 2).refund(
-        idempotency_key=key, pedido_id="4821", valor=Decimal("50.00"), token=local_stack.gateway_token
+        idempotency_key=key, order_id="4821", amount=Decimal("50.00"), token=local_stack.gateway_token
     )
     out = tools(EMITIR_REEMBOLSO, {**event, "valor": 20.0})  # the retry's new amount is never sent
     assert out["resultado"] == "bloqueado_por_idempotencia"
@@ -378,7 +378,7 @@ def test_reconciliation_records_the_amount_the_gateway_debited(tools, gateway, m
                                 amount=Decimal("30.00"), lease_s=30)
     ledger.settle_claim(claim, ClaimStatus.FAILED_BEFORE_GATEWAY)  # what a wrong "nothing sent" would leave
     PaymentGatewayClient(local_stack.gateway_url, 2).refund(
-        idempotency_key=key, pedido_id="4821", valor=Decimal("30.00"), token=local_stack.gateway_token)
+        idempotency_key=key, order_id="4821", amount=Decimal("30.00"), token=local_stack.gateway_token)
     out = tools(EMITIR_REEMBOLSO, event)
     assert out["resultado"] == "executado" and out["dados"]["valor"] == "30.00"
     assert ledger.get_claim(key).amount == Decimal("30.00")

@@ -16,31 +16,31 @@ def client(local_stack):
 
 def test_bearer_secret_is_required(client, gateway):
     with pytest.raises(GatewayRejected) as err:
-        client.refund(idempotency_key="k-1", pedido_id="1", valor=Decimal("10.00"), token="errado")
+        client.refund(idempotency_key="k-1", order_id="1", amount=Decimal("10.00"), token="errado")
     assert err.value.status == 401
     assert gateway.debits() == [] and gateway.stats()["nao_autorizado"] == 1
 
 
 def test_same_key_same_body_replays_without_a_second_debit(client, gateway, local_stack):
-    first = client.refund(idempotency_key="k-2", pedido_id="1", valor=Decimal("10.00"), token=local_stack.gateway_token)
-    again = client.refund(idempotency_key="k-2", pedido_id="1", valor=Decimal("10.00"), token=local_stack.gateway_token)
-    assert first.transacao == again.transacao and not first.replayed and again.replayed
+    first = client.refund(idempotency_key="k-2", order_id="1", amount=Decimal("10.00"), token=local_stack.gateway_token)
+    again = client.refund(idempotency_key="k-2", order_id="1", amount=Decimal("10.00"), token=local_stack.gateway_token)
+    assert first.transaction_id == again.transaction_id and not first.replayed and again.replayed
     assert len(gateway.debits()) == 1 and gateway.stats()["reembolso"] == 2
 
 
 def test_same_key_other_amount_is_an_error(client, gateway, local_stack):
-    client.refund(idempotency_key="k-3", pedido_id="1", valor=Decimal("10.00"), token=local_stack.gateway_token)
+    client.refund(idempotency_key="k-3", order_id="1", amount=Decimal("10.00"), token=local_stack.gateway_token)
     with pytest.raises(GatewayRejected) as err:
-        client.refund(idempotency_key="k-3", pedido_id="1", valor=Decimal("11.00"), token=local_stack.gateway_token)
-    assert err.value.status == 422 and err.value.codigo == "idempotency_key_reutilizada"
+        client.refund(idempotency_key="k-3", order_id="1", amount=Decimal("11.00"), token=local_stack.gateway_token)
+    assert err.value.status == 422 and err.value.code == "idempotency_key_reutilizada"
     assert len(gateway.debits()) == 1
 
 
 def test_lookup_by_key(client, gateway, local_stack):
     assert client.lookup(idempotency_key="k-4", token=local_stack.gateway_token) is None
-    made = client.refund(idempotency_key="k-4", pedido_id="7", valor=Decimal("3.50"), token=local_stack.gateway_token)
+    made = client.refund(idempotency_key="k-4", order_id="7", amount=Decimal("3.50"), token=local_stack.gateway_token)
     found = client.lookup(idempotency_key="k-4", token=local_stack.gateway_token)
-    assert found.transacao == made.transacao and found.valor == Decimal("3.50")
+    assert found.transaction_id == made.transaction_id and found.amount == Decimal("3.50")
 
 
 def test_injected_latency_is_applied(client, gateway, local_stack):
@@ -48,7 +48,7 @@ def test_injected_latency_is_applied(client, gateway, local_stack):
 
     gateway.inject("latencia", atraso_s=0.6)
     start = time.monotonic()
-    client.refund(idempotency_key="k-5", pedido_id="1", valor=Decimal("1.00"), token=local_stack.gateway_token)
+    client.refund(idempotency_key="k-5", order_id="1", amount=Decimal("1.00"), token=local_stack.gateway_token)
     assert time.monotonic() - start >= 0.6
 
 
@@ -63,6 +63,6 @@ def test_unknown_fault_mode_is_refused(gateway):
 def test_every_real_debit_is_written_to_the_debits_file(client, gateway, local_stack):
     import json
 
-    client.refund(idempotency_key="k-6", pedido_id="1", valor=Decimal("2.00"), token=local_stack.gateway_token)
+    client.refund(idempotency_key="k-6", order_id="1", amount=Decimal("2.00"), token=local_stack.gateway_token)
     lines = [json.loads(x) for x in local_stack.debits_file.read_text().splitlines() if x]
     assert [x["idempotencyKey"] for x in lines] == ["k-6"]

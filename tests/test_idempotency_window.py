@@ -52,8 +52,8 @@ def test_the_reconciler_never_resends_past_the_window(local_stack, gateway, erp)
     _, key = _unknown_claim_sent_hours_ago(local_stack, erp, 24)
     with capture_emf() as emf:
         report = reconcile_pass(local_stack)
-    visit = next(v for v in report.visits if v.chave == key)
-    assert visit.resultado is Verdict.MANUAL
+    visit = next(v for v in report.visits if v.key == key)
+    assert visit.verdict is Verdict.MANUAL
     assert gateway.debits() == [] and gateway.stats()["reembolso"] == 0, "nothing may be re-sent"
     store = ledger(local_stack)
     claim = store.get_claim(key)
@@ -77,14 +77,14 @@ def test_a_repeat_of_the_conversation_past_the_window_holds_and_says_so_truthful
 def test_inside_the_window_the_claim_is_still_resent(local_stack, gateway, erp):
     _, key = _unknown_claim_sent_hours_ago(local_stack, erp, 22)
     report = reconcile_pass(local_stack)
-    assert next(v for v in report.visits if v.chave == key).resultado is Verdict.EXECUTED
+    assert next(v for v in report.visits if v.key == key).verdict is Verdict.EXECUTED
     assert [d["idempotencyKey"] for d in gateway.debits()] == [key]
 
 
 def test_the_window_is_configured(local_stack, gateway, erp):
     _, key = _unknown_claim_sent_hours_ago(local_stack, erp, 2)
     report = reconcile_pass(local_stack, GATEWAY_IDEMPOTENCY_WINDOW_H="1")
-    assert next(v for v in report.visits if v.chave == key).resultado is Verdict.MANUAL
+    assert next(v for v in report.visits if v.key == key).verdict is Verdict.MANUAL
     assert gateway.stats()["reembolso"] == 0
 
 

@@ -11,10 +11,13 @@ from pathlib import Path
 
 import boto3
 import psycopg
+import pytest
 
 from scripts.local_stack import stack
 
 ROOT = Path(__file__).resolve().parents[1]
+# Starts its own stack in a child process (not through the local_stack fixture).
+pytestmark = pytest.mark.stack
 
 
 def _cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

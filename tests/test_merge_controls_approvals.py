@@ -104,8 +104,8 @@ def test_the_sparse_index_lists_approvals_and_waiting_people_and_the_reconciler_
     conversation = ledger.client.get_item(TableName=ledger.table_name, Key=ledger.table.key(f"conversa#{waiting}"))
     assert GSI_UNSETTLED_SORT in conversation["Item"]
     assert waiting in [c for c, _ in ledger.waiting_for_a_person()]
-    (pending,) = [r for r in ApprovalStore(ledger).pending() if r.conversa_id == approving]
-    assert pending.argumentos["pedidoId"] == "4822"
+    (pending,) = [r for r in ApprovalStore(ledger).pending() if r.conversation_id == approving]
+    assert pending.arguments["pedidoId"] == "4822"
     assert ledger.unsettled_claims() == []  # neither is a refund claim
 
     # Back to the agent: out of the index (status, sort key and mark removed).

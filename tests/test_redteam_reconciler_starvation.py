@@ -84,7 +84,7 @@ def test_passes_rotate_through_every_pending_claim(local_stack, erp, selective_g
     store = ledger(local_stack)
     stuck = [_unknown_claim(store) for _ in range(7)]
     selective_gateway.update(stuck)
-    visited = [v.chave for _ in range(3) for v in reconcile_pass(local_stack).visits]
+    visited = [v.key for _ in range(3) for v in reconcile_pass(local_stack).visits]
     assert len(visited) == 3 * BATCH
     assert set(visited) == set(stuck)
     assert all(store.get_claim(k).status is ClaimStatus.UNKNOWN for k in stuck)  # nothing settled on a 409

@@ -24,7 +24,7 @@ def ledger_for(aws: AwsSettings, settings: LedgerSettings) -> Ledger:
     return Ledger(settings.table_name, client("dynamodb", aws))
 
 
-@tool_handler(ferramenta=TOOL, model=ProfileUpdateRequest, logger=logger)
+@tool_handler(tool=TOOL, model=ProfileUpdateRequest, logger=logger)
 def lambda_handler(request: ProfileUpdateRequest) -> ToolResponse:
     conn = db.connection(DatabaseSettings.from_env())
     ledger = ledger_for(AwsSettings.from_env(), LedgerSettings.from_env())

@@ -21,6 +21,6 @@ def update_profile(req: ProfileUpdateRequest, *, update: Callable[..., bool], le
             details={"clienteId": req.clienteId, "campos": sorted(changes)},
         )
 
-    if not update(cliente_id=req.clienteId, changes=changes, before_commit=audit):
+    if not update(customer_id=req.clienteId, changes=changes, before_commit=audit):
         raise ToolError(ErrorCode.CUSTOMER_NOT_FOUND, "Cadastro do cliente não encontrado.")
     return ToolResponse.success(TOOL, "atualizado", {"camposAtualizados": sorted(changes)})

@@ -16,7 +16,7 @@ UPDATABLE = ("endereco", "telefone", "email")
 
 
 def update_own_profile(
-    conn: psycopg.Connection, *, cliente_id: int, changes: dict[str, str], before_commit: Callable[[], None]
+    conn: psycopg.Connection, *, customer_id: int, changes: dict[str, str], before_commit: Callable[[], None]
 ) -> bool:
     """Update the customer's own row; ``before_commit`` runs inside the transaction
     (the audit record), so a failed audit leaves the row unchanged."""
@@ -29,7 +29,7 @@ def update_own_profile(
     with conn.transaction():
         cur = conn.execute(
             sql.SQL("UPDATE clientes SET {} WHERE id = {}").format(assignments, sql.Placeholder("cliente_id")),
-            {**changes, "cliente_id": cliente_id},
+            {**changes, "cliente_id": customer_id},
         )
         if cur.rowcount != 1:
             return False

@@ -81,40 +81,40 @@ def _decimal(value: Any) -> float:
 @dataclass(frozen=True)
 class ApprovalRecord:
     id: str
-    ferramenta: str
-    versao_ferramenta: str
-    argumentos: dict[str, Any]
-    argumentos_sha256: str
-    conversa_id: str
-    cliente_id: int
-    valor: Decimal
-    motivo: str  # why approval is required (acima_do_limite, segundo_reembolso, ...)
+    tool: str
+    tool_version: str
+    arguments: dict[str, Any]
+    arguments_sha256: str
+    conversation_id: str
+    customer_id: int
+    amount: Decimal
+    reason: str  # why approval is required (acima_do_limite, segundo_reembolso, ...)
     status: ApprovalStatus
-    criado_em: str
-    expira_em_ms: int
-    decidido_por: str | None = None
-    justificativa: str | None = None
-    decidido_em: str | None = None
+    created_at: str
+    expires_at_ms: int
+    decided_by: str | None = None
+    justification: str | None = None
+    decided_at: str | None = None
 
     def expired(self, now_ms: int) -> bool:
-        return now_ms >= self.expira_em_ms
+        return now_ms >= self.expires_at_ms
 
-    def binds(self, *, conversa_id: str, ferramenta: str, versao: str, argumentos_sha256: str) -> bool:
+    def binds(self, *, conversation_id: str, tool: str, version: str, arguments_sha256: str) -> bool:
         """Defence in depth beyond the key: every bound field equal, and the stored
         arguments still hash to the stored digest (an edited item never runs)."""
-        return (self.conversa_id == conversa_id and self.ferramenta == ferramenta
-                and self.versao_ferramenta == versao and self.argumentos_sha256 == argumentos_sha256
-                and canonical_arguments(self.argumentos)[1] == argumentos_sha256)
+        return (self.conversation_id == conversation_id and self.tool == tool
+                and self.tool_version == version and self.arguments_sha256 == arguments_sha256
+                and canonical_arguments(self.arguments)[1] == arguments_sha256)
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> ApprovalRecord:
         return cls(
-            id=item["aprovacaoId"], ferramenta=item["ferramenta"], versao_ferramenta=item["versaoFerramenta"],
-            argumentos=json.loads(item["argumentos"]), argumentos_sha256=item["argumentosSha256"],
-            conversa_id=item["conversaId"], cliente_id=int(item["clienteId"]), valor=Decimal(item["valor"]),
-            motivo=item["motivo"], status=ApprovalStatus(item["status"]), criado_em=item["criadoEm"],
-            expira_em_ms=int(item["expiraEmMs"]), decidido_por=item.get("decididoPor"),
-            justificativa=item.get("justificativa"), decidido_em=item.get("decididoEm"),
+            id=item["aprovacaoId"], tool=item["ferramenta"], tool_version=item["versaoFerramenta"],
+            arguments=json.loads(item["argumentos"]), arguments_sha256=item["argumentosSha256"],
+            conversation_id=item["conversaId"], customer_id=int(item["clienteId"]), amount=Decimal(item["valor"]),
+            reason=item["motivo"], status=ApprovalStatus(item["status"]), created_at=item["criadoEm"],
+            expires_at_ms=int(item["expiraEmMs"]), decided_by=item.get("decididoPor"),
+            justification=item.get("justificativa"), decided_at=item.get("decididoEm"),
         )
 
 
@@ -128,32 +128,32 @@ class ApprovalStore:
         item = self.ledger.table.get(approval_pk(approval))
         return ApprovalRecord.from_item(item) if item else None
 
-    def find(self, *, conversa_id: str, ferramenta: str, versao: str, argumentos_sha256: str) -> ApprovalRecord | None:
-        return self.get(approval_id(conversa_id, ferramenta, versao, argumentos_sha256))
+    def find(self, *, conversation_id: str, tool: str, version: str, arguments_sha256: str) -> ApprovalRecord | None:
+        return self.get(approval_id(conversation_id, tool, version, arguments_sha256))
 
-    def request(self, *, ferramenta: str, versao: str, argumentos: dict[str, Any], conversa_id: str,
-                cliente_id: int, valor: Decimal, motivo: str, validade_s: int) -> tuple[ApprovalRecord, bool]:
+    def request(self, *, tool: str, version: str, arguments: dict[str, Any], conversation_id: str,
+                customer_id: int, amount: Decimal, reason: str, validity_s: int) -> tuple[ApprovalRecord, bool]:
         """Create the request once; the same call asked again gets the existing
         record back (pending, approved, denied or consumed), unless it expired
         without being used, when a fresh request replaces it. Returns (record, created)."""
-        text, digest = canonical_arguments(argumentos)
+        text, digest = canonical_arguments(arguments)
         now = self.ledger.now_ms()
         record = ApprovalRecord(
-            id=approval_id(conversa_id, ferramenta, versao, digest), ferramenta=ferramenta, versao_ferramenta=versao,
-            argumentos=json.loads(text), argumentos_sha256=digest, conversa_id=conversa_id, cliente_id=cliente_id,
-            valor=valor, motivo=motivo, status=ApprovalStatus.PENDING, criado_em=self.ledger.table.iso(now),
-            expira_em_ms=now + validade_s * 1000,
+            id=approval_id(conversation_id, tool, version, digest), tool=tool, tool_version=version,
+            arguments=json.loads(text), arguments_sha256=digest, conversation_id=conversation_id,
+            customer_id=customer_id, amount=amount, reason=reason, status=ApprovalStatus.PENDING,
+            created_at=self.ledger.table.iso(now), expires_at_ms=now + validity_s * 1000,
         )
         sort = history_sort(record.criado_em, ItemType.APPROVAL, record.id)
         item = {
             TABLE_KEY: approval_pk(record.id), "tipo": ItemType.APPROVAL.value, "aprovacaoId": record.id,
-            "ferramenta": ferramenta, "versaoFerramenta": versao, "argumentos": text, "argumentosSha256": digest,
-            "conversaId": conversa_id, "clienteId": cliente_id, "valor": valor, "motivo": motivo,
-            "status": record.status.value, "criadoEm": record.criado_em, "expiraEmMs": record.expira_em_ms,
+            "ferramenta": tool, "versaoFerramenta": version, "argumentos": text, "argumentosSha256": digest,
+            "conversaId": conversation_id, "clienteId": customer_id, "valor": amount, "motivo": reason,
+            "status": record.status.value, "criadoEm": record.created_at, "expiraEmMs": record.expires_at_ms,
             GSI_SORT: sort, GSI_UNSETTLED_PARTITION: APPROVAL_PENDING_MARK,
             # the sparse index's sort key (main's visit rotation): creation order, oldest first
             GSI_UNSETTLED_SORT: sort,
-            TTL_ATTRIBUTE: record.expira_em_ms // 1000 + RETENTION_S,
+            TTL_ATTRIBUTE: record.expires_at_ms // 1000 + RETENTION_S,
         }
         try:
             # A request that expired undecided (or approved but never used) is
@@ -226,7 +226,7 @@ class ApprovalStore:
                 ExpressionAttributeNames={"#st": "status"},
                 ExpressionAttributeValues=serialize({
                     ":consumida": ApprovalStatus.CONSUMED.value, ":aprovada": ApprovalStatus.APPROVED.value,
-                    ":agora": self.ledger.table.iso(now), ":agora_ms": now, ":sha": record.argumentos_sha256,
+                    ":agora": self.ledger.table.iso(now), ":agora_ms": now, ":sha": record.arguments_sha256,
                 }),
             )
         except ClientError as err:

@@ -69,7 +69,7 @@ def parse_event(event: Any, model: type[Model]) -> Model:
 
 
 def tool_handler(
-    *, ferramenta: str, model: type[Model], logger: Logger
+    *, tool: str, model: type[Model], logger: Logger
 ) -> Callable[[Callable[[Model], ToolResponse]], Callable[[Any, LambdaContext], dict[str, Any]]]:
     def decorate(run: Callable[[Model], ToolResponse]) -> Callable[[Any, LambdaContext], dict[str, Any]]:
         @logger.inject_lambda_context(clear_state=True)
@@ -78,17 +78,17 @@ def tool_handler(
                 request = parse_event(event, model)
             except InvalidEvent as err:
                 logger.info("invalid input", extra={"erros": err.problems})
-                count_for_tool(Metric.TOOL_REFUSALS, ferramenta)
+                count_for_tool(Metric.TOOL_REFUSALS, tool)
                 return ToolResponse.failure(
-                    ferramenta, ToolError(ErrorCode.INVALID_INPUT, "Entrada inválida: " + "; ".join(err.problems))
+                    tool, ToolError(ErrorCode.INVALID_INPUT, "Entrada inválida: " + "; ".join(err.problems))
                 ).to_json()
             logger.append_keys(conversaId=getattr(request, "conversaId", None))
             try:
                 response = run(request)
             except ToolError as err:
-                logger.info("typed refusal", extra={"codigo": err.codigo.value})
-                count_for_tool(Metric.TOOL_REFUSALS, ferramenta)
-                return ToolResponse.failure(ferramenta, err).to_json()
+                logger.info("typed refusal", extra={"codigo": err.code.value})
+                count_for_tool(Metric.TOOL_REFUSALS, tool)
+                return ToolResponse.failure(tool, err).to_json()
             logger.info("tool answered", extra={"resultado": response.resultado})
             return response.to_json()
 

@@ -78,8 +78,8 @@ def seconds(name: str, value: float) -> None:
         pass
 
 
-def count_for_tool(name: str, ferramenta: str, value: float = 1) -> None:
-    count(name, {TOOL_DIMENSION: ferramenta}, value)
+def count_for_tool(name: str, tool: str, value: float = 1) -> None:
+    count(name, {TOOL_DIMENSION: tool}, value)
 
 
 def logger_for(service: str) -> Logger:

@@ -26,11 +26,11 @@ class ErrorCode(StrEnum):
 class ToolError(Exception):
     """A typed refusal: becomes ``{"ok": false, "erro": {...}}``, never a crash."""
 
-    def __init__(self, codigo: ErrorCode, mensagem: str, *, detalhes: dict[str, Any] | None = None) -> None:
-        super().__init__(f"{codigo}: {mensagem}")
-        self.codigo = codigo
-        self.mensagem = mensagem
-        self.detalhes = detalhes or {}
+    def __init__(self, code: ErrorCode, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.details = details or {}
 
 
 class ErrorBody(BaseModel):
@@ -49,15 +49,15 @@ class ToolResponse(BaseModel):
     erro: ErrorBody | None = None
 
     @classmethod
-    def success(cls, ferramenta: str, resultado: str, dados: dict[str, Any]) -> ToolResponse:
-        return cls(ferramenta=ferramenta, ok=True, resultado=resultado, dados=dados)
+    def success(cls, tool: str, outcome: str, data: dict[str, Any]) -> ToolResponse:
+        return cls(ferramenta=tool, ok=True, resultado=outcome, dados=data)
 
     @classmethod
-    def failure(cls, ferramenta: str, error: ToolError) -> ToolResponse:
+    def failure(cls, tool: str, error: ToolError) -> ToolResponse:
         return cls(
-            ferramenta=ferramenta,
+            ferramenta=tool,
             ok=False,
-            erro=ErrorBody(codigo=error.codigo, mensagem=error.mensagem, detalhes=error.detalhes),
+            erro=ErrorBody(codigo=error.code, mensagem=error.message, detalhes=error.details),
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -86,18 +86,33 @@ class GraphClient:
 
 
 def _message_id(status: int, data: bytes) -> str:
-    try:
-        payload = json.loads(data or b"{}")
-    except ValueError:
-        payload = {}
+    payload = _json_object(data)
     if 200 <= status < 300:
-        messages = payload.get("messages") if isinstance(payload, dict) else None
-        if isinstance(messages, list) and messages and isinstance(messages[0], dict) and messages[0].get("id"):
-            return str(messages[0]["id"])
-        raise SendOutcomeUnknown("2xx without a message id")
-    error = payload.get("error") if isinstance(payload, dict) else None
-    code = error.get("code") if isinstance(error, dict) else None
-    code = code if isinstance(code, int) and not isinstance(code, bool) else None
+        return _accepted_message_id(payload)
+    code = _error_code(payload)
     if code == OUTSIDE_WINDOW_CODE:
         raise OutsideServiceWindow()
     raise NotSent(status, code, retryable=code in RETRYABLE_CODES or status == 429 or status >= 500)
+
+
+def _json_object(data: bytes) -> dict[str, Any]:
+    """The answer's JSON object; anything else (not JSON, an array, a number) reads as empty."""
+    try:
+        payload = json.loads(data or b"{}")
+    except ValueError:
+        return {}
+    return payload if isinstance(payload, dict) else {}
+
+
+def _accepted_message_id(payload: dict[str, Any]) -> str:
+    messages = payload.get("messages")
+    first = messages[0] if isinstance(messages, list) and messages else None
+    if isinstance(first, dict) and first.get("id"):
+        return str(first["id"])
+    raise SendOutcomeUnknown("2xx without a message id")
+
+
+def _error_code(payload: dict[str, Any]) -> int | None:
+    error = payload.get("error")
+    code = error.get("code") if isinstance(error, dict) else None
+    return code if isinstance(code, int) and not isinstance(code, bool) else None

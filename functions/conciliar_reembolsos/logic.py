@@ -55,11 +55,11 @@ _VERDICT_OF = {
 
 @dataclass(frozen=True)
 class Visit:
-    chave: str
-    pedido_id: str
-    antes: str
-    resultado: Verdict
-    idade_s: float
+    key: str
+    order_id: str
+    status_before: str
+    verdict: Verdict
+    age_s: float
 
 
 @dataclass
@@ -67,13 +67,13 @@ class PassReport:
     visits: list[Visit] = field(default_factory=list)
 
     def count(self, verdict: Verdict) -> int:
-        return sum(1 for v in self.visits if v.resultado is verdict)
+        return sum(1 for v in self.visits if v.verdict is verdict)
 
     @property
     def oldest_unsettled_s(self) -> float:
         """Age of the oldest claim this pass could not settle (0 when none)."""
         pending = (Verdict.UNKNOWN, Verdict.MANUAL, Verdict.BUSY, Verdict.ERROR)
-        return max((v.idade_s for v in self.visits if v.resultado in pending), default=0.0)
+        return max((v.age_s for v in self.visits if v.verdict in pending), default=0.0)
 
     def summary(self) -> dict[str, int | float]:
         return {**{v.value: self.count(v) for v in Verdict}, "idadeMaximaPendenteS": round(self.oldest_unsettled_s, 1)}

@@ -17,7 +17,7 @@ from .repository import fetch_own_order
 logger = logger_for(TOOL)
 
 
-@tool_handler(ferramenta=TOOL, model=OrderStatusRequest, logger=logger)
+@tool_handler(tool=TOOL, model=OrderStatusRequest, logger=logger)
 def lambda_handler(request: OrderStatusRequest) -> ToolResponse:
     conn = db.connection(DatabaseSettings.from_env())
     return order_status(request, partial(fetch_own_order, conn))

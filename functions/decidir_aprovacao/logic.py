@@ -24,11 +24,11 @@ Request = DecisionRequest | PendingListRequest | ShowRequest
 def masked(record: ApprovalRecord, now_ms: int) -> dict[str, Any]:
     """What an operator sees: the call to decide on, personal data masked."""
     return {
-        "aprovacaoId": record.id, "ferramenta": record.ferramenta, "versaoFerramenta": record.versao_ferramenta,
-        "argumentos": mask_arguments(record.argumentos), "argumentosSha256": record.argumentos_sha256,
-        "conversaId": mask_identifier(record.conversa_id), "clienteId": mask_identifier(record.cliente_id, keep=2),
-        "valor": format(record.valor, "f"), "motivo": record.motivo, "status": record.status.value,
-        "criadoEm": record.criado_em, "expirada": record.expired(now_ms), "decididoPor": record.decidido_por,
+        "aprovacaoId": record.id, "ferramenta": record.tool, "versaoFerramenta": record.tool_version,
+        "argumentos": mask_arguments(record.arguments), "argumentosSha256": record.arguments_sha256,
+        "conversaId": mask_identifier(record.conversation_id), "clienteId": mask_identifier(record.customer_id, keep=2),
+        "valor": format(record.amount, "f"), "motivo": record.reason, "status": record.status.value,
+        "criadoEm": record.created_at, "expirada": record.expired(now_ms), "decididoPor": record.decided_by,
     }
 
 
@@ -47,15 +47,15 @@ def handle(request: Request, ledger: Ledger, *, approvers: frozenset[str],
         record = store.decide(request.aprovacaoId, approve=request.decisao == "aprovar", approver=request.aprovador,
                               justification=request.justificativa, allowed_approvers=approvers)
     except DecisionRefused as refused:
-        ledger.append_audit(conversation_id=refused.record.conversa_id if refused.record else None,
+        ledger.append_audit(conversation_id=refused.record.conversation_id if refused.record else None,
                             event="DECISAO_DE_APROVACAO_RECUSADA",
                             details={"aprovacaoId": request.aprovacaoId, "motivo": refused.reason,
-                                      "aprovador": request.aprovador})
+                                     "aprovador": request.aprovador})
         return _error(refused.reason)
     # The justification stays on the record (the model reads it on a denial), not in the audit.
-    ledger.append_audit(conversation_id=record.conversa_id, event="APROVACAO_DECIDIDA",
+    ledger.append_audit(conversation_id=record.conversation_id, event="APROVACAO_DECIDIDA",
                         details={"aprovacaoId": record.id, "status": record.status.value,
-                                  "aprovador": record.decidido_por, "argumentosSha256": record.argumentos_sha256})
+                                 "aprovador": record.decided_by, "argumentosSha256": record.arguments_sha256})
     resume(record.id)
     return {"ok": True, "aprovacao": masked(record, now)}
 

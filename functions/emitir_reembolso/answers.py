@@ -40,16 +40,16 @@ def _data(claim: RefundClaim, **extra: Any) -> dict[str, Any]:
 
 
 def sentence(claim: RefundClaim) -> str:
-    pedido, valor = claim.order_id, claim.amount
+    order, amount = claim.order_id, claim.amount
     if claim.status is ClaimStatus.EXECUTED:
-        return f"Reembolso de R$ {valor} do pedido {pedido} emitido."
+        return f"Reembolso de R$ {amount} do pedido {order} emitido."
     if claim.status is ClaimStatus.DECLINED:
-        return f"O gateway recusou o reembolso do pedido {pedido}; nada foi debitado."
+        return f"O gateway recusou o reembolso do pedido {order}; nada foi debitado."
     if claim.status is ClaimStatus.UNKNOWN:
-        return (f"Ainda não há confirmação do gateway sobre o reembolso de R$ {valor} do pedido {pedido}. "
+        return (f"Ainda não há confirmação do gateway sobre o reembolso de R$ {amount} do pedido {order}. "
                 "O valor fica reservado e o reembolso será conferido com o gateway; "
                 "não faça outra solicitação enquanto isso.")
-    return f"O reembolso do pedido {pedido} está sendo processado; aguarde."
+    return f"O reembolso do pedido {order} está sendo processado; aguarde."
 
 
 def settled(claim: RefundClaim) -> ToolResponse:
@@ -89,9 +89,9 @@ def unavailable() -> ToolError:
     return ToolError(ErrorCode.GATEWAY_UNAVAILABLE, "O gateway de pagamento está indisponível; nada foi debitado.")
 
 
-def exceeds_balance(valor: Any, pedido_id: str, saldo: Any) -> ToolError:
+def exceeds_balance(amount: Any, order_id: str, balance: Any) -> ToolError:
     return ToolError(
         ErrorCode.AMOUNT_EXCEEDS_BALANCE,
-        f"O valor R$ {valor} excede o saldo reembolsável do pedido {pedido_id} (R$ {saldo}).",
-        detalhes={"saldo": str(saldo)},
+        f"O valor R$ {amount} excede o saldo reembolsável do pedido {order_id} (R$ {balance}).",
+        details={"saldo": str(balance)},
     )

@@ -37,19 +37,19 @@ class GatewayOutcomeUnknown(Exception):
 
 
 class GatewayRejected(Exception):
-    def __init__(self, status: int, codigo: str) -> None:
-        super().__init__(f"gateway rejected the request: HTTP {status} {codigo}")
+    def __init__(self, status: int, code: str) -> None:
+        super().__init__(f"gateway rejected the request: HTTP {status} {code}")
         self.status = status
-        self.codigo = codigo
+        self.code = code
 
 
 @dataclass(frozen=True)
 class GatewayRefund:
-    transacao: str
+    transaction_id: str
     status: str  # "aprovado" | "recusado"
-    valor: Decimal
-    pedido_id: str
-    criado_em: str
+    amount: Decimal
+    order_id: str
+    created_at: str
     replayed: bool = False  # the gateway answered from its idempotency record
 
     @property
@@ -65,7 +65,7 @@ WIRE_KEY_MAX = 255  # Stripe's limit on an Idempotency-Key
 WIRE_KEY_DIGEST_PREFIX = "reembolso-sha256-"
 
 
-def wire_idempotency_key(chave: str) -> str:
+def wire_idempotency_key(key: str) -> str:
     """The ``Idempotency-Key`` sent for a ledger key: the key itself when it fits
     the gateway's 255 characters (every ordinary id: Lab 87's format unchanged on
     the wire), else a SHA-256 digest of it (81 characters). Deterministic, so a
@@ -73,17 +73,17 @@ def wire_idempotency_key(chave: str) -> str:
     contains ``#`` and a digest key never does, and SHA-256 does not collide.
     (Capping the conversation id instead would also cap the channel's message ids,
     which share that pattern.)"""
-    if len(chave) <= WIRE_KEY_MAX:
-        return chave
-    return WIRE_KEY_DIGEST_PREFIX + hashlib.sha256(chave.encode()).hexdigest()
+    if len(key) <= WIRE_KEY_MAX:
+        return key
+    return WIRE_KEY_DIGEST_PREFIX + hashlib.sha256(key.encode()).hexdigest()
 
 
 ERROR_CODE_MAX = 80  # characters of the gateway's ``erro`` kept (stored, logged)
 
 
-def _clip(codigo: object) -> str:
+def _clip(code: object) -> str:
     """The ``erro`` code as the client keeps it: a str, at most ERROR_CODE_MAX characters."""
-    text = codigo if isinstance(codigo, str) else repr(codigo)
+    text = code if isinstance(code, str) else repr(code)
     if len(text) <= ERROR_CODE_MAX and text.isprintable():
         return text
     return repr(text[:ERROR_CODE_MAX])[: ERROR_CODE_MAX + 2] + "…"
@@ -108,8 +108,8 @@ class PaymentGatewayClient:
         self.timeout = urllib3.Timeout(connect=min(timeout_s, 1.0), read=timeout_s, total=timeout_s)
         self.http = http or urllib3.PoolManager(retries=False)
 
-    def refund(self, *, idempotency_key: str, pedido_id: str, valor: Decimal, token: str) -> GatewayRefund:
-        body = json.dumps({"pedidoId": pedido_id, "valor": str(valor), "moeda": "BRL"})
+    def refund(self, *, idempotency_key: str, order_id: str, amount: Decimal, token: str) -> GatewayRefund:
+        body = json.dumps({"pedidoId": order_id, "valor": str(amount), "moeda": "BRL"})
         resp = self._request(
             "POST",
             "/v1/reembolsos",
@@ -155,11 +155,11 @@ class PaymentGatewayClient:
     def _refund(resp: Any) -> GatewayRefund:
         data = json.loads(resp.data)
         return GatewayRefund(
-            transacao=data["id"],
+            transaction_id=data["id"],
             status=data["status"],
-            valor=Decimal(data["valor"]),
-            pedido_id=data["pedidoId"],
-            criado_em=data["criadoEm"],
+            amount=Decimal(data["valor"]),
+            order_id=data["pedidoId"],
+            created_at=data["criadoEm"],
             replayed=resp.headers.get("Idempotent-Replayed") == "true",
         )
 
@@ -171,9 +171,9 @@ class PaymentGatewayClient:
         if not 400 <= resp.status < 500 or resp.status == 409:
             return GatewayOutcomeUnknown(f"HTTP {resp.status}")
         try:
-            codigo = json.loads(resp.data).get("erro", "desconhecido")
+            code = json.loads(resp.data).get("erro", "desconhecido")
         except (ValueError, AttributeError):  # not JSON, or JSON but not an object
-            codigo = "desconhecido"
+            code = "desconhecido"
         # The gateway's text is stored in the claim's ``detalhe`` and may be logged:
         # keep a short repr (quoted, control characters escaped), never the whole body.
-        return GatewayRejected(resp.status, _clip(codigo))
+        return GatewayRejected(resp.status, _clip(code))

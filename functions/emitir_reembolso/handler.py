@@ -66,7 +66,7 @@ def refund_service(settings: RefundSettings) -> RefundService:
     )
 
 
-@tool_handler(ferramenta=TOOL, model=RefundRequest, logger=logger)
+@tool_handler(tool=TOOL, model=RefundRequest, logger=logger)
 def lambda_handler(request: RefundRequest) -> ToolResponse:
     return refund_service(RefundSettings.from_env()).issue(request)
 

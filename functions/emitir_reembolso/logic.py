@@ -86,7 +86,7 @@ class _Heard:
 
     event: Event
     refund: GatewayRefund | None = None
-    detalhe: str | None = None
+    detail: str | None = None
 
 
 @dataclass
@@ -101,8 +101,8 @@ class RefundService:
     idempotency_window_s: int = 23 * 3600
 
     def issue(self, req: RefundRequest) -> ToolResponse:
-        chave = refund_idempotency_key(req.conversaId, req.pedidoId)
-        step_ = self._decide(req, chave)
+        key = refund_idempotency_key(req.conversaId, req.pedidoId)
+        step_ = self._decide(req, key)
         if isinstance(step_, ToolResponse):
             return step_
         if isinstance(step_, _Execute):
@@ -110,23 +110,23 @@ class RefundService:
         return self.reconcile(step_.claim, as_repeat=True)
 
     # -- 1. decide ------------------------------------------------------------------
-    def _decide(self, req: RefundRequest, chave: str) -> ToolResponse | _Execute | _Reconcile:
+    def _decide(self, req: RefundRequest, key: str) -> ToolResponse | _Execute | _Reconcile:
         repaired: RefundClaim | None = None
         try:
             with self.orders.transaction():
-                order = self.orders.lock(req.pedidoId, chave=chave)
-                if order is None or order.cliente_id != req.clienteId:
+                order = self.orders.lock(req.pedidoId, key=key)
+                if order is None or order.customer_id != req.clienteId:
                     raise ToolError(ErrorCode.ORDER_NOT_FOUND,
                                     f"Pedido {req.pedidoId} não encontrado para este cliente.")
-                existing = self.ledger.get_claim(chave)
+                existing = self.ledger.get_claim(key)
                 if existing is not None and not self._takeable(existing):
                     if existing.status is ClaimStatus.EXECUTED and not existing.erp_updated:
                         # A crash after the debit left the ERP behind: repair it, once.
-                        self.orders.apply_executed(chave=chave, pedido_id=existing.order_id, valor=existing.amount)
+                        self.orders.apply_executed(key=key, order_id=existing.order_id, amount=existing.amount)
                         repaired = existing
                     answer: ToolResponse | _Execute | _Reconcile = self._answer_existing(existing)
                 else:
-                    answer = _Execute(self._claim(req, chave, order, existing))
+                    answer = _Execute(self._claim(req, key, order, existing))
         except _Answer as early:
             return early.response
         if repaired is not None:
@@ -147,18 +147,18 @@ class RefundService:
             return _Reconcile(claim)
         return answers.in_progress(claim)
 
-    def _claim(self, req: RefundRequest, chave: str, order: OrderForRefund,
+    def _claim(self, req: RefundRequest, key: str, order: OrderForRefund,
                existing: RefundClaim | None) -> RefundClaim:
         """Check the balance, reserve, claim: the CLAIMED transition (money: reserve)."""
         step(existing.status if existing else None, Event.CLAIMED)  # raises on a take the table forbids
-        if req.valor > order.saldo:
-            raise answers.exceeds_balance(req.valor, order.id, order.saldo)
-        self.orders.reserve(chave=chave, pedido_id=req.pedidoId, valor=req.valor)
+        if req.valor > order.balance:
+            raise answers.exceeds_balance(req.valor, order.id, order.balance)
+        self.orders.reserve(key=key, order_id=req.pedidoId, amount=req.valor)
         try:
             if existing is not None:
                 return self.ledger.retake_claim(existing, amount=req.valor, lease_s=self.claim_lease_s)
             return self.ledger.claim_refund(
-                key=chave, conversation_id=req.conversaId, order_id=req.pedidoId,
+                key=key, conversation_id=req.conversaId, order_id=req.pedidoId,
                 customer_id=req.clienteId, amount=req.valor, lease_s=self.claim_lease_s,
             )
         except ClaimTaken as taken:  # only if something bypassed the row lock
@@ -175,7 +175,7 @@ class RefundService:
         try:
             token = self.read_gateway_token()
         except Exception as err:  # the secret store failed before any send was recorded
-            self.transition(claim, _Heard(Event.SECRET_FAILED, detalhe=f"segredo: {type(err).__name__}"))
+            self.transition(claim, _Heard(Event.SECRET_FAILED, detail=f"segredo: {type(err).__name__}"))
             raise answers.unavailable() from None
         claim = self.transition(claim, _Heard(Event.SEND_RECORDED))
         heard = self._send(claim, token)
@@ -209,14 +209,14 @@ class RefundService:
             return taken.existing, False
         if self.past_idempotency_window(claim):
             count_for_tool(Metric.PAST_IDEMPOTENCY_WINDOW, TOOL)
-            heard = _Heard(Event.WINDOW_EXPIRED, detalhe="janela de idempotência do gateway expirada: "
-                                                         "conciliar manualmente")
+            heard = _Heard(Event.WINDOW_EXPIRED, detail="janela de idempotência do gateway expirada: "
+                                                       "conciliar manualmente")
             return self.transition(claim, heard), True
         if token is None:
             try:
                 token = self.read_gateway_token()
             except Exception as err:  # an earlier request may have debited: hold
-                heard = _Heard(Event.SECRET_FAILED, detalhe=f"conciliação: segredo {type(err).__name__}")
+                heard = _Heard(Event.SECRET_FAILED, detail=f"conciliação: segredo {type(err).__name__}")
                 return self.transition(claim, heard), True
         return self.transition(claim, self._send(claim, token)), True
 
@@ -228,7 +228,7 @@ class RefundService:
         """An executed claim whose ERP update was lost (a crash between the ledger and
         the ERP): add it to the order — once per key, whoever gets there first."""
         with self.orders.transaction():
-            self.orders.apply_executed(chave=claim.key, pedido_id=claim.order_id, valor=claim.amount)
+            self.orders.apply_executed(key=claim.key, order_id=claim.order_id, amount=claim.amount)
         return self.ledger.mark_erp_updated(claim)
 
     def release_abandoned(self, existing: RefundClaim) -> tuple[RefundClaim, bool]:
@@ -239,23 +239,23 @@ class RefundService:
             claim = self.ledger.retake_claim(existing, amount=existing.amount, lease_s=self.claim_lease_s)
         except ClaimTaken as taken:
             return taken.existing, False
-        heard = _Heard(Event.ABANDONED_BEFORE_SEND, detalhe="abandonada antes de qualquer envio")
+        heard = _Heard(Event.ABANDONED_BEFORE_SEND, detail="abandonada antes de qualquer envio")
         return self.transition(claim, heard), True
 
     def _send(self, claim: RefundClaim, token: str) -> _Heard:
         """POST the claim's own request and classify the answer as an event."""
         try:
             refund = self.gateway.refund(
-                idempotency_key=claim.key, pedido_id=claim.order_id, valor=claim.amount, token=token
+                idempotency_key=claim.key, order_id=claim.order_id, amount=claim.amount, token=token
             )
         except GatewayNotReached as err:
-            return _Heard(Event.NOT_REACHED, detalhe=str(err))
+            return _Heard(Event.NOT_REACHED, detail=str(err))
         except GatewayOutcomeUnknown as err:
-            return _Heard(Event.NO_ANSWER, detalhe=str(err))
+            return _Heard(Event.NO_ANSWER, detail=str(err))
         except GatewayRejected as err:
-            if err.codigo == "idempotency_key_reutilizada":
+            if err.code == "idempotency_key_reutilizada":
                 return self._held_with_other_amount(claim, token)
-            return _Heard(Event.REJECTED, detalhe=str(err))
+            return _Heard(Event.REJECTED, detail=str(err))
         return self._heard_refund(refund)
 
     def _held_with_other_amount(self, claim: RefundClaim, token: str) -> _Heard:
@@ -265,9 +265,9 @@ class RefundService:
         try:
             found = self.gateway.lookup(idempotency_key=claim.key, token=token)
         except (GatewayNotReached, GatewayOutcomeUnknown, GatewayRejected) as err:
-            return _Heard(Event.NO_ANSWER, detalhe=f"chave com outro valor; consulta: {err}")
+            return _Heard(Event.NO_ANSWER, detail=f"chave com outro valor; consulta: {err}")
         if found is None:
-            return _Heard(Event.NO_ANSWER, detalhe="chave com outro valor; consulta sem registro")
+            return _Heard(Event.NO_ANSWER, detail="chave com outro valor; consulta sem registro")
         return self._heard_refund(found)
 
     @staticmethod
@@ -278,7 +278,7 @@ class RefundService:
             return _Heard(Event.APPROVED, refund=refund)
         if refund.declined:
             return _Heard(Event.DECLINED, refund=refund)
-        return _Heard(Event.NO_ANSWER, detalhe=f"status não final do gateway: {refund.status[:40]!r}")
+        return _Heard(Event.NO_ANSWER, detail=f"status não final do gateway: {refund.status[:40]!r}")
 
     # -- 3. settle --------------------------------------------------------------------
     def transition(self, claim: RefundClaim, heard: _Heard) -> RefundClaim:
@@ -292,21 +292,21 @@ class RefundService:
             # have its fresh reservation freed by this release landing late.
             with self.orders.transaction():
                 self.orders.lock_row(claim.order_id)
-                claim = self.ledger.settle_claim(claim, nxt.to, detail=heard.detalhe,
-                                                 gateway_transaction=refund.transacao if refund else None)
-                self.orders.release(chave=claim.key, pedido_id=claim.order_id)
+                claim = self.ledger.settle_claim(claim, nxt.to, detail=heard.detail,
+                                                 gateway_transaction=refund.transaction_id if refund else None)
+                self.orders.release(key=claim.key, order_id=claim.order_id)
             return claim
         claim = self.ledger.settle_claim(
             claim, nxt.to,
-            gateway_transaction=refund.transacao if refund else None,
-            detail=heard.detalhe,
+            gateway_transaction=refund.transaction_id if refund else None,
+            detail=heard.detail,
             # The gateway's record is the truth about the amount it debited.
-            amount=refund.valor if refund is not None and nxt.money is Money.APPLY else None,
+            amount=refund.amount if refund is not None and nxt.money is Money.APPLY else None,
         )
         if nxt.money is Money.APPLY:
             if refund is not None and not refund.replayed:
                 count_for_tool(Metric.REAL_REFUNDS, TOOL)
             with self.orders.transaction():
-                self.orders.apply_executed(chave=claim.key, pedido_id=claim.order_id, valor=claim.amount)
+                self.orders.apply_executed(key=claim.key, order_id=claim.order_id, amount=claim.amount)
             claim = self.ledger.mark_erp_updated(claim)
         return claim

@@ -24,14 +24,14 @@ import psycopg
 @dataclass(frozen=True)
 class OrderForRefund:
     id: str
-    cliente_id: int
-    valor_pedido: Decimal
-    valor_reembolsado: Decimal  # what the ERP says was refunded (agent and humans)
-    reservado: Decimal  # held by this tool's refunds still in flight (other keys)
+    customer_id: int
+    order_amount: Decimal
+    refunded_amount: Decimal  # what the ERP says was refunded (agent and humans)
+    reserved_amount: Decimal  # held by this tool's refunds still in flight (other keys)
 
     @property
-    def saldo(self) -> Decimal:
-        return self.valor_pedido - self.valor_reembolsado - self.reservado
+    def balance(self) -> Decimal:
+        return self.order_amount - self.refunded_amount - self.reserved_amount
 
 
 class RefundOrders:
@@ -43,24 +43,24 @@ class RefundOrders:
         with self.conn.transaction():
             yield
 
-    def lock(self, pedido_id: str, *, chave: str) -> OrderForRefund | None:
+    def lock(self, order_id: str, *, key: str) -> OrderForRefund | None:
         """Lock the order row and read its balance. Every refund of an order, from
         any conversation, serializes here, so two balance checks cannot interleave."""
         row = self.conn.execute(
             "SELECT id, cliente_id, valor_pedido, valor_reembolsado FROM pedidos WHERE id = %s FOR UPDATE",
-            (pedido_id,),
+            (order_id,),
         ).fetchone()
         if row is None:
             return None
-        (reservado,) = self.conn.execute(
+        (reserved_amount,) = self.conn.execute(
             "SELECT coalesce(sum(valor), 0) FROM reembolsos "
             "WHERE pedido_id = %s AND status = 'reservado' AND chave_idempotencia <> %s",
-            (pedido_id, chave),
+            (order_id, key),
         ).fetchone()
-        return OrderForRefund(*row, reservado=reservado)
+        return OrderForRefund(*row, reserved_amount=reserved_amount)
 
-    def reserve(self, *, chave: str, pedido_id: str, valor: Decimal) -> None:
-        """Hold ``valor`` of the order for this key: a new row, a released one again,
+    def reserve(self, *, key: str, order_id: str, amount: Decimal) -> None:
+        """Hold ``amount`` of the order for this key: a new row, a released one again,
         or this key's own stale reservation (its claim failed before the gateway but
         the release did not commit). Never an executed one."""
         cur = self.conn.execute(
@@ -71,29 +71,29 @@ class RefundOrders:
                SET valor = EXCLUDED.valor, status = 'reservado', atualizado_em = now()
              WHERE reembolsos.status IN ('liberado', 'reservado')
             """,
-            {"chave": chave, "pedido": pedido_id, "valor": valor},
+            {"chave": key, "pedido": order_id, "valor": amount},
         )
         if cur.rowcount != 1:
-            raise RuntimeError(f"refund {chave} is already executed in the ERP")
+            raise RuntimeError(f"refund {key} is already executed in the ERP")
 
-    def lock_row(self, pedido_id: str) -> None:
+    def lock_row(self, order_id: str) -> None:
         """The order's row lock alone (the lock every refund of the order takes first)."""
-        self.conn.execute("SELECT 1 FROM pedidos WHERE id = %s FOR UPDATE", (pedido_id,))
+        self.conn.execute("SELECT 1 FROM pedidos WHERE id = %s FOR UPDATE", (order_id,))
 
-    def release(self, *, chave: str, pedido_id: str) -> None:
+    def release(self, *, key: str, order_id: str) -> None:
         """Nothing was debited for this key: its amount is free again."""
-        self.lock_row(pedido_id)
+        self.lock_row(order_id)
         self.conn.execute(
             "UPDATE reembolsos SET status = 'liberado', atualizado_em = now() "
             "WHERE chave_idempotencia = %s AND status = 'reservado'",
-            (chave,),
+            (key,),
         )
 
-    def apply_executed(self, *, chave: str, pedido_id: str, valor: Decimal) -> bool:
+    def apply_executed(self, *, key: str, order_id: str, amount: Decimal) -> bool:
         """Mark the key executed and add it to the order — once per key, whatever
         happened before (a crash between COMMIT and the ledger flag, a reservation
         that never committed): only the transition to *executado* adds."""
-        self.lock_row(pedido_id)
+        self.lock_row(order_id)
         cur = self.conn.execute(
             """
             WITH transition AS (
@@ -111,6 +111,6 @@ class RefundOrders:
               FROM transition t
              WHERE p.id = t.pedido_id
             """,
-            {"chave": chave, "pedido": pedido_id, "valor": valor},
+            {"chave": key, "pedido": order_id, "valor": amount},
         )
         return cur.rowcount == 1

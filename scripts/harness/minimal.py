@@ -71,10 +71,10 @@ class MinimalAgent:
             if name == "emitir_reembolso":
                 # A fresh key on every call: exactly the missing idempotency of Figure 1.
                 key = f"{conversa_id}#{pedido}#minima#{uuid.uuid4().hex[:12]}"
-                refund = self.gateway.refund(idempotency_key=key, pedido_id=pedido,
-                                             valor=Decimal(str(args["valor"])).quantize(Decimal("0.01")),
+                refund = self.gateway.refund(idempotency_key=key, order_id=pedido,
+                                             amount=Decimal(str(args["valor"])).quantize(Decimal("0.01")),
                                              token=self.read_gateway_token())
-                body = {"ok": True, "resultado": "executado", "transacao": refund.transacao}
+                body = {"ok": True, "resultado": "executado", "transacao": refund.transaction_id}
             elif name == "consultar_status_pedido":
                 with psycopg.connect(self.erp_conninfo) as conn:
                     row = conn.execute("SELECT status FROM pedidos WHERE id = %s", (pedido,)).fetchone()

@@ -84,7 +84,7 @@ def cmd_reconcile(_: argparse.Namespace) -> int:
     for col in ("chaveIdempotencia", "pedidoId", "before", "result", "age (s)"):
         table.add_column(col)
     for visit in report.visits:
-        table.add_row(visit.chave, visit.pedido_id, visit.antes, visit.resultado.value, f"{visit.idade_s:.0f}")
+        table.add_row(visit.key, visit.order_id, visit.status_before, visit.verdict.value, f"{visit.age_s:.0f}")
     console.print(table)
     console.print(report.summary())
     return 0

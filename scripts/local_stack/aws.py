@@ -106,13 +106,3 @@ def reset_ledger(ddb: Any, table_name: str) -> None:
     )
 
 
-def operator_dynamodb(local: bool) -> Any:
-    """The DynamoDB client of an operator command (scripts/operador, scripts/auditoria):
-    the running local stack's with ``local``, else the caller's own AWS credentials.
-    None when the local stack is down."""
-    if not local:
-        return boto3.session.Session().client("dynamodb")
-    from .stack import load  # stack imports this module
-
-    state = load()
-    return None if state is None else session_client("dynamodb", state.aws_endpoint)

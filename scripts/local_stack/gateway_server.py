@@ -96,6 +96,20 @@ class GatewayState:
                 self.debits_file.write_text("", encoding="utf-8")
 
 
+@dataclass(frozen=True)
+class _Answer:
+    status: int
+    body: Any
+    headers: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class _RefundRequest:
+    key: str
+    amount: Decimal
+    order_id: str
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -181,61 +195,83 @@ class _Handler(BaseHTTPRequestHandler):
             return
         with self.state.lock:
             self.state.calls["reembolso"] += 1
+        answer = self._refund_answer()
+        self._send(answer.status, answer.body, answer.headers)
+
+    # -- a refund, step by step (each step may end the request with its answer) ------
+    def _refund_answer(self) -> _Answer:
+        request = self._refund_request()
+        if isinstance(request, _Answer):
+            return request
+        fault = self.state.next_fault()
+        mode = fault.modo if fault else None
+        if mode == "latencia":
+            time.sleep(fault.atraso_s)
+        if mode == "erro_500":
+            return _Answer(500, {"erro": "falha_interna"})
+        replayed = self._replay_or_take_the_key(request)
+        if replayed is not None:
+            return replayed
+        refund = self._process(request, fault)
+        if mode == "erro_500_apos_debito":
+            return _Answer(500, {"erro": "falha_interna"})
+        if mode == "timeout_apos_debito":
+            time.sleep(fault.atraso_s or 10)
+        return _Answer(402 if refund["status"] == "recusado" else 201, refund)
+
+    def _refund_request(self) -> _RefundRequest | _Answer:
         key = self.headers.get("Idempotency-Key", "")
         if not key:
-            return self._send(400, {"erro": "idempotency_key_ausente"})
+            return _Answer(400, {"erro": "idempotency_key_ausente"})
         if len(key) > IDEMPOTENCY_KEY_MAX:  # as Stripe: a longer key is a 400, nothing debited
-            return self._send(400, {"erro": "idempotency_key_longa"})
+            return _Answer(400, {"erro": "idempotency_key_longa"})
         try:
             body = self._body()
-            valor = Decimal(str(body["valor"]))
-            pedido = str(body["pedidoId"])
-        except (ValueError, KeyError, InvalidOperation):
-            return self._send(400, {"erro": "corpo_invalido"})
-        if valor <= 0 or valor != valor.quantize(Decimal("0.01")):
-            return self._send(400, {"erro": "valor_invalido"})
+            amount = Decimal(str(body["valor"]))
+            order_id = str(body["pedidoId"])
+        except (ValueError, KeyError, TypeError, InvalidOperation):
+            return _Answer(400, {"erro": "corpo_invalido"})
+        if amount <= 0 or amount != amount.quantize(Decimal("0.01")):
+            return _Answer(400, {"erro": "valor_invalido"})
+        return _RefundRequest(key, amount, order_id)
 
-        fault = self.state.next_fault()
-        if fault and fault.modo == "latencia":
-            time.sleep(fault.atraso_s)
-        if fault and fault.modo == "erro_500":
-            return self._send(500, {"erro": "falha_interna"})
-
+    def _replay_or_take_the_key(self, request: _RefundRequest) -> _Answer | None:
+        """The stored answer for a finished key (422 for another body), 409 for a key in flight;
+        otherwise None, with the key now in flight for this request."""
         with self.state.lock:
-            existing = self.state.refunds.get(key)
-            if existing is None and key in self.state.in_flight:
-                return self._send(409, {"erro": "requisicao_em_andamento"})
+            existing = self.state.refunds.get(request.key)
+            if existing is None and request.key in self.state.in_flight:
+                return _Answer(409, {"erro": "requisicao_em_andamento"})
             if existing is not None:
-                if Decimal(existing["valor"]) != valor or existing["pedidoId"] != pedido:
-                    return self._send(422, {"erro": "idempotency_key_reutilizada"})
+                if Decimal(existing["valor"]) != request.amount or existing["pedidoId"] != request.order_id:
+                    return _Answer(422, {"erro": "idempotency_key_reutilizada"})
                 status = 402 if existing["status"] == "recusado" else 200
-                return self._send(status, existing, {"Idempotent-Replayed": "true"})
-            self.state.in_flight.add(key)
+                return _Answer(status, existing, {"Idempotent-Replayed": "true"})
+            self.state.in_flight.add(request.key)
+            return None
+
+    def _process(self, request: _RefundRequest, fault: Fault | None) -> dict[str, Any]:
+        """Decide and store the refund (a real debit unless declined); frees the key."""
         try:
             if fault and fault.modo == "processamento_lento":
                 time.sleep(fault.atraso_s)  # the key stays in flight: a POST meanwhile gets 409
             refund = {
                 "id": "rb_" + secrets.token_hex(8),
                 "status": "recusado" if fault and fault.modo == "recusar" else "aprovado",
-                "pedidoId": pedido,
-                "valor": str(valor),
+                "pedidoId": request.order_id,
+                "valor": str(request.amount),
                 "moeda": "BRL",
-                "idempotencyKey": key,
+                "idempotencyKey": request.key,
                 "criadoEm": _now(),
             }
             with self.state.lock:
-                self.state.refunds[key] = refund
+                self.state.refunds[request.key] = refund
                 if refund["status"] == "aprovado":
                     self.state.record_debit(refund)
+            return refund
         finally:
             with self.state.lock:
-                self.state.in_flight.discard(key)
-
-        if fault and fault.modo == "erro_500_apos_debito":
-            return self._send(500, {"erro": "falha_interna"})
-        if fault and fault.modo == "timeout_apos_debito":
-            time.sleep(fault.atraso_s or 10)
-        self._send(402 if refund["status"] == "recusado" else 201, refund)
+                self.state.in_flight.discard(request.key)
 
 
 def make_server(host: str, port: int, state: GatewayState) -> ThreadingHTTPServer:

@@ -38,6 +38,8 @@ from psycopg import conninfo, sql
 
 from cadencia_shared.catalog import DATABASE_NAME, DB_USERS
 
+from .layer_guard import refuse_when_forbidden
+
 SQL_DIR = Path(__file__).resolve().parents[2] / "sql"
 SETUP_SCRIPTS = ("schema.sql", "grants.sql", "demo.sql")
 ADMIN_USER = "cadencia_admin"
@@ -103,6 +105,7 @@ def _run(cmd: list[str]) -> None:
 
 
 def start_cluster() -> PostgresInfo:
+    refuse_when_forbidden("PostgreSQL cluster start")
     bin_dir = find_bin_dir()
     base = Path(tempfile.mkdtemp(prefix="cadencia-pg-"))
     if os.geteuid() == 0:

@@ -32,6 +32,7 @@ from cadencia_shared.catalog import (
 
 from . import postgres
 from .aws import LOCAL_CREDENTIALS, REGION, provision
+from .layer_guard import refuse_when_forbidden
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DIR = ROOT / ".local-stack"
@@ -110,6 +111,7 @@ def load() -> StackState | None:
     path = state_dir() / "state.json"
     if not path.exists():
         return None
+    refuse_when_forbidden("local stack used")  # finding none is allowed in any test layer
     return StackState.from_json(json.loads(path.read_text()))
 
 
@@ -153,6 +155,7 @@ def _quiet(_: str) -> None:
 
 def up(progress: Progress = _quiet) -> StackState:
     """Start everything (or return the running stack when it is healthy)."""
+    refuse_when_forbidden("local stack start")
     current = load()
     if current is not None:
         if all(healthy(current).values()):

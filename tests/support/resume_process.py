@@ -14,7 +14,6 @@ import json
 import os
 import signal
 import time
-from dataclasses import asdict
 
 from cadencia_shared.ledger import Ledger
 from orchestrator.invokers.local import InProcessInvoker
@@ -57,7 +56,7 @@ def main() -> None:
     invoker = KillingInvoker(InProcessInvoker(state.function_environments()), args.kill)
     try:
         done = Resumer.build(settings, ledger, invoker).resume(args.approval, Deadline.after(60))
-        print(json.dumps(asdict(done), ensure_ascii=False), flush=True)
+        print(json.dumps(done.to_wire(), ensure_ascii=False), flush=True)
     except ConversationBusyError:
         print(json.dumps({"motivo": "conversa_ocupada"}), flush=True)
 
