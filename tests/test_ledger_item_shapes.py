@@ -285,15 +285,15 @@ def test_an_approval_request_written_through_the_ledgers_table(world: World):
     from cadencia_shared.approvals import ApprovalStore
 
     store = ApprovalStore(world.ledger)
-    record, created = store.request(ferramenta="emitir_reembolso", versao="v1", argumentos={"valor": Decimal("500")},
-                                    conversa_id=CONV, cliente_id=7, valor=Decimal("500.00"),
-                                    motivo="acima_do_limite", validade_s=600)
+    record, created = store.request(tool="emitir_reembolso", version="v1", arguments={"valor": Decimal("500")},
+                                    conversation_id=CONV, customer_id=7, amount=Decimal("500.00"),
+                                    reason="acima_do_limite", validity_s=600)
     assert created and [r.id for r in store.pending()] == [record.id]
     sort = f"2027-01-15T08:00:00.000Z#aprovacao#{record.id}"
     pending = {
         "pk": {"S": f"aprovacao#{record.id}"}, "tipo": {"S": "aprovacao"}, "aprovacaoId": {"S": record.id},
         "ferramenta": {"S": "emitir_reembolso"}, "versaoFerramenta": {"S": "v1"},
-        "argumentos": {"S": '{"valor":500.0}'}, "argumentosSha256": {"S": record.argumentos_sha256},
+        "argumentos": {"S": '{"valor":500.0}'}, "argumentosSha256": {"S": record.arguments_sha256},
         "conversaId": {"S": CONV}, "clienteId": {"N": "7"}, "valor": {"N": "500.00"},
         "motivo": {"S": "acima_do_limite"}, "status": {"S": "pendente"}, "criadoEm": at(0),
         "expiraEmMs": {"N": "1800000600000"}, "registradoEm": {"S": sort}, "pendencia": {"S": "aprovacao"},

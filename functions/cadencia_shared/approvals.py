@@ -144,7 +144,7 @@ class ApprovalStore:
             customer_id=customer_id, amount=amount, reason=reason, status=ApprovalStatus.PENDING,
             created_at=self.ledger.table.iso(now), expires_at_ms=now + validity_s * 1000,
         )
-        sort = history_sort(record.criado_em, ItemType.APPROVAL, record.id)
+        sort = history_sort(record.created_at, ItemType.APPROVAL, record.id)
         item = {
             TABLE_KEY: approval_pk(record.id), "tipo": ItemType.APPROVAL.value, "aprovacaoId": record.id,
             "ferramenta": tool, "versaoFerramenta": version, "argumentos": text, "argumentosSha256": digest,
