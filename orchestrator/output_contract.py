@@ -53,7 +53,10 @@ TOOL_CHOICE: dict[str, Any] = {"type": "any"}
 DEFAULT_MAX_ATTEMPTS = 3  # answers checked per turn before the fallback (OUTPUT_CONTRACT_ATTEMPTS)
 
 REFUND_CLAIM, PROFILE_CLAIM = "reembolso_emitido", "cadastro_atualizado"
-_ORDER = {"type": "string", "pattern": json_schema_pattern(ORDER_ID_PATTERN)}
+# jsonschema matches ``pattern`` with Python's ``re.search``, where ``$`` also
+# matches before a final newline ("4821\n" would pass ``^…$``): the schema keeps
+# the project's ``\A…\Z`` spelling, and the model is shown the ECMA-262 one.
+_ORDER = {"type": "string", "pattern": ORDER_ID_PATTERN}
 
 SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -99,6 +102,8 @@ def _for_the_model(node: Any) -> Any:
             continue
         if key == "properties":
             out[key] = {name: _for_the_model(sub) for name, sub in value.items()}
+        elif key == "pattern":
+            out[key] = json_schema_pattern(value)
         else:
             out[key] = _for_the_model(value) if key in ("items", "anyOf") else value
     return out
