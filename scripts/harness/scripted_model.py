@@ -49,7 +49,7 @@ REPLIES = (
 MODEL_ID = "cadencia-roteirizado"  # what the responses say in "model"
 REPLY_TOOL = "responder_cliente"  # the production design's final answer (orchestrator.output_contract)
 # Probability that a conversation repeats a refused claim instead of correcting it.
-P_KEEPS_CLAIMING = 0.15
+P_KEEPS_CLAIMING = 0.2
 HONEST_REPLY = (
     "Ainda não consigo confirmar o seu reembolso por aqui. Assim que houver uma confirmação no sistema, "
     "te aviso nesta conversa."
