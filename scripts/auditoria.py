@@ -6,11 +6,14 @@ Walks each conversation's hash chain (or only ``--conversa``'s) in the audit
 table and reports the first broken or missing link: a gap in the sequence (a
 deleted record), a previous-hash that does not match (a record removed and the
 rest renumbered, or records reordered), or a hash that does not match the
-record's content (an edited record). Exit 0 when every chain holds, 1 otherwise.
+record's content (an edited record), a chain that ends before the head anchored in
+the ledger (``cauda_truncada``: its last records deleted) or whose record at the
+anchored position is not the anchored one (``ancora_divergente``). Exit 0 when
+every chain holds, 1 otherwise.
 ``--local``: the running local stack; otherwise ``AUDIT_TABLE`` (default
 ``cadencia-agente-auditoria``) with the caller's own AWS credentials (read access:
-Query, and Scan for the full pass). A chain whose last records were deleted is
-still valid: see ``cadencia_shared.audit_chain``.
+Query, and Scan for the full pass; GetItem and a filtered Scan of the ledger table
+``LEDGER_TABLE`` for the anchors). Threat model: ``cadencia_shared.audit_chain``.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ for entry in (ROOT, ROOT / "functions"):
 from pydantic import BaseModel, ValidationError  # noqa: E402
 
 from cadencia_shared.audit_chain import AUDIT_TABLE, NO_CONVERSATION, AuditChain  # noqa: E402
+from cadencia_shared.catalog import LEDGER_TABLE  # noqa: E402
 from cadencia_shared.models import EDGE_CONFIG, ConversationId  # noqa: E402
 
 from scripts.local_stack.aws import operator_dynamodb  # noqa: E402
@@ -45,11 +49,14 @@ def _chain(local: bool) -> AuditChain | None:
     if ddb is None:
         print("local stack: down (run: scripts/local-stack up)", file=sys.stderr)
         return None
-    return AuditChain(os.environ.get("AUDIT_TABLE", AUDIT_TABLE), ddb)
+    # The heads are anchored in the ledger table (LEDGER_TABLE; the local stack uses the default).
+    return AuditChain(os.environ.get("AUDIT_TABLE", AUDIT_TABLE), ddb,
+                      anchor_table=os.environ.get("LEDGER_TABLE", LEDGER_TABLE))
 
 
 def verify(chain: AuditChain, conversa_id: str | None) -> int:
-    chains = [conversa_id] if conversa_id else chain.chains()
+    # A chain whose records were all deleted has only its anchor left.
+    chains = [conversa_id] if conversa_id else sorted({*chain.chains(), *chain.anchored_chains()})
     broken = 0
     for name in chains:
         checked, problem = chain.verify(name)
