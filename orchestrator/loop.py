@@ -193,7 +193,8 @@ class Orchestrator:
             # A call awaits a person's decision; the decision resumes the conversation.
             return _Outcome(messages, ConversationStatus.WAITING_APPROVAL, texts.STILL_AWAITING_APPROVAL,
                             "aguardando_aprovacao")
-        check = ReplyCheck(req.conversaId, LedgerEvidence(self.ledger), self.settings.output_contract_attempts)
+        check = ReplyCheck(req.conversaId, req.clienteId, LedgerEvidence(self.ledger, ceiling=self.settings.ceiling),
+                           self.settings.output_contract_attempts)
         turn = _TurnState(req, deadline, history.trim(messages, self.settings.history_max_messages),
                           self._budget(), check)
         while True:

@@ -44,8 +44,10 @@ from typing import Any, Protocol
 
 from jsonschema import Draft202012Validator
 
-from cadencia_shared.ledger import ClaimStatus, ItemType, Ledger, RefundClaim, refund_idempotency_key
+from cadencia_shared.catalog import ATUALIZAR_CADASTRO
+from cadencia_shared.ledger import ClaimStatus, Ledger, RefundClaim, refund_idempotency_key
 from cadencia_shared.models import ORDER_ID_PATTERN, json_schema_pattern
+from cadencia_shared.outcomes import Outcome
 
 REPLY_TOOL = "responder_cliente"
 # Every response must call a tool; the only way to finish is ``responder_cliente``.
@@ -143,35 +145,39 @@ class Evidence(Protocol):
 
     def refund_claim(self, conversation_id: str, order_id: str) -> RefundClaim | None: ...
 
-    def profile_updated(self, conversation_id: str) -> bool: ...
+    def profile_updated(self, conversation_id: str, customer_id: int) -> bool: ...
 
 
 class LedgerEvidence:
-    """The ledger as evidence: the refund claim is one strongly consistent GetItem
-    by its key (conversation + order, so another conversation's claim is never
-    found); the profile update is read from the conversation's attempt records
-    (index ``porConversa``; an index that lags can only hide an update, which makes
-    a true claim fail — the safe side)."""
+    """The ledger as evidence, read by key with strongly consistent GetItems (the
+    orchestrator's role may read no index): the refund claim by its idempotency key
+    (conversation + order, so another conversation's claim is never found); the
+    profile update by the attempt records of (conversation, the customer's record,
+    ``atualizar_cadastro``) that the ceiling allowed."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, *, ceiling: int) -> None:
         self.ledger = ledger
+        self.ceiling = ceiling
 
     def refund_claim(self, conversation_id: str, order_id: str) -> RefundClaim | None:
         return self.ledger.get_claim(refund_idempotency_key(conversation_id, order_id))
 
-    def profile_updated(self, conversation_id: str) -> bool:
-        return any(item.get("ferramenta") == "atualizar_cadastro" and item.get("resultado") == "executado"
-                   for item in self.ledger.history(conversation_id, tipo=ItemType.ATTEMPT))
+    def profile_updated(self, conversation_id: str, customer_id: int) -> bool:
+        results = self.ledger.attempt_results(conversa_id=conversation_id, assunto=f"cliente-{customer_id}",
+                                              ferramenta=ATUALIZAR_CADASTRO.name, limit=self.ceiling)
+        return Outcome.EXECUTED.value in results
 
 
-def review(answer: Any, *, conversation_id: str, evidence: Evidence) -> FinalAnswer | list[Violation]:
+def review(answer: Any, *, conversation_id: str, customer_id: int,
+           evidence: Evidence) -> FinalAnswer | list[Violation]:
     """The final answer if every check passes, else every violation found."""
     shape = [Violation("esquema", f"{_where(err)}: {err.message}") for err in _VALIDATOR.iter_errors(answer)]
     if shape:
         return shape[:10]
     final = FinalAnswer(answer["texto"], answer["precisaDePessoa"], tuple(answer["pedidos"]),
                         tuple(answer["acoes"]))
-    problems = [*_unlisted_orders(final), *_unverified(final, conversation_id, evidence), *_narrative(final)]
+    problems = [*_unlisted_orders(final), *_unverified(final, conversation_id, customer_id, evidence),
+                *_narrative(final)]
     return problems or final
 
 
@@ -184,11 +190,12 @@ def _unlisted_orders(final: FinalAnswer) -> list[Violation]:
             for c in final.claims if c["tipo"] == REFUND_CLAIM and c["pedidoId"] not in final.orders]
 
 
-def _unverified(final: FinalAnswer, conversation_id: str, evidence: Evidence) -> list[Violation]:
+def _unverified(final: FinalAnswer, conversation_id: str, customer_id: int,
+                evidence: Evidence) -> list[Violation]:
     out = []
     for claim in final.claims:
         if claim["tipo"] == PROFILE_CLAIM:
-            if not evidence.profile_updated(conversation_id):
+            if not evidence.profile_updated(conversation_id, customer_id):
                 out.append(Violation("cadastro_nao_atualizado",
                                      "nenhuma atualização de cadastro foi executada nesta conversa"))
             continue
@@ -284,13 +291,15 @@ class ReplyCheck:
     """One turn's checks of final answers: how many were judged, against what."""
 
     conversation_id: str
+    customer_id: int
     evidence: Evidence
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     attempts: int = 0
 
     def judge(self, answer: Any) -> FinalAnswer | list[Violation]:
         self.attempts += 1
-        return review(answer, conversation_id=self.conversation_id, evidence=self.evidence)
+        return review(answer, conversation_id=self.conversation_id, customer_id=self.customer_id,
+                      evidence=self.evidence)
 
     def reject(self, violation: Violation) -> list[Violation]:
         """A response that is not a lone final answer: it counts as an attempt too."""

@@ -35,12 +35,12 @@ class _NothingDone:
     def refund_claim(self, conversation_id, order_id):
         return None
 
-    def profile_updated(self, conversation_id):
+    def profile_updated(self, conversation_id, customer_id):
         return False
 
 
 def _check(max_attempts: int = 3) -> ReplyCheck:
-    return ReplyCheck("c-1", _NothingDone(), max_attempts)
+    return ReplyCheck("c-1", 1001, _NothingDone(), max_attempts)
 
 
 ANSWER = ToolUseBlock(type="tool_use", id="toolu_02", name="responder_cliente",

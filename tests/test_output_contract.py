@@ -59,10 +59,14 @@ def _refund(ledger: Ledger, conv: str, status: ClaimStatus, amount: Decimal = AM
         ledger.settle_claim(claim, status, transacao_gateway="tx-1" if status is ClaimStatus.EXECUTED else None)
 
 
-def _profile_updated(ledger: Ledger, conv: str) -> None:
+def _profile_attempt(ledger: Ledger, conv: str, outcome: Outcome = Outcome.EXECUTED) -> None:
     attempt = ledger.register_attempt(conversa_id=conv, assunto="cliente-1001", ferramenta="atualizar_cadastro",
                                       teto=4)
-    ledger.record_attempt_result(attempt, Outcome.EXECUTED)
+    ledger.record_attempt_result(attempt, outcome)
+
+
+def _review(ledger: Ledger, answer, conversation: str):
+    return review(answer, conversation_id=conversation, customer_id=1001, evidence=LedgerEvidence(ledger, ceiling=4))
 
 
 def _events(chain: AuditChain, conv: str) -> list[tuple[str, dict]]:
@@ -149,7 +153,7 @@ def test_a_refund_claim_the_ledger_does_not_show_is_a_violation(audited, status,
     _refund(ledger, conv, status)
     answer = {"texto": "Seu reembolso foi emitido.", "precisaDePessoa": False, "pedidos": [ORDER],
               "acoes": [{**REFUND, "valor": claimed}]}
-    verdict = review(answer, conversation_id=conv if same_conversation else other, evidence=LedgerEvidence(ledger))
+    verdict = _review(ledger, answer, conv if same_conversation else other)
     assert [v.code for v in verdict] == [code]
 
 
@@ -159,24 +163,25 @@ def test_the_true_refund_passes_with_the_amount_in_any_spelling(audited):
     _refund(ledger, conv, ClaimStatus.EXECUTED)
     for valor, text in ((189.9, "Reembolso de R$ 189,90 emitido."), (189.90, "Estornei R$189.90 hoje; o estorno foi feito.")):
         answer = {"texto": text, "precisaDePessoa": False, "pedidos": [ORDER], "acoes": [{**REFUND, "valor": valor}]}
-        assert isinstance(review(answer, conversation_id=conv, evidence=LedgerEvidence(ledger)), FinalAnswer)
+        assert isinstance(_review(ledger, answer, conv), FinalAnswer)
     wrong_in_text = {"texto": "Seu reembolso de R$ 1.899,00 foi feito.", "precisaDePessoa": False,
                      "pedidos": [ORDER], "acoes": [REFUND]}
-    verdict = review(wrong_in_text, conversation_id=conv, evidence=LedgerEvidence(ledger))
+    verdict = _review(ledger, wrong_in_text, conv)
     assert [v.code for v in verdict] == ["valor_no_texto_divergente"]
 
 
 def test_a_profile_update_claim_needs_an_executed_update_in_this_conversation(audited):
     ledger, _ = audited
     conv, other = _conv(), _conv()
-    _profile_updated(ledger, conv)
+    _profile_attempt(ledger, other, Outcome.REFUSED_BY_TOOL)  # refused by the tool: nothing changed
+    _profile_attempt(ledger, conv)
     answer = {"texto": "Pronto, seu endereço foi atualizado.", "precisaDePessoa": False, "pedidos": [],
               "acoes": [{"tipo": "cadastro_atualizado"}]}
-    assert isinstance(review(answer, conversation_id=conv, evidence=LedgerEvidence(ledger)), FinalAnswer)
-    assert [v.code for v in review(answer, conversation_id=other, evidence=LedgerEvidence(ledger))] == [
+    assert isinstance(_review(ledger, answer, conv), FinalAnswer)
+    assert [v.code for v in _review(ledger, answer, other)] == [
         "cadastro_nao_atualizado"]
     unclaimed = {**answer, "acoes": []}
-    assert [v.code for v in review(unclaimed, conversation_id=conv, evidence=LedgerEvidence(ledger))] == [
+    assert [v.code for v in _review(ledger, unclaimed, conv)] == [
         "cadastro_alegado_no_texto"]
 
 
@@ -189,7 +194,7 @@ class _Nothing:
     def refund_claim(self, conversation_id, order_id):
         raise AssertionError("a reply that fails the schema is never checked against the ledger")
 
-    def profile_updated(self, conversation_id):
+    def profile_updated(self, conversation_id, customer_id):
         raise AssertionError("a reply that fails the schema is never checked against the ledger")
 
 
@@ -218,7 +223,7 @@ class _Nothing:
     [],
 ])
 def test_schema_violations_are_rejected_before_any_ledger_read(answer):
-    verdict = review(answer, conversation_id="c-1", evidence=_Nothing())
+    verdict = review(answer, conversation_id="c-1", customer_id=1001, evidence=_Nothing())
     assert verdict and {v.code for v in verdict} == {"esquema"}
 
 
@@ -264,6 +269,6 @@ def test_hostile_answers_never_let_a_false_claim_out(audited, sentence, prefix, 
     answer = {"texto": prefix.replace(".", " ") + " " + sentence, "precisaDePessoa": False,
               "pedidos": [order] if claim else [], "acoes": actions}
     for conversation in (conv, "conv-hostil-nothing"):
-        verdict = review(answer, conversation_id=conversation, evidence=LedgerEvidence(ledger))
+        verdict = _review(ledger, answer, conversation)
         if isinstance(verdict, FinalAnswer):
             assert conversation == conv and claim and order == ORDER and Decimal(str(valor)) == AMOUNT

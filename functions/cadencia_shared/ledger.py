@@ -659,6 +659,17 @@ class Ledger:
             ExpressionAttributeValues=self._ser(values),
         )
 
+    def attempt_results(self, *, conversa_id: str, assunto: str, ferramenta: str, limit: int) -> list[str]:
+        """The ``resultado`` of the first ``limit`` numbered attempts at (conversation,
+        subject, tool) — with ``limit`` = the ceiling, every attempt that was allowed to
+        run. Strongly consistent GetItems by key (the output contract's evidence; no
+        index read: the orchestrator's role has none on this table)."""
+        key_part = f"{_id(conversa_id)}#{_id(assunto)}#{_id(ferramenta)}"
+        counter = self._get(f"contador#{key_part}")
+        total = min(int(counter["tentativas"]), limit) if counter else 0
+        items = (self._get(f"tentativa#{key_part}#{numero:04d}") for numero in range(1, total + 1))
+        return [item["resultado"] for item in items if item is not None]
+
     def first_refund_conversation(self, *, pedido_id: str, conversa_id: str) -> str:
         """The conversation that first asked to refund this order: this one, when its
         conditional PutItem wins (or it already owns the mark), else the owner's id.
