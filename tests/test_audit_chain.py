@@ -114,7 +114,9 @@ def test_personal_data_is_masked_and_the_verifier_refuses_hostile_ids(audit, loc
     (record,) = audit.records(CONV)
     assert "ana@example.com" not in json.dumps(record) and "999998888" not in json.dumps(record)
     assert "12345678909" not in json.dumps(record)
-    assert json.loads(record["detalhes"])["campos"]["email"].startswith("sha256:")
+    campos = json.loads(record["detalhes"])["campos"]
+    assert (campos["email"], campos["telefone"]) == ("********om", "********88")  # masked, not hashed
+    assert json.loads(record["detalhes"])["cpf"] == "********09"
     assert _verifier(local_stack, audit, "--conversa", "x#y").returncode == 2
 
 

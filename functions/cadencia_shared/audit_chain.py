@@ -35,11 +35,17 @@ behind (never ahead), which ``verify`` accepts — the links after it are still
 checked by their hashes.
 
 Personal data never enters a record in clear: values under keys that name contact
-data (CPF, phone, e-mail, address) are replaced by a truncated, unsalted SHA-256 —
-enough to match two records about the same value and not readable at a glance,
-but a phone number's small space can be brute-forced by whoever reads the table
-(a keyed HMAC with a managed key is the next step; none of today's audit events
-carries such a value).
+data (CPF, phone, e-mail, address, at any depth) are MASKED — all but their last two
+characters starred (``cadencia_shared.masking``) — not hashed. A hash of a phone
+number or a CPF, keyed or not, exists to match two records about the same value;
+the audit trail proves decisions and needs no such match (finding a customer by a
+contact value is the ERP's job, under its own access control). An unkeyed hash is
+reversible by enumeration (phone numbers and CPFs are small spaces); a keyed HMAC
+would add a secret on every writer's path, its rotation (which breaks matching
+anyway) and three more IAM grants, for a capability nobody uses. Masking keeps a
+record readable by the auditor ("the e-mail ending in ...om changed") and
+irreversible. Conversation ids are not personal here (the channel names them
+``wa-{clienteId}-{day}``).
 """
 
 from __future__ import annotations
@@ -55,6 +61,8 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
+from .masking import mask_identifier
+
 AUDIT_TABLE = "cadencia-agente-auditoria"
 CHAIN_KEY, SEQ_KEY = "cadeia", "seq"
 NO_CONVERSATION = "-"
@@ -62,22 +70,30 @@ GENESIS = "0" * 64
 MAX_APPEND_ATTEMPTS = 20
 ANCHOR_PREFIX = "auditoria-cabeca#"  # the ledger item that anchors a chain's head
 LEDGER_KEY = "pk"  # the ledger table's partition key (cadencia_shared.ledger.TABLE_KEY)
-PERSONAL_KEYS = frozenset({"cpf", "telefone", "email", "e-mail", "endereco", "phone", "address"})
+PERSONAL_KEYS = frozenset({"cpf", "telefone", "celular", "email", "e-mail", "endereco", "cep", "phone", "address"})
 
 _ser, _de = TypeSerializer(), TypeDeserializer()
 
 
 def mask(value: Any) -> Any:
-    """Contact data hashed, anywhere in the details (nested dicts and lists)."""
+    """Contact data masked, anywhere in the details (nested dicts and lists)."""
     if isinstance(value, dict):
-        return {k: (_digest(v) if k.lower() in PERSONAL_KEYS else mask(v)) for k, v in value.items()}
+        return {k: (_masked(v) if str(k).lower() in PERSONAL_KEYS else mask(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [mask(v) for v in value]
     return value
 
 
-def _digest(value: Any) -> str:
-    return "sha256:" + hashlib.sha256(json.dumps(value, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
+def _masked(value: Any) -> Any:
+    """Every leaf of a personal value starred but its last two characters
+    (booleans and nulls say nothing about the person and stay)."""
+    if isinstance(value, dict):
+        return {k: _masked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    if value is None or isinstance(value, bool):
+        return value
+    return mask_identifier(str(value), keep=2)
 
 
 def record_hash(record: dict[str, Any]) -> str:
