@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Protocol
@@ -177,7 +176,7 @@ def review(answer: Any, *, conversation_id: str, customer_id: int,
     final = FinalAnswer(answer["texto"], answer["precisaDePessoa"], tuple(answer["pedidos"]),
                         tuple(answer["acoes"]))
     problems = [*_unlisted_orders(final), *_unverified(final, conversation_id, customer_id, evidence),
-                *_narrative(final)]
+                *narrative_violations(final)]
     return problems or final
 
 
@@ -227,14 +226,24 @@ def _cents(value: Any) -> Decimal | None:
 
 # --- narrative claims ---------------------------------------------------------------
 
-_REFUND_NOUN = re.compile(r"reembols|estorn|devolu|devolv|ressarc|restitu|dinheiro de volta|refund")
-_PROFILE_NOUN = re.compile(r"cadastr|endereco|telefone|celular|e-?mail")
-_DONE = re.compile(r"\b(feit|realizad|processad|emitid|emiti\b|emitimos|conclu|efetuad|aprovad|estornad|"
-                   r"devolvid|creditad|depositad|enviad|solicitad|registrad|pront|caiu|liberad|confirmad|pag[oa]\b|"
-                   r"atualizad|alterad|mudad|trocad|modificad|salv|corrigid|done|processed|issued|completed|updated)")
-_NEGATION = re.compile(r"\b(nao|nenhum|nenhuma|nunca|sem|not|no)\b")
-_AMOUNT = re.compile(r"r\$\s*(\d[\d.]*(?:,\d{1,2})?)|(\d[\d.]*(?:,\d{1,2})?)\s*reais")
-_SENTENCE = re.compile(r"[.!?;\n]+(?:\s|$)")
+# A claim is a domain noun within WINDOW words of a "done" word that no negation
+# precedes (within 3 words) — across sentence ends, so "Seu reembolso. Foi feito!"
+# is one claim. Refund and profile "done" words are separate lists, so a true
+# "cadastro atualizado" beside "o reembolso está em análise" is not a refund claim.
+WINDOW = 8
+_REFUND_NOUN = re.compile(r"\A(reembols|estorn|devolu|devolv|ressarc|restitu|refund|credito)")
+_PROFILE_NOUN = re.compile(r"\A(cadastr|endereco|telefone|celular|e-?mail|cep\b)")
+_PAST = r"(?:ad[oa]s?|id[oa]s?|ei|i|amos|emos|imos|ou|eu|iu)"
+_REFUND_DONE = re.compile(
+    r"\A(?:(?:realiz|process|emit|conclu|efetu|aprov|estorn|devolv|credit|deposit|envi|solicit|registr|liber|"
+    rf"confirm|reembols|restitu|ressarc|pag){_PAST}|feit[oa]s?|fiz|fizemos|fez|pront[oa]s?|pago|caiu|caminho|"
+    r"done|processed|issued|completed|refunded|sent)\Z")
+_PROFILE_DONE = re.compile(
+    rf"\A(?:(?:atualiz|alter|mud|troc|modific|salv|corrig|registr|conclu|confirm|realiz|efetu){_PAST}|"
+    r"feit[oa]s?|fiz|fizemos|fez|pront[oa]s?|done|updated|changed)\Z")
+_NEGATION = frozenset({"nao", "nenhum", "nenhuma", "nunca", "sem", "not", "no", "never"})
+_TOKEN = re.compile(r"r\$\s*\d[\d.,]*|\d[\d.,]*\s*reais|[\w-]+")
+_ORDER_MENTION = re.compile(r"\Apedido\Z")
 
 
 def normalized(text: str) -> str:
@@ -245,44 +254,58 @@ def normalized(text: str) -> str:
     return re.sub(r"[ \t]+", " ", "".join(kept).lower())
 
 
-def _claims_done(sentence: str, noun: re.Pattern[str]) -> bool:
-    if not noun.search(sentence):
-        return False
-    for match in _DONE.finditer(sentence):
-        before = sentence[:match.start()].split()[-3:]
-        if not any(_NEGATION.fullmatch(word.strip(",:")) for word in before):
+def _claims_done(words: list[str], noun: re.Pattern[str], done: re.Pattern[str]) -> bool:
+    nouns = [i for i, w in enumerate(words) if noun.match(w)]
+    for i, word in enumerate(words):
+        if not done.match(word) or any(w in _NEGATION for w in words[max(0, i - 3):i]):
+            continue
+        if any(abs(i - n) <= WINDOW for n in nouns):
             return True
     return False
 
 
-def _amounts(sentence: str) -> Iterable[Decimal]:
-    for match in _AMOUNT.finditer(sentence):
-        raw = match.group(1) or match.group(2)
-        if "," in raw:
-            raw = raw.replace(".", "").replace(",", ".")
-        elif not re.search(r"\.\d{2}\Z", raw):
-            raw = raw.replace(".", "")
-        try:
-            yield Decimal(raw.rstrip("."))
-        except InvalidOperation:
-            continue
+def _amount(token: str) -> Decimal | None:
+    raw = re.sub(r"r\$|reais|\s", "", token).rstrip(".,")
+    if "," in raw:
+        raw = raw.replace(".", "").replace(",", ".")
+    elif not re.search(r"\.\d{2}\Z", raw):
+        raw = raw.replace(".", "")
+    try:
+        return Decimal(raw)
+    except InvalidOperation:
+        return None
 
 
-def _narrative(final: FinalAnswer) -> list[Violation]:
-    refunds = {_cents(c["valor"]) for c in final.claims if c["tipo"] == REFUND_CLAIM}
-    profile = any(c["tipo"] == PROFILE_CLAIM for c in final.claims)
+def _refund_mismatches(words: list[str], final: FinalAnswer) -> list[Violation]:
+    """With a refund claimed in the text: every amount must be a declared refund's,
+    every order named ("pedido X") a declared refund's order."""
+    refunds = [c for c in final.claims if c["tipo"] == REFUND_CLAIM]
+    amounts = {_cents(c["valor"]) for c in refunds}
+    orders = {c["pedidoId"].lower() for c in refunds}
+    out = []
+    if any(_amount(w) not in amounts for w in words if w.startswith("r$") or w.endswith("reais")):
+        out.append(Violation("valor_no_texto_divergente",
+                             "um valor no texto não é o de um reembolso executado declarado em 'acoes'"))
+    named = {words[i + 1].strip(".,") for i, w in enumerate(words[:-1]) if _ORDER_MENTION.match(w)}
+    if named - orders - {"de", "do", "da", "numero", "n"}:
+        out.append(Violation("pedido_no_texto_divergente",
+                             "um pedido citado no texto não é o de um reembolso executado declarado em 'acoes'"))
+    return out
+
+
+def narrative_violations(final: FinalAnswer) -> list[Violation]:
+    words = _TOKEN.findall(normalized(final.text))
     out: list[Violation] = []
-    for sentence in _SENTENCE.split(normalized(final.text)):
-        if _claims_done(sentence, _REFUND_NOUN):
-            if not refunds:
-                out.append(Violation("reembolso_alegado_no_texto",
-                                     "o texto diz que um reembolso foi feito, mas nenhuma ação confirmada o declara"))
-            elif any(amount not in refunds for amount in _amounts(sentence)):
-                out.append(Violation("valor_no_texto_divergente",
-                                     "um valor no texto não é o de um reembolso executado declarado em 'acoes'"))
-        if _claims_done(sentence, _PROFILE_NOUN) and not profile:
-            out.append(Violation("cadastro_alegado_no_texto",
-                                 "o texto diz que o cadastro foi atualizado, mas nenhuma ação confirmada o declara"))
+    if _claims_done(words, _REFUND_NOUN, _REFUND_DONE):
+        if not any(c["tipo"] == REFUND_CLAIM for c in final.claims):
+            out.append(Violation("reembolso_alegado_no_texto",
+                                 "o texto diz que um reembolso foi feito, mas nenhuma ação confirmada o declara"))
+        else:
+            out.extend(_refund_mismatches(words, final))
+    if _claims_done(words, _PROFILE_NOUN, _PROFILE_DONE) and not any(c["tipo"] == PROFILE_CLAIM
+                                                                      for c in final.claims):
+        out.append(Violation("cadastro_alegado_no_texto",
+                             "o texto diz que o cadastro foi atualizado, mas nenhuma ação confirmada o declara"))
     return out
 
 

@@ -23,7 +23,7 @@ from cadencia_shared.outcomes import Outcome
 from orchestrator import texts
 from orchestrator.events import TurnRequest
 from orchestrator.model import Deadline
-from orchestrator.output_contract import FinalAnswer, LedgerEvidence, review, tool_definition
+from orchestrator.output_contract import FinalAnswer, LedgerEvidence, narrative_violations, review, tool_definition
 from scripts.local_stack.emf import capture_emf
 from tests.support.anthropic_fake import ScriptedModel, final_answer
 from tests.support.orchestrators import CountingInvoker, build
@@ -272,3 +272,33 @@ def test_hostile_answers_never_let_a_false_claim_out(audited, sentence, prefix, 
         verdict = _review(ledger, answer, conversation)
         if isinstance(verdict, FinalAnswer):
             assert conversation == conv and claim and order == ORDER and Decimal(str(valor)) == AMOUNT
+
+
+# --- narrative claims, case by case ---------------------------------------------------
+
+PROFILE = {"tipo": "cadastro_atualizado"}
+
+
+@pytest.mark.parametrize(("text", "actions", "codes"), [
+    ("Seu reembolso. Foi feito!", [], ["reembolso_alegado_no_texto"]),  # across a sentence end
+    ("Já estornamos o valor do seu pedido.", [], ["reembolso_alegado_no_texto"]),
+    ("Estornei o valor.", [], ["reembolso_alegado_no_texto"]),
+    ("O valor já foi devolvido.", [], ["reembolso_alegado_no_texto"]),
+    ("O reembolso está a caminho!", [], ["reembolso_alegado_no_texto"]),
+    ("Não se preocupe, seu reembolso foi feito.", [], ["reembolso_alegado_no_texto"]),
+    ("Seu REEMBOLSO foi PROCESSADO.", [], ["reembolso_alegado_no_texto"]),
+    ("Seu endereço foi alterado.", [], ["cadastro_alegado_no_texto"]),
+    ("Reembolso de R$ 189,90 do pedido 9999 emitido.", [REFUND], ["pedido_no_texto_divergente"]),
+    ("Reembolso de R$ 1.899,00 emitido.", [REFUND], ["valor_no_texto_divergente"]),
+    ("Reembolso de 50 reais emitido.", [REFUND], ["valor_no_texto_divergente"]),
+    # true or harmless sentences pass
+    ("Reembolso de R$ 189,90 do pedido 4821 emitido.", [REFUND], []),
+    ("Devolvemos R$189.90 no seu cartão.", [REFUND], []),
+    ("Seu reembolso ainda não foi processado.", [], []),
+    ("Seu cadastro foi atualizado; o reembolso ainda está em análise.", [PROFILE], []),
+    ("Ainda não consigo confirmar o seu reembolso por aqui; te aviso assim que houver confirmação.", [], []),
+    ("Seu pedido saiu para entrega.", [], []),
+])
+def test_narrative_claims(text, actions, codes):
+    final = FinalAnswer(text, False, (ORDER,), tuple(actions))
+    assert [v.code for v in narrative_violations(final)] == codes
