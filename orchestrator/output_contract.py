@@ -241,7 +241,9 @@ _REFUND_DONE = re.compile(
 _PROFILE_DONE = re.compile(
     rf"\A(?:(?:atualiz|alter|mud|troc|modific|salv|corrig|registr|conclu|confirm|realiz|efetu){_PAST}|"
     r"feit[oa]s?|fiz|fizemos|fez|pront[oa]s?|done|updated|changed)\Z")
-_NEGATION = frozenset({"nao", "nenhum", "nenhuma", "nunca", "sem", "not", "no", "never"})
+# Not "no" (Portuguese "in the": "pedido no 4822 emitido") nor "sem" ("reembolso sem
+# juros creditado"): each would hide a claim.
+_NEGATION = frozenset({"nao", "nenhum", "nenhuma", "nunca", "jamais", "not", "never"})
 _TOKEN = re.compile(r"r\$\s*\d[\d.,]*|\d[\d.,]*\s*reais|[\w-]+")
 _ORDER_MENTION = re.compile(r"\Apedido\Z")
 
@@ -286,8 +288,11 @@ def _refund_mismatches(words: list[str], final: FinalAnswer) -> list[Violation]:
     if any(_amount(w) not in amounts for w in words if w.startswith("r$") or w.endswith("reais")):
         out.append(Violation("valor_no_texto_divergente",
                              "um valor no texto não é o de um reembolso executado declarado em 'acoes'"))
-    named = {words[i + 1].strip(".,") for i, w in enumerate(words[:-1]) if _ORDER_MENTION.match(w)}
-    if named - orders - {"de", "do", "da", "numero", "n"}:
+    # "pedido 4821", "pedido nº 4821": the first of the next two words with a digit
+    # (punctuation is gone, so "seu pedido. Qualquer coisa" names no order).
+    named = {next((n for n in words[i + 1:i + 3] if any(c.isdigit() for c in n)), None)
+             for i, w in enumerate(words) if _ORDER_MENTION.match(w)} - {None}
+    if named - orders:
         out.append(Violation("pedido_no_texto_divergente",
                              "um pedido citado no texto não é o de um reembolso executado declarado em 'acoes'"))
     return out

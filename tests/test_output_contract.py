@@ -291,9 +291,13 @@ PROFILE = {"tipo": "cadastro_atualizado"}
     ("Reembolso de R$ 189,90 do pedido 9999 emitido.", [REFUND], ["pedido_no_texto_divergente"]),
     ("Reembolso de R$ 1.899,00 emitido.", [REFUND], ["valor_no_texto_divergente"]),
     ("Reembolso de 50 reais emitido.", [REFUND], ["valor_no_texto_divergente"]),
+    ("Reembolso sem juros creditado.", [], ["reembolso_alegado_no_texto"]),  # "sem" does not negate
     # true or harmless sentences pass
     ("Reembolso de R$ 189,90 do pedido 4821 emitido.", [REFUND], []),
     ("Devolvemos R$189.90 no seu cartão.", [REFUND], []),
+    ("Emiti o reembolso do seu pedido. Qualquer coisa, estou por aqui!", [REFUND], []),  # prova's text
+    ("Reembolso do pedido nº 4821 emitido.", [REFUND], []),
+    ("Reembolso do pedido nº 4822 emitido.", [REFUND], ["pedido_no_texto_divergente"]),
     ("Seu reembolso ainda não foi processado.", [], []),
     ("Seu cadastro foi atualizado; o reembolso ainda está em análise.", [PROFILE], []),
     ("Ainda não consigo confirmar o seu reembolso por aqui; te aviso assim que houver confirmação.", [], []),
