@@ -61,7 +61,9 @@ def reset() -> None:
 
 def _build(settings: OrchestratorSettings) -> Orchestrator:
     dynamodb = client("dynamodb", settings.aws)
-    chain = AuditChain(settings.audit_table, dynamodb) if settings.audit_table else None
+    # The chain's head is anchored in the ledger (audit_chain module doc: tail truncation).
+    chain = (AuditChain(settings.audit_table, dynamodb, anchor_table=settings.ledger.table_name)
+             if settings.audit_table else None)
     return Orchestrator(
         settings=settings,
         ledger=Ledger(settings.ledger.table_name, dynamodb, audit_chain=chain),

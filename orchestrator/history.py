@@ -8,6 +8,7 @@ merged into one message (a reply that failed after tools ran leaves a user
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 Message = dict[str, Any]
@@ -27,6 +28,17 @@ def _append_text(messages: list[Message], role: str, text: str) -> list[Message]
         out[-1] = {"role": role, "content": [*_blocks(out[-1]["content"]), block]}
     else:
         out.append({"role": role, "content": [block]})
+    return out
+
+
+def extend(messages: list[Message], new: Iterable[Message]) -> list[Message]:
+    """``new`` appended, each joined to a last message of the same role."""
+    out = list(messages)
+    for message in new:
+        if out and out[-1]["role"] == message["role"]:
+            out[-1] = {"role": message["role"], "content": [*_blocks(out[-1]["content"]), *_blocks(message["content"])]}
+        else:
+            out.append(message)
     return out
 
 

@@ -57,7 +57,9 @@ from .controls import Control, default_controls
 from .invokers import ToolInvoker
 from .model import ContextWindowExceeded, Deadline, ModelClient, ModelUnavailable
 from .settings import OrchestratorSettings
-from .steps import AwaitApproval, Diagnosis, Ending, HandOff, RunAgain, RunTools, ShrinkContext, Step, next_step, step_for_model_error
+from .output_contract import TOOL_CHOICE, LedgerEvidence, ReplyCheck, tool_definition
+from .steps import (AwaitApproval, Correct, Diagnosis, Ending, HandOff, Reply, RunAgain, RunTools, ShrinkContext, Step,
+                    next_step, step_for_model_error)
 from .tool_round import ToolRound
 from .tools import definitions
 
@@ -86,6 +88,7 @@ class _TurnState:
     deadline: Deadline
     messages: list[dict[str, Any]]
     budget: TurnBudget
+    check: ReplyCheck  # the output contract's checks of this turn's final answers
     shrunk_for_context: bool = False
 
 
@@ -111,7 +114,8 @@ class Orchestrator:
                                         breaker_failures=settings.breaker_failures,
                                         breaker_cooldown_s=settings.breaker_cooldown_s)
         self.tool_round = ToolRound(invoker, controls)
-        self.tools = definitions(strict=settings.strict_tools)
+        # The model's tools plus the final-answer tool of the output contract.
+        self.tools = [*definitions(strict=settings.strict_tools), tool_definition(strict=settings.strict_tools)]
         self.log = logger or Logger(service="orchestrator")
         self.events = events if events is not None else handoffs.publisher_for(settings)
 
@@ -189,8 +193,10 @@ class Orchestrator:
             # A call awaits a person's decision; the decision resumes the conversation.
             return _Outcome(messages, ConversationStatus.WAITING_APPROVAL, texts.STILL_AWAITING_APPROVAL,
                             "aguardando_aprovacao")
+        check = ReplyCheck(req.conversaId, req.clienteId, LedgerEvidence(self.ledger, ceiling=self.settings.ceiling),
+                           self.settings.output_contract_attempts)
         turn = _TurnState(req, deadline, history.trim(messages, self.settings.history_max_messages),
-                          self._budget())
+                          self._budget(), check)
         while True:
             spent = turn.budget.before_model_call(deadline)
             if spent is not None:
@@ -209,14 +215,14 @@ class Orchestrator:
         try:
             response = self.model.create(
                 system=texts.SYSTEM_PROMPT, tools=self.tools, messages=turn.messages, deadline=turn.deadline,
-                reserve_s=self.settings.reserve_s,
+                reserve_s=self.settings.reserve_s, tool_choice=TOOL_CHOICE,
             )
         except ContextWindowExceeded:
             return ShrinkContext()
         except ModelUnavailable as err:
             return step_for_model_error(err)
         turn.budget.add_usage(response.usage)
-        return next_step(response)
+        return next_step(response, turn.check)
 
     def _apply(self, turn: _TurnState, step: Step) -> _Outcome | None:
         """The one place a step is acted on; None: ask the model again."""
@@ -227,6 +233,10 @@ class Orchestrator:
             return None
         if isinstance(step, ShrinkContext):
             return self._shrink(turn)
+        if isinstance(step, Correct):  # the output contract refused a final answer: ask again
+            self._record(turn.request, step.diagnosis)
+            turn.messages = history.extend(turn.messages, step.record)
+            return None
         return self._end(turn, step)
 
     def _run_tools(self, turn: _TurnState, step: RunTools) -> _Outcome | None:
@@ -262,6 +272,8 @@ class Orchestrator:
             self._record(turn.request, step.diagnosis)
         if step.limit is not None:
             self._record_limit(turn.request, Limit(step.limit), turn.budget.figures())
+        if isinstance(step, Reply | HandOff) and step.record:
+            turn.messages = history.extend(turn.messages, step.record)
         if isinstance(step, HandOff):
             count(Metric.HUMAN_HANDOFFS, {"Motivo": step.reason})
             self.ledger.append_audit(conversation_id=turn.request.conversaId, event="ENCAMINHADO_PARA_HUMANO",
@@ -272,12 +284,12 @@ class Orchestrator:
             event = None if step.request is None else handoffs.approval_requested(turn.request.conversaId,
                                                                                  step.request)
             return _Outcome(turn.messages, ConversationStatus.WAITING_APPROVAL, step.text, step.reason, event)
-        if step.keep:
-            self._keep_without_running(turn.messages, step.keep)
         return _Outcome(turn.messages, ConversationStatus.ACTIVE, step.text, step.reason)
 
     def _record(self, req: TurnRequest, diagnosis: Diagnosis) -> None:
         count(Metric.MODEL_ERRORS, {"Classe": diagnosis.error_class})
+        for result in diagnosis.contract:
+            count(Metric.OUTPUT_CONTRACT, {"Resultado": result})
         if diagnosis.audit is not None:
             event, details = diagnosis.audit
             self.ledger.append_audit(conversation_id=req.conversaId, event=event, details=details)

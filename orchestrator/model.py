@@ -118,8 +118,9 @@ class ModelClient:
 
     def create(
         self, *, system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]], deadline: Deadline,
-        reserve_s: float = 0.0,
+        reserve_s: float = 0.0, tool_choice: dict[str, Any] | None = None,
     ) -> Message:
+        choice = {} if tool_choice is None else {"tool_choice": tool_choice}
         attempt = 0
         while True:
             attempt += 1
@@ -128,7 +129,8 @@ class ModelClient:
                 raise ModelUnavailable(ModelErrorClass.DEADLINE, attempt - 1)
             try:
                 return self.sdk.with_options(timeout=min(self.call_timeout_s, budget), max_retries=0).messages.create(
-                    model=self.model, max_tokens=self.max_tokens, system=system, tools=tools, messages=messages
+                    model=self.model, max_tokens=self.max_tokens, system=system, tools=tools, messages=messages,
+                    **choice,
                 )
             except anthropic.APIError as err:
                 error_class = classify(err)

@@ -53,6 +53,8 @@ class OrchestratorSettings(EnvSettings):
         default_factory=lambda: {name: spec.function_name for name, spec in TOOLS.items()}, alias="TOOL_FUNCTIONS"
     )
     strict_tools: bool = Field(True, alias="STRICT_TOOLS")
+    # Final answers checked per turn by the output contract before its fallback text.
+    output_contract_attempts: int = Field(3, alias="CONTRATO_SAIDA_TENTATIVAS", ge=1, le=10)
     # The stack's EventBridge bus for hand-offs and approval requests (orchestrator/handoffs.py).
     event_bus: str | None = Field(None, alias="EVENT_BUS_NAME")
     # The hash-chained audit table (cadencia_shared.audit_chain); unset: audit

@@ -32,7 +32,12 @@ TOOL_UNAVAILABLE = (
     "Um dos nossos sistemas está instável agora e não consegui concluir seu atendimento por aqui. "
     "Pode tentar de novo em alguns minutos?"
 )
-EMPTY_REPLY = "Certo! Posso ajudar com mais alguma coisa?"
+# The output contract's fallback: the model's answers kept failing the checks, so
+# none is sent. True whatever happened in the turn (it confirms nothing).
+OUTPUT_CONTRACT_FALLBACK = (
+    "Desculpe, não consegui montar uma resposta confiável agora. Para não te informar nada errado, "
+    "não vou confirmar nenhuma ação por aqui — pode me perguntar de novo ou pedir um atendente humano."
+)
 IN_PROGRESS = "Recebi sua mensagem e já estou cuidando dela."
 
 # Approvals (issue 10): each sentence true when said — nothing has moved yet.
@@ -74,4 +79,9 @@ atualizar endereço, telefone ou e-mail do cadastro do cliente, usando as ferram
 O cliente já está identificado pela conversa: nunca peça nem use o identificador de outro cliente.
 
 Use o resultado das ferramentas para responder. Se uma ferramenta disser que uma ação já foi \
-processada, informe isso ao cliente em vez de tentar de novo. Não prometa o que uma ferramenta não confirmou."""
+processada, informe isso ao cliente em vez de tentar de novo. Não prometa o que uma ferramenta não confirmou.
+
+Termine sempre chamando a ferramenta responder_cliente: 'texto' é a mensagem ao cliente, 'precisaDePessoa' \
+indica se um atendente humano precisa agir, 'pedidos' lista os pedidos mencionados e 'acoes' declara o que \
+foi feito (reembolso_emitido com pedidoId e valor; cadastro_atualizado) — só o que uma ferramenta confirmou \
+nesta conversa. O código confere cada ação antes de enviar; uma resposta recusada volta com o motivo."""

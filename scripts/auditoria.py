@@ -6,11 +6,14 @@ Walks each conversation's hash chain (or only ``--conversa``'s) in the audit
 table and reports the first broken or missing link: a gap in the sequence (a
 deleted record), a previous-hash that does not match (a record removed and the
 rest renumbered, or records reordered), or a hash that does not match the
-record's content (an edited record). Exit 0 when every chain holds, 1 otherwise.
+record's content (an edited record), a chain that ends before the head anchored in
+the ledger (``cauda_truncada``: its last records deleted) or whose record at the
+anchored position is not the anchored one (``ancora_divergente``). Exit 0 when
+every chain holds, 1 otherwise.
 ``--local``: the running local stack; otherwise ``AUDIT_TABLE`` (default
 ``cadencia-agente-auditoria``) with the caller's own AWS credentials (read access:
-Query, and Scan for the full pass). A chain whose last records were deleted is
-still valid: see ``cadencia_shared.audit_chain``.
+Query, and Scan for the full pass; GetItem and a filtered Scan of the ledger table
+``LEDGER_TABLE`` for the anchors). Threat model: ``cadencia_shared.audit_chain``.
 """
 
 from __future__ import annotations
@@ -27,12 +30,14 @@ for entry in (ROOT, ROOT / "functions"):
         sys.path.insert(0, str(entry))
 
 from cadencia_shared.audit_chain import AUDIT_TABLE, NO_CONVERSATION, AuditChain  # noqa: E402
+from cadencia_shared.catalog import LEDGER_TABLE  # noqa: E402
 
 from scripts.operator_cli import conversation_argument, dynamodb_client  # noqa: E402
 
 
 def verify(chain: AuditChain, conversa_id: str | None) -> int:
-    chains = [conversa_id] if conversa_id else chain.chains()
+    # A chain whose records were all deleted has only its anchor left.
+    chains = [conversa_id] if conversa_id else sorted({*chain.chains(), *chain.anchored_chains()})
     broken = 0
     for name in chains:
         checked, problem = chain.verify(name)
@@ -55,7 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     check.add_argument("--local", action="store_true", help="the running local stack")
     args = parser.parse_args(argv)
     conversa_id = conversation_argument(args.conversa)
-    return verify(AuditChain(os.environ.get("AUDIT_TABLE", AUDIT_TABLE), dynamodb_client(args.local)), conversa_id)
+    # The heads are anchored in the ledger table (LEDGER_TABLE; the local stack uses the default).
+    chain = AuditChain(os.environ.get("AUDIT_TABLE", AUDIT_TABLE), dynamodb_client(args.local),
+                       anchor_table=os.environ.get("LEDGER_TABLE", LEDGER_TABLE))
+    return verify(chain, conversa_id)
 
 
 if __name__ == "__main__":

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import os
+import signal
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from cadencia_shared.audit_chain import GENESIS, AuditChain, record_hash, table_definition
+from cadencia_shared.audit_chain import GENESIS, AuditChain, Broken, record_hash, table_definition
 from cadencia_shared.ledger import Ledger, table_definition as ledger_definition
 from orchestrator.events import TurnRequest
 from orchestrator.model import Deadline
@@ -111,7 +114,9 @@ def test_personal_data_is_masked_and_the_verifier_refuses_hostile_ids(audit, loc
     (record,) = audit.records(CONV)
     assert "ana@example.com" not in json.dumps(record) and "999998888" not in json.dumps(record)
     assert "12345678909" not in json.dumps(record)
-    assert json.loads(record["detalhes"])["campos"]["email"].startswith("sha256:")
+    campos = json.loads(record["detalhes"])["campos"]
+    assert (campos["email"], campos["telefone"]) == ("********om", "********88")  # masked, not hashed
+    assert json.loads(record["detalhes"])["cpf"] == "********09"
     assert _verifier(local_stack, audit, "--conversa", "x#y").returncode == 2
 
 
@@ -158,3 +163,102 @@ def test_the_orchestrators_records_go_through_the_chain(audit, local_stack):
             i for i in ledger.history(CONV) if i.get("tipo") == "auditoria"]
     finally:
         ddb.delete_table(TableName=ledger_name)
+
+
+# --- the head anchored in the ledger (tail truncation) -------------------------------
+
+
+@pytest.fixture
+def anchored(audit):
+    """The audit table above, its heads anchored in a private ledger table."""
+    ledger_name = f"cadencia-ancora-{uuid.uuid4().hex[:10]}"
+    audit.client.create_table(**ledger_definition(ledger_name))
+    yield AuditChain(audit.table_name, audit.client, anchor_table=ledger_name)
+    audit.client.delete_table(TableName=ledger_name)
+
+
+def _anchored_verifier(local_stack, chain: AuditChain, *args: str) -> subprocess.CompletedProcess:
+    env = {"PATH": "/usr/bin:/bin", "CADENCIA_LOCAL_STACK_DIR": local_stack.directory,
+           "AUDIT_TABLE": chain.table_name, "LEDGER_TABLE": chain.anchor_table}
+    return subprocess.run([str(ROOT / "scripts" / "auditoria"), "verificar", "--local", *args], env=env,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
+
+
+def _delete(chain: AuditChain, *seqs: int) -> None:
+    for seq in seqs:
+        chain.client.delete_item(TableName=chain.table_name, Key={"cadeia": {"S": CONV}, "seq": {"N": str(seq)}})
+
+
+def test_the_head_is_anchored_in_the_ledger_at_every_append(anchored):
+    _fill(anchored)
+    last = list(anchored.records(CONV))[-1]
+    assert (anchored.head(CONV).seq, anchored.head(CONV).hash) == (5, last["hash"])
+    assert anchored.verify(CONV) == (5, None)
+
+
+def test_deleting_the_last_record_is_reported(anchored, local_stack):
+    _fill(anchored)
+    _delete(anchored, 5)
+    checked, broken = anchored.verify(CONV)
+    assert (checked, broken.seq, broken.problem) == (4, 5, "cauda_truncada")
+    out = _anchored_verifier(local_stack, anchored, "--conversa", CONV)
+    assert out.returncode == 1 and "seq=5 (cauda_truncada)" in out.stdout
+
+
+def test_deleting_every_record_of_a_chain_is_reported_by_the_full_pass(anchored, local_stack):
+    _fill(anchored, 3)
+    _delete(anchored, 1, 2, 3)
+    assert anchored.chains() == []  # the audit table alone no longer knows the chain
+    out = _anchored_verifier(local_stack, anchored)
+    assert out.returncode == 1 and f"{CONV}: QUEBRADA no registro seq=1 (cauda_truncada)" in out.stdout
+
+
+def test_a_deleted_and_rewritten_tail_is_reported(anchored):
+    """The last two records deleted and two others appended in their place by a
+    writer that cannot reach the anchor: the chain is whole, the anchor disagrees."""
+    _fill(anchored)
+    _delete(anchored, 4, 5)
+    forger = AuditChain(anchored.table_name, anchored.client)  # no anchor table: the deleter's reach
+    forger.append(conversa_id=CONV, evento="DECISAO", detalhes={"i": "forjado-4"})
+    forger.append(conversa_id=CONV, evento="DECISAO", detalhes={"i": "forjado-5"})
+    checked, broken = anchored.verify(CONV)
+    assert (checked, broken.seq, broken.problem) == (5, 5, "ancora_divergente")
+
+
+def test_an_anchor_behind_the_chain_is_accepted(anchored):
+    """A writer killed between its record and its anchor leaves the anchor one link
+    behind: not a truncation, and the links after it are still hash-checked."""
+    _fill(anchored, 3)
+    AuditChain(anchored.table_name, anchored.client).append(conversa_id=CONV, evento="DECISAO", detalhes={})
+    assert anchored.head(CONV).seq == 3 and anchored.verify(CONV) == (4, None)
+
+
+def _append_anchored_forever(endpoint: str, table: str, ledger_table: str) -> None:
+    chain = AuditChain(table, session_client("dynamodb", endpoint), anchor_table=ledger_table)
+    for i in range(10_000):
+        chain.append(conversa_id=CONV, evento="DECISAO", detalhes={"i": i})
+
+
+def test_writers_sigkilled_mid_append_never_leave_a_false_truncation(anchored, local_stack):
+    """Three processes append to one chain and are SIGKILLed mid-flight (between a
+    record and its anchor, or inside either write): the chain verifies, its anchor
+    never ahead of it (each writer killed between its record and its anchor leaves it
+    at most one link further behind); then the tail deleted from the head is reported."""
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_append_anchored_forever,
+                         args=(local_stack.aws_endpoint, anchored.table_name, anchored.anchor_table))
+             for _ in range(3)]
+    for proc in procs:
+        proc.start()
+    deadline = time.monotonic() + 120
+    while len(list(anchored.records(CONV))) < 30 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for proc in procs:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.join(timeout=30)
+    checked, broken = anchored.verify(CONV)
+    assert checked >= 30 and broken is None
+    assert anchored.head(CONV).seq <= checked
+    head = anchored.head(CONV).seq
+    _delete(anchored, *range(head, checked + 1))  # the tail from the anchored head on
+    assert anchored.verify(CONV) == (head - 1, Broken(CONV, head, "cauda_truncada"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from collections import Counter
 from pathlib import Path
 
@@ -204,3 +205,28 @@ def test_the_whatsapp_channel_makes_the_same_attempts_and_debits_as_the_direct_r
     # The channel's refund keys name the channel's conversation (wa-{clienteId}-{day}), not the scenario's.
     channel_keys = {r["chaveIdempotencia"] for r in json.loads(channel.read_text()) if r.get("chaveIdempotencia")}
     assert all(k.startswith("wa-51") for k in channel_keys), channel_keys
+
+
+def test_the_scripted_model_finishes_as_each_design_asks():
+    """Plain text when no final-answer tool is offered (minimal design); a
+    responder_cliente call claiming the refund when it is (production design); once
+    refused, the honest answer — or the same claim in a conversation drawn to insist."""
+    sc = load(ROOT / "scripts/cenarios/cenario-reformulacao-ambigua.jsonl")[0]
+    refund = {"type": "tool_use", "id": "t1", "name": "emitir_reembolso", "input": {"pedidoId": sc.pedidoId}}
+    done = [{"role": "user", "content": sc.mensagens[0]}, {"role": "assistant", "content": [refund]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "{}"}]}]
+    tools = [{"name": "emitir_reembolso"}, {"name": "responder_cliente"}]
+    policy = InsistentPolicy(sc, seed=87)
+    policy.plans = [replace(p, refund_calls=1, never_stops=False, calls=None) for p in policy.plans]
+    assert policy.respond({"messages": done})["stop_reason"] == "end_turn"
+    answer = policy.respond({"messages": done, "tools": tools})
+    (block,) = answer["content"]
+    assert block["name"] == "responder_cliente" and block["input"]["acoes"] == [
+        {"tipo": "reembolso_emitido", "pedidoId": sc.pedidoId, "valor": float(sc.valorPedido)}]
+    refused = done + [{"role": "assistant", "content": [block]},
+                      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": block["id"],
+                                                    "content": "não entregue", "is_error": True}]}]
+    for keeps_claiming, actions in ((False, []), (True, block["input"]["acoes"])):
+        policy.keeps_claiming = keeps_claiming
+        again = policy.respond({"messages": refused, "tools": tools})["content"][0]["input"]
+        assert again["acoes"] == actions

@@ -45,8 +45,15 @@ def test_a_new_orchestrator_instance_resumes_the_conversation(mocked_aws):
     assert [m["role"] for m in sent] == ["user", "assistant", "user", "assistant", "user"]
     assert sent[0]["content"][0]["text"] == "cadê meu pedido 4821?"
     assert sent[2]["content"][0]["type"] == "tool_result"
-    assert sent[3]["content"][0]["text"] == "Entregue."
-    assert sent[4]["content"] == [{"type": "text", "text": "obrigado"}]
+    assert sent[3]["content"][0]["input"]["texto"] == "Entregue."  # the final answer (output contract)
+    assert sent[4]["content"][0]["type"] == "tool_result" and sent[4]["content"][0]["is_error"] is False
+    assert sent[4]["content"][1:] == [{"type": "text", "text": "obrigado"}]
+
+
+def _said(messages: list[dict]) -> list[str]:
+    """The customer's texts and the delivered final answers' texts, in order."""
+    return [b["text"] if b["type"] == "text" else b["input"]["texto"] for m in messages for b in m["content"]
+            if b.get("type") == "text" or (b.get("type") == "tool_use" and b["name"] == "responder_cliente")]
 
 
 def test_the_same_inbound_message_is_processed_once(mocked_aws):
@@ -100,7 +107,7 @@ def test_a_concurrent_second_invocation_is_turned_away(mocked_aws):
     assert isinstance(outcome["b"], ConversationBusyError)
     assert b_model.requests == []  # B never reached the model
     state = ledger.read_conversation("conv-conc")
-    texts = [b["text"] for m in state.messages for b in m["content"] if b.get("type") == "text"]
+    texts = _said(state.messages)
     assert texts == ["mensagem A", "A"]
 
 
@@ -121,7 +128,7 @@ def test_a_stale_invocation_cannot_commit_over_a_newer_one(mocked_aws):
     with pytest.raises(ConcurrentCommitError):
         a.handle(message_a, Deadline.after(60))
     state = ledger.read_conversation("conv-fence")
-    texts = [b["text"] for m in state.messages for b in m["content"] if b.get("type") == "text"]
+    texts = _said(state.messages)
     assert "A atrasado" not in texts and texts[-1] == "B venceu"
     # A's message was released: its redelivery is processed normally.
     a2, _ = build(ScriptedModel(text_reply("A refeito")), ledger, CountingInvoker())

@@ -47,7 +47,9 @@ def test_tools_are_strict_and_never_expose_identity(mocked_aws):
     orch, _ = build(model, mocked_aws["ledger"], CountingInvoker())
     orch.handle(_turn("conv-tools"), Deadline.after(60))
     sent = model.requests[0]
-    assert [t["name"] for t in sent["tools"]] == ["consultar_status_pedido", "emitir_reembolso", "atualizar_cadastro"]
+    assert [t["name"] for t in sent["tools"]] == ["consultar_status_pedido", "emitir_reembolso", "atualizar_cadastro",
+                                                  "responder_cliente"]
+    assert sent["tool_choice"] == {"type": "any"}  # the only way to finish is the checked final answer
     for tool in sent["tools"]:
         assert tool["strict"] is True
         schema = json.dumps(tool["input_schema"])
@@ -90,17 +92,22 @@ def test_unknown_tool_is_an_error_result_not_an_invocation(mocked_aws):
 
 # -- stop reasons ---------------------------------------------------------------------
 
-def test_end_turn_replies_with_the_models_text(mocked_aws):
-    model = ScriptedModel(fixture("end_turn"))
+def test_end_turn_free_text_is_never_delivered(mocked_aws):
+    """A model that ignores tool_choice and keeps answering in free text (here a
+    false "refund done"): each answer refused, then the fallback after K = 3."""
+    model = ScriptedModel(default=fixture("end_turn"))
     orch, _ = build(model, mocked_aws["ledger"], CountingInvoker())
     reply = orch.handle(_turn("conv-end"), Deadline.after(60))
-    assert reply.resposta.startswith("Pronto! O reembolso do pedido 4821")
-    assert (reply.status, reply.motivo) == ("ativa", "resposta")
+    assert (reply.resposta, reply.status, reply.motivo) == (texts.OUTPUT_CONTRACT_FALLBACK, "ativa", "contrato_de_saida")
+    assert len(model.requests) == 3
+    assert "sem_resposta_estruturada" in model.requests[1]["messages"][-1]["content"][-1]["text"]
 
 
-def test_stop_sequence_is_a_normal_reply(mocked_aws):
-    orch, _ = build(ScriptedModel(fixture("stop_sequence")), mocked_aws["ledger"], CountingInvoker())
+def test_stop_sequence_text_is_corrected_into_a_final_answer(mocked_aws):
+    model = ScriptedModel(fixture("stop_sequence"), text_reply("Posso ajudar em algo mais?"))
+    orch, _ = build(model, mocked_aws["ledger"], CountingInvoker())
     assert orch.handle(_turn("conv-stop"), Deadline.after(60)).resposta == "Posso ajudar em algo mais?"
+    assert len(model.requests) == 2
 
 
 def test_tool_use_runs_the_tool_and_sends_the_result_back(mocked_aws):
@@ -133,12 +140,12 @@ def test_max_tokens_never_executes_a_truncated_tool_call(mocked_aws):
     _assert_history_valid(_state(mocked_aws, "conv-max").messages)
 
 
-def test_max_tokens_with_text_only_delivers_the_text(mocked_aws):
+def test_max_tokens_with_text_only_never_delivers_the_cut_off_text(mocked_aws):
     body = fixture("max_tokens")
     body["content"] = body["content"][:1]
     orch, _ = build(ScriptedModel(body), mocked_aws["ledger"], CountingInvoker())
     reply = orch.handle(_turn("conv-max2"), Deadline.after(60))
-    assert (reply.resposta, reply.motivo) == ("Claro, vou emitir o reembolso", "max_tokens")
+    assert (reply.resposta, reply.motivo) == (texts.TRUNCATED, "max_tokens")
 
 
 def test_refusal_hands_off_to_a_human(mocked_aws):

@@ -94,12 +94,15 @@ def test_tool_use_under_end_turn_is_answered_not_executed_and_the_next_turn_is_v
     invoker = CountingInvoker()
     orch, _ = build(model, mocked_aws["ledger"], invoker)
     reply = orch.handle(_turn("conv-stray"), Deadline.after(60))
-    assert reply.resposta == "Vou verificar." and reply.motivo == "resposta"
+    # Free text under end_turn is not a final answer (output contract): never delivered.
+    assert reply.resposta == "Seu pedido foi entregue." and reply.motivo == "resposta"
     assert sum(invoker.calls.values()) == 0
     committed = mocked_aws["ledger"].read_conversation("conv-stray").messages
     _assert_valid_for_the_api(committed)
-    (unanswered,) = [b for b in committed[-1]["content"] if b.get("type") == "tool_result"]
-    assert unanswered["is_error"] is True and _body(unanswered)["erro"] == "chamada_nao_executada"
+    stray_id = stray["content"][-1]["id"]
+    (unanswered,) = [b for m in committed for b in m["content"] if isinstance(b, dict)
+                     and b.get("type") == "tool_result" and b["tool_use_id"] == stray_id]
+    assert unanswered["is_error"] is True and "NÃO entregue" in unanswered["content"]
 
     orch.handle(_turn("conv-stray", "e então?"), Deadline.after(60))
     _assert_valid_for_the_api(model.requests[-1]["messages"])

@@ -16,7 +16,7 @@ from orchestrator.events import TurnRequest
 from orchestrator.invokers.local import InProcessInvoker
 from orchestrator.model import Deadline
 
-from .support.anthropic_fake import ScriptedModel, text_reply, tool_use
+from .support.anthropic_fake import ScriptedModel, final_answer, tool_use
 from .support.orchestrators import build
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +37,7 @@ def test_a_real_turn_at_debug_logs_no_personal_data(tools, mocked_aws, erp, capf
         invoker = InProcessInvoker({name: tools.environment(spec) for name, spec in TOOLS.items()})
         model = ScriptedModel(
             tool_use("atualizar_cadastro", {"campos": {"email": EMAIL, "telefone": PHONE, "endereco": ADDRESS}}),
-            text_reply("Pronto, atualizei seu cadastro."),
+            final_answer("Pronto, atualizei seu cadastro.", acoes=[{"tipo": "cadastro_atualizado"}]),
         )
         orch, _ = build(model, mocked_aws["ledger"], invoker)
         message = f"Meu novo e-mail é {EMAIL}, telefone {PHONE}, endereço {ADDRESS}."

@@ -197,8 +197,9 @@ def test_one_wamid_racing_in_four_processes_is_answered_once(local_stack, erp, m
     # model call timed out — marks the message failed and a redelivery runs it again: that is
     # the designed retry, so the turn count alone may be 2; the answer still exists once.)
     history = ledger.read_conversation("wa-1001-20260321").messages
-    answers = [block.get("text") for msg in history if msg["role"] == "assistant"
-               for block in msg["content"] if isinstance(block, dict) and block.get("type") == "text"]
+    # Delivered answers are the output contract's responder_cliente calls.
+    answers = [block["input"]["texto"] for msg in history if msg["role"] == "assistant"
+               for block in msg["content"] if isinstance(block, dict) and block.get("name") == "responder_cliente"]
     assert answers.count(f"{ECHO_PREFIX}corrida") == 1, answers
 
 

@@ -15,16 +15,37 @@ other re-reads and links after it, so the chain never forks. Writers need only
 ``verify`` walks a chain and reports the first broken link: a gap in ``seq`` (a
 deleted record), a ``hashAnterior`` that is not the previous hash (a record
 removed and the rest renumbered, or reordered), or a ``hash`` that does not match
-the content (an edited record). Deleting the *last* records leaves a shorter valid
-chain: the table alone cannot show a truncated tail (compare with the
-conversation's own history or the metrics for that).
+the content (an edited record).
+
+Deleting the *last* records leaves a shorter chain that is valid on its own, so
+the chain's head is anchored outside the audit table: after each append the
+writer records (``seqCabeca``, ``hashCabeca``) on the item ``auditoria-cabeca#{chain}``
+of the LEDGER table (an ``UpdateItem`` conditioned on a lower ``seqCabeca``, so
+concurrent writers only move it forward). ``verify`` then reports
+``cauda_truncada`` when the chain ends before the anchored head, and
+``ancora_divergente`` when the record at the anchored ``seq`` is not the anchored
+one (a tail deleted and rewritten). Threat model: whoever can delete or rewrite
+audit records but cannot write the ledger is detected; an identity with write
+access to both tables can rewrite both (no role of the stack has DeleteItem or
+UpdateItem on the audit table; the ledger's writers are the orchestrator, the
+channel's consumer and the decision Lambda — for them, point-in-time recovery of
+both tables and CloudTrail data events are the remaining evidence). The anchor is
+written after the record: a writer killed in between leaves the anchor one link
+behind (never ahead), which ``verify`` accepts — the links after it are still
+checked by their hashes.
 
 Personal data never enters a record in clear: values under keys that name contact
-data (CPF, phone, e-mail, address) are replaced by a truncated, unsalted SHA-256 —
-enough to match two records about the same value and not readable at a glance,
-but a phone number's small space can be brute-forced by whoever reads the table
-(a keyed HMAC with a managed key is the next step; none of today's audit events
-carries such a value).
+data (CPF, phone, e-mail, address, at any depth) are MASKED — all but their last two
+characters starred (``cadencia_shared.masking``) — not hashed. A hash of a phone
+number or a CPF, keyed or not, exists to match two records about the same value;
+the audit trail proves decisions and needs no such match (finding a customer by a
+contact value is the ERP's job, under its own access control). An unkeyed hash is
+reversible by enumeration (phone numbers and CPFs are small spaces); a keyed HMAC
+would add a secret on every writer's path, its rotation (which breaks matching
+anyway) and three more IAM grants, for a capability nobody uses. Masking keeps a
+record readable by the auditor ("the e-mail ending in ...om changed") and
+irreversible. Conversation ids are not personal here (the channel names them
+``wa-{clienteId}-{day}``).
 """
 
 from __future__ import annotations
@@ -40,27 +61,39 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
+from .masking import mask_identifier
+
 AUDIT_TABLE = "cadencia-agente-auditoria"
 CHAIN_KEY, SEQ_KEY = "cadeia", "seq"
 NO_CONVERSATION = "-"
 GENESIS = "0" * 64
 MAX_APPEND_ATTEMPTS = 20
-PERSONAL_KEYS = frozenset({"cpf", "telefone", "email", "e-mail", "endereco", "phone", "address"})
+ANCHOR_PREFIX = "auditoria-cabeca#"  # the ledger item that anchors a chain's head
+LEDGER_KEY = "pk"  # the ledger table's partition key (cadencia_shared.ledger.TABLE_KEY)
+PERSONAL_KEYS = frozenset({"cpf", "telefone", "celular", "email", "e-mail", "endereco", "cep", "phone", "address"})
 
 _ser, _de = TypeSerializer(), TypeDeserializer()
 
 
 def mask(value: Any) -> Any:
-    """Contact data hashed, anywhere in the details (nested dicts and lists)."""
+    """Contact data masked, anywhere in the details (nested dicts and lists)."""
     if isinstance(value, dict):
-        return {k: (_digest(v) if k.lower() in PERSONAL_KEYS else mask(v)) for k, v in value.items()}
+        return {k: (_masked(v) if str(k).lower() in PERSONAL_KEYS else mask(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [mask(v) for v in value]
     return value
 
 
-def _digest(value: Any) -> str:
-    return "sha256:" + hashlib.sha256(json.dumps(value, ensure_ascii=False, default=str).encode()).hexdigest()[:16]
+def _masked(value: Any) -> Any:
+    """Every leaf of a personal value starred but its last two characters
+    (booleans and nulls say nothing about the person and stay)."""
+    if isinstance(value, dict):
+        return {k: _masked(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    if value is None or isinstance(value, bool):
+        return value
+    return mask_identifier(str(value), keep=2)
 
 
 def record_hash(record: dict[str, Any]) -> str:
@@ -73,7 +106,13 @@ def record_hash(record: dict[str, Any]) -> str:
 class Broken:
     chain: str
     seq: int  # the first record whose link is broken
-    problem: str  # "faltando" | "elo_quebrado" | "conteudo_alterado"
+    problem: str  # "faltando" | "elo_quebrado" | "conteudo_alterado" | "cauda_truncada" | "ancora_divergente"
+
+
+@dataclass(frozen=True)
+class Head:
+    seq: int
+    hash: str
 
 
 class ChainContention(Exception):
@@ -81,10 +120,14 @@ class ChainContention(Exception):
 
 
 class AuditChain:
-    def __init__(self, table_name: str, client: Any, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, table_name: str, client: Any, *, clock: Callable[[], float] = time.time,
+                 anchor_table: str | None = None) -> None:
+        """``anchor_table``: the ledger table, where each chain's head is anchored
+        (None: no anchor; a truncated tail is then undetectable)."""
         self.table_name = table_name
         self.client = client
         self._clock = clock
+        self.anchor_table = anchor_table
 
     def append(self, *, conversa_id: str | None, evento: str, detalhes: dict[str, Any]) -> int:
         """Append one record at the end of the conversation's chain; its ``seq``."""
@@ -100,11 +143,52 @@ class AuditChain:
                 self.client.put_item(TableName=self.table_name, Item={k: _ser.serialize(v) for k, v in record.items()},
                                      ConditionExpression=f"attribute_not_exists({SEQ_KEY})")
             except ClientError as err:
-                if err.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                if _condition_failed(err):
                     continue  # another writer took this seq: link after it
                 raise
+            self._anchor(chain, Head(record[SEQ_KEY], record["hash"]))
             return record[SEQ_KEY]
         raise ChainContention(chain)
+
+    def _anchor(self, chain: str, head: Head) -> None:
+        if self.anchor_table is None:
+            return
+        try:
+            self.client.update_item(
+                TableName=self.anchor_table, Key={LEDGER_KEY: {"S": ANCHOR_PREFIX + chain}},
+                UpdateExpression="SET seqCabeca = :s, hashCabeca = :h",
+                ConditionExpression="attribute_not_exists(seqCabeca) OR seqCabeca < :s",
+                ExpressionAttributeValues={":s": {"N": str(head.seq)}, ":h": {"S": head.hash}})
+        except ClientError as err:
+            if not _condition_failed(err):
+                raise  # a later link already anchored: the head only moves forward
+
+    def head(self, chain: str) -> Head | None:
+        """The anchored head of ``chain`` (None without an anchor table or record)."""
+        if self.anchor_table is None:
+            return None
+        item = self.client.get_item(TableName=self.anchor_table, Key={LEDGER_KEY: {"S": ANCHOR_PREFIX + chain}},
+                                    ConsistentRead=True).get("Item")
+        if not item or "seqCabeca" not in item:
+            return None
+        return Head(int(item["seqCabeca"]["N"]), item["hashCabeca"]["S"])
+
+    def anchored_chains(self) -> list[str]:
+        """Every chain with an anchor (a chain whose records were ALL deleted is
+        found only here). A Scan of the ledger's keys, filtered: the verifier's
+        full pass, not a hot path."""
+        if self.anchor_table is None:
+            return []
+        found: set[str] = set()
+        kwargs: dict[str, Any] = {"TableName": self.anchor_table, "ProjectionExpression": LEDGER_KEY,
+                                  "FilterExpression": f"begins_with({LEDGER_KEY}, :p)",
+                                  "ExpressionAttributeValues": {":p": {"S": ANCHOR_PREFIX}}}
+        while True:
+            resp = self.client.scan(**kwargs)
+            found.update(item[LEDGER_KEY]["S"][len(ANCHOR_PREFIX):] for item in resp.get("Items", []))
+            if "LastEvaluatedKey" not in resp:
+                return sorted(found)
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
     def records(self, chain: str) -> Iterator[dict[str, Any]]:
         kwargs: dict[str, Any] = {"TableName": self.table_name, "KeyConditionExpression": "cadeia = :c",
@@ -130,7 +214,8 @@ class AuditChain:
 
     def verify(self, chain: str) -> tuple[int, Broken | None]:
         """(records checked, the first broken link or None)."""
-        previous_hash, expected_seq = GENESIS, 1
+        head = self.head(chain)
+        previous_hash, expected_seq, hash_at_head = GENESIS, 1, None
         for record in self.records(chain):
             if record[SEQ_KEY] != expected_seq:
                 return expected_seq - 1, Broken(chain, expected_seq, "faltando")
@@ -138,8 +223,15 @@ class AuditChain:
                 return expected_seq - 1, Broken(chain, expected_seq, "elo_quebrado")
             if record.get("hash") != record_hash(record):
                 return expected_seq - 1, Broken(chain, expected_seq, "conteudo_alterado")
+            if head is not None and record[SEQ_KEY] == head.seq:
+                hash_at_head = record["hash"]
             previous_hash, expected_seq = record["hash"], expected_seq + 1
-        return expected_seq - 1, None
+        checked = expected_seq - 1
+        if head is not None and checked < head.seq:
+            return checked, Broken(chain, checked + 1, "cauda_truncada")
+        if head is not None and hash_at_head != head.hash:
+            return checked, Broken(chain, head.seq, "ancora_divergente")
+        return checked, None
 
     def _last(self, chain: str) -> dict[str, Any] | None:
         resp = self.client.query(TableName=self.table_name, KeyConditionExpression="cadeia = :c",
@@ -150,6 +242,10 @@ class AuditChain:
 
     def _now(self) -> str:
         return datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _condition_failed(err: ClientError) -> bool:
+    return err.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
 
 
 def _decode(item: dict[str, Any]) -> dict[str, Any]:

@@ -54,8 +54,10 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     aws = AwsSettings.from_env()
     settings = DecisionSettings.from_env()
     dynamodb = client("dynamodb", aws)
-    chain = AuditChain(settings.audit_table, dynamodb) if settings.audit_table else None
-    ledger = Ledger(LedgerSettings.from_env().table_name, dynamodb, audit_chain=chain)
+    ledger_table = LedgerSettings.from_env().table_name
+    # The chain's head is anchored in the ledger (audit_chain module doc: tail truncation).
+    chain = AuditChain(settings.audit_table, dynamodb, anchor_table=ledger_table) if settings.audit_table else None
+    ledger = Ledger(ledger_table, dynamodb, audit_chain=chain)
     answer = handle(request, ledger, approvers=ApprovalSettings.from_env().approvers,
                     resume=_resume_port(settings, aws))
     logger.info("approval request handled", extra={"acao": request.acao, "ok": answer["ok"]})

@@ -64,6 +64,9 @@ def _figures(ledger: Ledger, conversations: list[str], endings: Counter, emf: di
         "recusadasPeloDisjuntor": audits["BLOQUEADO_POR_DISJUNTOR"],
         "transicoes": {k: v for k, v in audits.items() if k.startswith("DISJUNTOR_")},
         "finaisDeTurno": dict(endings),
+        # Every refused final answer is audited once; the last one of a turn as the fallback.
+        "respostasRecusadasPeloContrato": audits["CONTRATO_DE_SAIDA_VIOLADO"] + audits["CONTRATO_DE_SAIDA_FALLBACK"],
+        "fallbacksDoContrato": audits["CONTRATO_DE_SAIDA_FALLBACK"],
         "metricasEmf": dict(metrics),
     }
 
@@ -78,6 +81,8 @@ def _table(fig: dict[str, Any]) -> Table:
         ("calls that reached the failing Lambda", fig["chamadasQueChegaramAFerramenta"]),
         ("calls refused by the open circuit (never invoked)", fig["recusadasPeloDisjuntor"]),
         ("circuit opened (DISJUNTOR_ABERTO)", fig["transicoes"].get("DISJUNTOR_ABERTO", 0)),
+        ("final answers refused by the output contract", fig["respostasRecusadasPeloContrato"]),
+        ("turns ended with the output contract's fallback", fig["fallbacksDoContrato"]),
     ]
     rows += [(f"turns ended: {k}", v) for k, v in sorted(fig["finaisDeTurno"].items())]
     for label, value in rows:

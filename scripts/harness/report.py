@@ -71,20 +71,24 @@ def comparison_table(summaries: list[dict[str, Any]]) -> Table:
     return table
 
 
-# EMF metric → the control count it adds up to (summed over its dimensions).
-CONTROL_METRICS = {
+# EMF metric (or metric + one dimension value) → the control count it adds up to
+# (summed over its other dimensions).
+CONTROL_METRICS: dict[str | tuple[str, str, str], str] = {
     "TurnosInterrompidos": "turns ended by a budget, the deadline or a cancellation",
     "RecusasPorDisjuntor": "calls refused by an open circuit breaker",
     "TransicoesDoDisjuntor": "circuit breaker state changes",
     "InterrupcoesPorTeto": "calls refused by the retry ceiling",
+    ("ContratoDeSaida", "Resultado", "violacao"): "final answers refused by the output contract",
+    ("ContratoDeSaida", "Resultado", "fallback"): "turns ended with the output contract's fallback",
 }
 
 
 def control_counts(emf_totals: dict[tuple[str, Any], float]) -> dict[str, int]:
     counts = dict.fromkeys(CONTROL_METRICS.values(), 0)
-    for (name, _dims), value in emf_totals.items():
-        if name in CONTROL_METRICS:
-            counts[CONTROL_METRICS[name]] += int(value)
+    for (name, dims), value in emf_totals.items():
+        for key in (name, *((name, dim, dim_value) for dim, dim_value in dims)):
+            if key in CONTROL_METRICS:
+                counts[CONTROL_METRICS[key]] += int(value)
     return counts
 
 

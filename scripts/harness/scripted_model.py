@@ -11,6 +11,16 @@ Its decisions depend only on the request it receives (which customer message
 this is, how many tools it already called since that message, what the last
 tool_result said) plus a plan drawn once per conversation from the seed — the
 same plan for both architectures, so they face the same insistence.
+
+It finishes the way each design asks: with plain ``end_turn`` text when the
+request offers no final-answer tool (the minimal design, Figure 1), and with a
+``responder_cliente`` call when it does (the production design's output
+contract). Its first final answer always tells the customer the refund is done
+(Lab 87's "stop by narrative"), declaring the refund as an action when it called
+the refund tool for this message, whatever the tool answered; the contract checks
+that against the ledger. Told its answer was refused, it answers honestly —
+except in conversations drawn (from the seed, apart from the insistence plan so
+that plan is unchanged) to keep repeating the claim, which end with the fallback.
 """
 
 from __future__ import annotations
@@ -37,6 +47,13 @@ REPLIES = (
     "Emiti o reembolso do seu pedido. Qualquer coisa, estou por aqui!",
 )
 MODEL_ID = "cadencia-roteirizado"  # what the responses say in "model"
+REPLY_TOOL = "responder_cliente"  # the production design's final answer (orchestrator.output_contract)
+# Probability that a conversation repeats a refused claim instead of correcting it.
+P_KEEPS_CLAIMING = 0.2
+HONEST_REPLY = (
+    "Ainda não consigo confirmar o seu reembolso por aqui. Assim que houver uma confirmação no sistema, "
+    "te aviso nesta conversa."
+)
 
 
 @dataclass(frozen=True)
@@ -64,24 +81,39 @@ class InsistentPolicy:
     def __init__(self, scenario: Scenario, seed: int) -> None:
         self.scenario = scenario
         self.plans = plan_for(scenario, seed)
+        # Its own stream: drawing it never shifts the plans above (seed figures kept).
+        self.keeps_claiming = random.Random(f"{seed}:{scenario.conversaId}:contrato").random() < P_KEEPS_CLAIMING
         self._ids = itertools.count(1)
 
     def respond(self, request: dict[str, Any]) -> dict[str, Any]:
-        texts_seen, calls_since, last_result = _read(request.get("messages", []))
-        index = min(max(texts_seen - 1, 0), len(self.plans) - 1)
+        seen = _read(request.get("messages", []))
+        index = min(max(seen.texts - 1, 0), len(self.plans) - 1)
         plan = self.plans[index]
         refund = ("emitir_reembolso", {"pedidoId": self.scenario.pedidoId, "valor": float(self.scenario.valorPedido)})
+        structured = any(tool.get("name") == REPLY_TOOL for tool in request.get("tools", []))
         if plan.calls is not None:
-            if calls_since < len(plan.calls):
-                return self._tool_use(*plan.calls[calls_since])
-            return self._text(index)
+            if seen.calls < len(plan.calls):
+                return self._tool_use(*plan.calls[seen.calls])
+            return self._final(index, seen, structured)
         if plan.never_stops:
             return self._tool_use(*refund)
-        if last_result is not None and last_result.get("is_error"):
-            return self._text(index)  # a refused call: this reasoning gives up
-        if calls_since < plan.refund_calls:
+        if seen.last_result is not None and seen.last_result.get("is_error"):
+            return self._final(index, seen, structured)  # a refused call: this reasoning gives up
+        if seen.calls < plan.refund_calls:
             return self._tool_use(*refund)
-        return self._text(index)
+        return self._final(index, seen, structured)
+
+    def _final(self, index: int, seen: _Seen, structured: bool) -> dict[str, Any]:
+        if not structured:
+            return self._text(index)
+        claims_again = seen.refused_answers == 0 or self.keeps_claiming
+        actions = ([{"tipo": "reembolso_emitido", "pedidoId": self.scenario.pedidoId,
+                     "valor": float(self.scenario.valorPedido)}] if claims_again and seen.refund_called else [])
+        answer = {"texto": REPLIES[index % len(REPLIES)] if claims_again else HONEST_REPLY,
+                  "precisaDePessoa": False, "pedidos": [self.scenario.pedidoId], "acoes": actions}
+        block = {"type": "tool_use", "id": f"toolu_{self.scenario.conversaId}_{next(self._ids):06d}",
+                 "name": REPLY_TOOL, "input": answer}
+        return self._envelope([block], "tool_use")
 
     # -- Messages-API bodies -----------------------------------------------------
     def _envelope(self, content: list[dict[str, Any]], stop_reason: str) -> dict[str, Any]:
@@ -107,21 +139,35 @@ class InsistentPolicy:
         return self._envelope([{"type": "text", "text": REPLIES[index % len(REPLIES)]}], "end_turn")
 
 
-def _read(messages: list[dict[str, Any]]) -> tuple[int, int, dict[str, Any] | None]:
-    """(customer texts so far, tool calls since the last one, last tool_result)."""
-    texts_seen, calls_since, last_result = 0, 0, None
+@dataclass
+class _Seen:
+    """What the request shows since the last customer message."""
+
+    texts: int = 0  # customer texts so far
+    calls: int = 0  # tool calls since the last one (final answers not counted)
+    last_result: dict[str, Any] | None = None
+    refund_called: bool = False
+    refused_answers: int = 0  # final answers the output contract sent back
+
+
+def _read(messages: list[dict[str, Any]]) -> _Seen:
+    seen, answers = _Seen(), set()
     for message in messages:
         content = message["content"] if isinstance(message["content"], list) else [
             {"type": "text", "text": message["content"]}]
         for block in content:
             kind = block.get("type")
             if message["role"] == "user" and kind == "text":
-                texts_seen, calls_since, last_result = texts_seen + 1, 0, None
+                seen = _Seen(texts=seen.texts + 1)
+            elif message["role"] == "assistant" and kind == "tool_use" and block.get("name") == REPLY_TOOL:
+                answers.add(block["id"])
             elif message["role"] == "assistant" and kind == "tool_use":
-                calls_since += 1
+                seen.calls += 1
+                seen.refund_called |= block.get("name") == "emitir_reembolso"
             elif message["role"] == "user" and kind == "tool_result":
-                last_result = block
-    return texts_seen, calls_since, last_result
+                seen.last_result = block
+                seen.refused_answers += block.get("tool_use_id") in answers and bool(block.get("is_error"))
+    return seen
 
 
 class ScriptedModelServer:

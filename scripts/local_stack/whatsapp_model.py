@@ -30,9 +30,19 @@ class ChatPolicy:
                                    {"type": "tool_use", "id": f"toolu_chat_{next(self._ids):06d}",
                                     "name": "consultar_status_pedido", "input": {"pedidoId": match.group(1)}}],
                                   "tool_use")
+        structured = any(tool.get("name") == "responder_cliente" for tool in request.get("tools", []))
         if tool_result is not None:
-            return self._envelope([{"type": "text", "text": _describe(tool_result)}], "end_turn")
-        return self._envelope([{"type": "text", "text": f"{ECHO_PREFIX}{last_text}"}], "end_turn")
+            return self._final(_describe(tool_result), structured)
+        return self._final(f"{ECHO_PREFIX}{last_text}", structured)
+
+    def _final(self, text: str, structured: bool) -> dict[str, Any]:
+        """The answer as the orchestrator's output contract asks (a responder_cliente
+        call claiming no action) when it offers that tool; plain text otherwise."""
+        if not structured:
+            return self._envelope([{"type": "text", "text": text}], "end_turn")
+        answer = {"texto": text, "precisaDePessoa": False, "pedidos": [], "acoes": []}
+        return self._envelope([{"type": "tool_use", "id": f"toolu_chat_{next(self._ids):06d}",
+                                "name": "responder_cliente", "input": answer}], "tool_use")
 
     def _envelope(self, content: list[dict[str, Any]], stop_reason: str) -> dict[str, Any]:
         return {"id": f"msg_chat_{next(self._ids):06d}", "type": "message", "role": "assistant",

@@ -42,7 +42,21 @@ def tool_uses(*calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
     return body
 
 
+def final_answer(text: str, *, acoes: list[dict[str, Any]] | None = None, pedidos: list[str] | None = None,
+                 precisa_de_pessoa: bool = False) -> dict[str, Any]:
+    """The output contract's final answer: a ``responder_cliente`` call."""
+    answer = {"texto": text, "precisaDePessoa": precisa_de_pessoa, "pedidos": list(pedidos or []),
+              "acoes": list(acoes or [])}
+    return tool_use("responder_cliente", answer)
+
+
 def text_reply(text: str) -> dict[str, Any]:
+    """A final answer claiming no action (most tests' last step)."""
+    return final_answer(text)
+
+
+def free_text(text: str) -> dict[str, Any]:
+    """A plain ``end_turn`` text: what a model ignoring ``tool_choice`` would send."""
     body = fixture("end_turn")
     body["content"] = [{"type": "text", "text": text}]
     return body

@@ -108,6 +108,16 @@ class AttemptStore:
         self.table.put_new(attempt.to_item())
         return attempt
 
+    def attempt_results(self, *, conversation_id: str, subject: str, tool: str, limit: int) -> list[str]:
+        """The ``resultado`` of the first ``limit`` numbered attempts at (conversation,
+        subject, tool) — with ``limit`` = the ceiling, every attempt that was allowed to
+        run. Strongly consistent GetItems by key (the output contract's evidence; no
+        index read: the orchestrator's role has none on this table)."""
+        counter = self.table.get(counter_pk(conversation_id, subject, tool))
+        total = min(int(counter["tentativas"]), limit) if counter else 0
+        items = (self.table.get(attempt_pk(conversation_id, subject, tool, number)) for number in range(1, total + 1))
+        return [item["resultado"] for item in items if item is not None and "resultado" in item]
+
     def record_attempt_result(self, attempt: Attempt, result: AttemptResult, detail: str | None = None) -> None:
         values: dict[str, Any] = {":r": result.value, ":agora": self.table.iso()}
         expression = "SET resultado = :r, concluidoEm = :agora"
