@@ -124,7 +124,7 @@ def test_k_false_attempts_end_with_the_fallback_and_nothing_false_is_sent(audite
     assert len(model.requests) == 2
     assert [e for e, _ in _events(chain, conv)] == ["CONTRATO_DE_SAIDA_VIOLADO", "CONTRATO_DE_SAIDA_FALLBACK"]
     assert _contract_metrics(emf) == {"violacao": 2, "fallback": 1}
-    stored = ledger.read_conversation(conv).mensagens
+    stored = ledger.read_conversation(conv).messages
     assert stored[-1]["content"][0]["is_error"] is True  # the refused answer stays answered in the history
 
 
