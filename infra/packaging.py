@@ -44,10 +44,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .bytecode import LAMBDA_PYTHON_VERSION, Bytecode, compile_tree, runtime_python
+
 ROOT = Path(__file__).resolve().parents[1]
 LOCK_FILE = ROOT / "requirements.lock"
 
-LAMBDA_PYTHON_VERSION = "3.12"
 # arm64 (Graviton): about 20% cheaper per GB-second than x86_64, and every
 # compiled dependency (pydantic-core, psycopg-binary, jiter, rpds-py) ships
 # aarch64 wheels. psycopg-binary's are manylinux_2_28, which the python3.12
@@ -56,7 +57,6 @@ LAMBDA_PYTHON_VERSION = "3.12"
 # pydantic-core), so the accepted glibc baselines are listed one by one.
 LAMBDA_PLATFORMS = ("manylinux_2_28_aarch64", "manylinux_2_17_aarch64", "manylinux2014_aarch64")
 PIP_VERSION_KEY = "pip-target-v2"  # bump to invalidate every cached build
-LAMBDA_TASK_ROOT = "/var/task"  # where Lambda unpacks the asset: the paths the .pyc files name
 
 # The runtime provides these; bundling them would pin a second, older copy.
 FORBIDDEN_DISTRIBUTIONS = ("boto3", "botocore", "s3transfer")
@@ -96,69 +96,6 @@ class BuiltAsset:
         origin = "cached" if self.reused else "built"
         extra = ", with RDS CA bundle" if self.ca_bundle else ""
         return f"{self.name}: {self.size_bytes / 1_000_000:.1f} MB unzipped, {self.files} files ({origin}{extra})"
-
-
-@dataclass(frozen=True)
-class Bytecode:
-    """How the asset's .pyc files are made: by ``python`` (None: no bytecode)."""
-
-    python: str | None
-    version: str  # the compiling interpreter's full version, part of the hash
-
-    @property
-    def key(self) -> str:
-        return f"bytecode:{self.version}:unchecked-hash" if self.python else "bytecode:none"
-
-
-def _python_version(python: str) -> str | None:
-    try:
-        out = subprocess.run([python, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
-                             capture_output=True, text=True, timeout=30)
-    except OSError:
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
-def _candidates() -> Iterable[str]:
-    override = os.environ.get("CADENCIA_LAMBDA_PYTHON")
-    if override:
-        yield override
-        return
-    found = shutil.which(f"python{LAMBDA_PYTHON_VERSION}")
-    if found:
-        yield found
-    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-    yield from (str(p) for p in sorted(pyenv_root.glob(f"versions/{LAMBDA_PYTHON_VERSION}.*/bin/python"
-                                                       f"{LAMBDA_PYTHON_VERSION}"), reverse=True))
-
-
-def runtime_python() -> Bytecode:
-    """An interpreter of the Lambda runtime's minor version, to compile the asset."""
-    for python in _candidates():
-        version = _python_version(python)
-        if version and version.rsplit(".", 1)[0] == LAMBDA_PYTHON_VERSION:
-            return Bytecode(python, version)
-    return Bytecode(None, "none")
-
-
-# A fixed hash seed: the order of a frozenset constant in a .pyc follows the string
-# hashes, which are randomized per process otherwise.
-_COMPILE_ENV = {**os.environ, "PYTHONHASHSEED": "0"}
-
-
-def compile_tree(tree: Path, bytecode: Bytecode) -> None:
-    """Write ``__pycache__`` for every module under ``tree``, as the runtime would
-    (its cache tag, e.g. cpython-312), paths rewritten to LAMBDA_TASK_ROOT."""
-    if bytecode.python is None:
-        return
-    proc = subprocess.run(
-        [bytecode.python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash",
-         "-s", str(tree), "-p", LAMBDA_TASK_ROOT, str(tree)],
-        capture_output=True, text=True, env=_COMPILE_ENV)
-    # compileall exits 1 when a file does not compile (test data some wheels ship for
-    # other Python versions); Lambda would never import those, so only a crash counts.
-    if proc.returncode not in (0, 1) or "Traceback" in proc.stderr:
-        raise PackagingError(f"compileall failed in {tree}:\n{proc.stderr or proc.stdout}")
 
 
 def build_dir() -> Path:
@@ -357,8 +294,8 @@ def build_asset(spec: AssetSpec, progress=print, *, allow_unverified_db_tls: boo
                     shutil.copyfile(path, dst)
             if ca_bundle is not None:
                 shutil.copyfile(ca_bundle, tmp / RDS_CA_BUNDLE_NAME)
-            for source in spec.sources:
-                compile_tree_part(tmp, source.name, bytecode)
+            for source in spec.sources:  # the dependencies were compiled once, in their cache
+                compile_tree(tmp, bytecode, only=source.name)
             tmp.rename(final)
             _marker(final).write_text(digest)
         except BaseException:
@@ -367,19 +304,6 @@ def build_asset(spec: AssetSpec, progress=print, *, allow_unverified_db_tls: boo
     _prune(final)
     size, files = _tree_size(final)
     return BuiltAsset(spec.name, final, digest, size, files, ca_bundle is not None, reused)
-
-
-def compile_tree_part(tree: Path, package: str, bytecode: Bytecode) -> None:
-    """Compile one first-party package of an assembled asset (the dependencies were
-    compiled once, in their cache); paths still relative to the asset's root."""
-    if bytecode.python is None:
-        return
-    proc = subprocess.run(
-        [bytecode.python, "-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash",
-         "-s", str(tree), "-p", LAMBDA_TASK_ROOT, str(tree / package)],
-        capture_output=True, text=True, env=_COMPILE_ENV)
-    if proc.returncode != 0:
-        raise PackagingError(f"compileall failed for {package}:\n{proc.stderr or proc.stdout}")
 
 
 KEEP_VERSIONS = 3

@@ -109,6 +109,9 @@ class Figures:
     write_units: float = 0
     index_write_units: float = 0
     read_units: float = 0
+    # "conversa UpdateItem" -> [writes, table units, index units]: where the writes go
+    by_item: dict[str, list[float]] = field(default_factory=dict)
+    by_index: Counter = field(default_factory=Counter)  # index name -> write units
 
     @property
     def total_write_units(self) -> float:
@@ -120,6 +123,20 @@ class Figures:
     def merged(self, other: Figures) -> Figures:
         return Figures(self.calls + other.calls, self.write_units + other.write_units,
                        self.index_write_units + other.index_write_units, self.read_units + other.read_units)
+
+    def note_write(self, item: str, table_units: float, index_units: float) -> None:
+        row = self.by_item.setdefault(item, [0, 0.0, 0.0])
+        row[0] += 1
+        row[1] += table_units
+        row[2] += index_units
+
+
+def _item_type(key: dict[str, Any]) -> str:
+    """The item's kind from its key: the ledger's ``pk`` prefix (``conversa``,
+    ``contador``…), the audit chain's own table, Lab 87's key shape."""
+    first = next(iter(key.values()))
+    text = next(iter(first.values()))
+    return str(text).split("#", 1)[0] if "#" in str(text) and not str(text)[0].isdigit() else "item"
 
 
 class AwsCounter:
@@ -166,6 +183,7 @@ class AwsCounter:
                 got, self._figures = self._figures, Figures()  # detached: later calls do not land in it
             result.calls, result.write_units = got.calls, got.write_units
             result.index_write_units, result.read_units = got.index_write_units, got.read_units
+            result.by_item, result.by_index = got.by_item, got.by_index
 
     def note(self, call: str) -> None:
         """A call made without botocore (the local invoker's in-process lambda.Invoke)."""
@@ -202,15 +220,17 @@ class AwsCounter:
         return {k: params["Item"][k] for k in shape.keys}
 
     # -- hooks ------------------------------------------------------------------------
-    def _targets(self, operation: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any], int]]:
-        """(table, key, multiplier) of each item a write touches."""
+    def _targets(self, operation: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any], int, str]]:
+        """(table, key, multiplier, label) of each item a write touches."""
         if operation in WRITES:
-            return [(params["TableName"], self._key_of(params["TableName"], params), 1)]
+            key = self._key_of(params["TableName"], params)
+            return [(params["TableName"], key, 1, f"{_item_type(key)} {operation}")]
         if operation == "TransactWriteItems":
             out = []
             for action in params["TransactItems"]:
-                (_, body), = action.items()
-                out.append((body["TableName"], self._key_of(body["TableName"], body), 2))
+                (kind, body), = action.items()
+                key = self._key_of(body["TableName"], body)
+                out.append((body["TableName"], key, 2, f"{_item_type(key)} {kind} (transaction)"))
             return out
         return []
 
@@ -222,7 +242,7 @@ class AwsCounter:
         if service != "dynamodb":
             return
         targets = self._targets(operation, params)
-        before = [(t, k, m, self._item(t, k)) for t, k, m in targets] if targets else None
+        before = [(t, k, m, label, self._item(t, k)) for t, k, m, label in targets] if targets else None
         self._pending[threading.get_ident()] = (operation, params, before)
 
     def _after(self, model: Any, parsed: dict[str, Any], http_response: Any, **_: Any) -> None:
@@ -238,19 +258,25 @@ class AwsCounter:
             self._count_query(parsed, params)
 
     def _count_writes(self, before: list[Any], failed: bool) -> None:
-        table_units = index_units = 0.0
-        for table, key, multiplier, old in before:
+        for table, key, multiplier, label, old in before:
             new = old if failed else self._item(table, key)
+            index_units = 0.0
             if failed:  # the condition (or the transaction) failed: the existing item's units, no index write
-                table_units += multiplier * write_units(item_size(old))
-                continue
-            table_units += multiplier * write_units(max(item_size(old), item_size(new)))
-            shape = self._shape(table)
-            for index in shape.indexes:
-                index_units += multiplier * self._index_writes(index, shape.keys, old, new)
-        with self._lock:
-            self._figures.write_units += table_units
-            self._figures.index_write_units += index_units
+                table_units = multiplier * write_units(item_size(old))
+                label += " (condition failed)"
+            else:
+                table_units = multiplier * write_units(max(item_size(old), item_size(new)))
+                shape = self._shape(table)
+                for index in shape.indexes:
+                    units = multiplier * self._index_writes(index, shape.keys, old, new)
+                    index_units += units
+                    if units:
+                        with self._lock:
+                            self._figures.by_index[index.name] += units
+            with self._lock:
+                self._figures.write_units += table_units
+                self._figures.index_write_units += index_units
+                self._figures.note_write(f"{table}: {label}", table_units, index_units)
 
     @staticmethod
     def _index_writes(index: Index, table_keys: tuple[str, ...], old: Any, new: Any) -> float:

@@ -3,7 +3,8 @@
 A handler's *bare dependencies* are the third-party modules its own code imports
 at load time, read from ``python -X importtime`` (a third-party module whose
 parent in the import tree is first-party code, or the top). Both are timed in
-fresh interpreters (``-c``: a clock around the import statement), median of N.
+fresh interpreters (``-c``: a CPU clock around the import statement), alternately,
+median of N pairs.
 The orchestrator is also compared with ``anthropic`` alone (issue 14's goal).
 """
 
@@ -38,11 +39,9 @@ class ImportRow:
     bare: tuple[str, ...]
     handler_ms: float
     bare_ms: float
+    ratio: float  # median of the pairwise ratios
     anthropic_ms: float | None = None
-
-    @property
-    def ratio(self) -> float:
-        return self.handler_ms / self.bare_ms
+    anthropic_ratio: float | None = None
 
 
 def _env() -> dict[str, str]:
@@ -50,15 +49,25 @@ def _env() -> dict[str, str]:
 
 
 def _timed(statement: str, python: str = sys.executable, env: dict[str, str] | None = None) -> float:
-    code = f"import time; t = time.perf_counter(); {statement}; print(time.perf_counter() - t)"
+    """CPU milliseconds of ``statement`` in a fresh interpreter (CPU, not wall time: on
+    a shared machine another job's load stretches wall time, not this process's CPU)."""
+    code = f"import time; t = time.process_time(); {statement}; print(time.process_time() - t)"
     out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env or _env(), check=True)
     return float(out.stdout.strip().splitlines()[-1]) * 1000
 
 
-def median_ms(statement: str, runs: int, **kwargs: object) -> float:
-    _timed(statement, **kwargs)  # warm the OS cache (and write our .pyc once)
-    values = sorted(_timed(statement, **kwargs) for _ in range(runs))
-    return values[len(values) // 2]
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+def paired_ms(first: str, second: str, runs: int, **kwargs: object) -> tuple[float, float, float]:
+    """Medians of ``first`` and ``second``, run alternately (A B A B …), and the
+    median of the pairwise ratios: a drift of the machine's speed hits both alike."""
+    _timed(first, **kwargs)  # warm the OS cache (and write our .pyc once)
+    _timed(second, **kwargs)
+    pairs = [(_timed(first, **kwargs), _timed(second, **kwargs)) for _ in range(runs)]
+    return _median([a for a, _ in pairs]), _median([b for _, b in pairs]), _median([a / b for a, b in pairs])
 
 
 def bare_dependencies(module: str) -> tuple[str, ...]:
@@ -86,14 +95,14 @@ def bare_dependencies(module: str) -> tuple[str, ...]:
 
 def measure_all(*, runs: int, progress: Callable[[str], None]) -> list[ImportRow]:
     rows = []
-    anthropic_ms = median_ms("import anthropic", runs)
     for function, module in HANDLERS.items():
         progress(f"  {function}")
         bare = bare_dependencies(module)
-        handler_ms = median_ms(f"import {module}", runs)
-        bare_ms = median_ms("import " + ", ".join(bare), runs) if bare else float("nan")
-        rows.append(ImportRow(function, module, bare, handler_ms, bare_ms,
-                              anthropic_ms if module.startswith("orchestrator") else None))
+        handler_ms, bare_ms, ratio = paired_ms(f"import {module}", "import " + ", ".join(bare), runs)
+        row = ImportRow(function, module, bare, handler_ms, bare_ms, ratio)
+        if module.startswith("orchestrator"):
+            _, row.anthropic_ms, row.anthropic_ratio = paired_ms(f"import {module}", "import anthropic", runs)
+        rows.append(row)
     return rows
 
 
@@ -121,3 +130,82 @@ def asset_sizes(progress: Callable[[str], None]) -> list[AssetSize]:
     built = packaging.build_all(asset_specs(), lambda m: progress(m), allow_unverified_db_tls=True)
     return [AssetSize(name, a.size_bytes, zipped_size(a.path), a.files, any(a.path.rglob("*.pyc")))
             for name, a in built.items()]
+
+
+@dataclass
+class BytecodeRow:
+    function: str
+    python: str
+    without_ms: float
+    with_ms: float
+    ratio: float  # without / with, median of pairs
+
+
+# The two heaviest handlers, installed for THIS machine's platform with the
+# runtime's Python (the assets hold aarch64 code this x86_64 machine cannot load).
+BYTECODE_CASES = (
+    ("cadencia-orquestrador", "lambda-orchestrator.txt", "orchestrator.handler", ("orchestrator", "cadencia_shared")),
+    ("cadencia-emitir-reembolso", "lambda-refund.txt", "emitir_reembolso.handler",
+     ("emitir_reembolso", "cadencia_shared")),
+)
+
+
+def _lock_pin(name: str) -> str:
+    for line in (ROOT / "requirements.lock").read_text().splitlines():
+        if line.lower().startswith(f"{name}=="):
+            return line.strip()
+    raise KeyError(name)
+
+
+def _host_tree(python: str, requirements: str, packages: tuple[str, ...], where: Path) -> Path:
+    """Dependencies (+ boto3, which the runtime provides) and our packages, no bytecode."""
+    import shutil
+
+    deps = where.with_name(where.name + "-deps")
+    if not (deps / ".complete").exists():
+        shutil.rmtree(deps, ignore_errors=True)
+        subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
+                        "--target", str(deps), "-c", str(ROOT / "requirements.lock"),
+                        "-r", str(ROOT / "requirements" / requirements), _lock_pin("boto3")],
+                       check=True, capture_output=True)
+        (deps / ".complete").write_text("ok")
+    shutil.rmtree(where, ignore_errors=True)
+    shutil.copytree(deps, where, ignore=shutil.ignore_patterns("__pycache__", ".complete"))
+    for package in packages:
+        source = ROOT / ("functions" if package != "orchestrator" else "") / package
+        shutil.copytree(source, where / package, ignore=shutil.ignore_patterns("__pycache__"))
+    return where
+
+
+def bytecode_effect(*, runs: int, progress: Callable[[str], None]) -> list[BytecodeRow]:
+    """Cold import of a handler tree without any .pyc (what a --no-compile asset does
+    on every cold start) vs the same tree compiled as packaging compiles the assets."""
+    import shutil
+
+    from infra import packaging
+
+    bytecode = packaging.runtime_python()
+    if bytecode.python is None:
+        progress(f"  no python{packaging.LAMBDA_PYTHON_VERSION}: bytecode effect not measured")
+        return []
+    rows = []
+    base = packaging.build_dir() / "bench-host" / bytecode.version
+    for function, requirements, module, packages in BYTECODE_CASES:
+        progress(f"  {function} on python {bytecode.version} (first run installs its dependencies)")
+        plain = _host_tree(bytecode.python, requirements, packages, base / function)
+        compiled = plain.with_name(plain.name + "-pyc")
+        shutil.rmtree(compiled, ignore_errors=True)
+        shutil.copytree(plain, compiled)
+        packaging.compile_tree(compiled, bytecode)
+
+        def env(tree: Path) -> dict[str, str]:
+            return {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1",
+                    "POWERTOOLS_LOG_LEVEL": "INFO", "AWS_REGION": "us-east-1"}
+
+        pairs = []
+        for _ in range(runs):
+            pairs.append((_timed(f"import {module}", bytecode.python, env(plain)),
+                          _timed(f"import {module}", bytecode.python, env(compiled))))
+        rows.append(BytecodeRow(function, bytecode.version, _median([a for a, _ in pairs]),
+                                _median([b for _, b in pairs]), _median([a / b for a, b in pairs])))
+    return rows

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 import psycopg
 
 from emitir_reembolso.gateway import PaymentGatewayClient
+from scripts.harness.minimal import _now  # Lab 87's timestamp format, as its minimal design writes it
 
 TABLE = "lab87-execucoes"
 CEILING = 4
@@ -47,10 +47,6 @@ def table_definition() -> dict[str, Any]:
         "KeySchema": [{"AttributeName": "prefixo", "KeyType": "HASH"},
                       {"AttributeName": "tentativa", "KeyType": "RANGE"}],
     }
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass
