@@ -168,3 +168,38 @@ def test_a_repeat_after_the_first_call_was_sigkilled_mid_send_is_reconciled_not_
     assert after["resultado"] == "bloqueado_por_idempotencia" and after["dados"]["resultadoOriginal"] == "executado"
     assert len(gateway.debits()) == 1
     assert erp.execute("SELECT valor_reembolsado FROM pedidos WHERE id = '4821'").fetchone() == (Decimal("30.00"),)
+
+
+def test_a_successful_call_on_a_healthy_circuit_writes_nothing_and_a_success_still_resets_failures(mocked_aws):
+    """The breaker's success step used to be a conditional UpdateItem on every call;
+    on a closed circuit with no failures its condition fails, which still costs a
+    write unit. Now it writes only when the read before the call saw failures."""
+    from cadencia_shared.catalog import TOOLS
+    from orchestrator.breaker import CircuitBreaker
+    from orchestrator.circuit_store import CircuitStore
+    from orchestrator.controls import CallContext, CallOutcome
+    from orchestrator.invokers import Invocation, InvocationStatus
+    from orchestrator.model import Deadline
+    from orchestrator.tools import ToolCall
+
+    ledger: Ledger = mocked_aws["ledger"]
+    writes: list[str] = []
+    ledger.client.meta.events.register("before-call.dynamodb.*",
+                                       lambda model, **_: writes.append(model.name) if model.name != "GetItem" else None)
+    breaker, store = CircuitBreaker(ledger, failures=5, cooldown_s=30), CircuitStore(ledger)
+    spec = TOOLS["consultar_status_pedido"]
+    answered = CallOutcome(invocation=Invocation(InvocationStatus.OK, payload={"ok": True}))
+
+    def one_successful_call() -> None:
+        ctx = CallContext(ToolCall(spec, f"toolu_{uuid.uuid4().hex[:6]}", {"pedidoId": "4821"}, "c", 1001),
+                          Deadline(lambda: 60_000))
+        assert breaker.before(ctx) is None
+        breaker.after(ctx, answered)
+
+    one_successful_call()
+    assert writes == []
+    store.add_failure(spec.name)
+    store.add_failure(spec.name)
+    writes.clear()
+    one_successful_call()
+    assert writes == ["UpdateItem"] and store.read(spec.name).failures == 0
