@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=10, help="race rounds (default 10)")
     parser.add_argument("--processes", type=int, default=50, help="racing processes per round (default 50)")
     parser.add_argument("--runs", type=int, default=7, help="fresh interpreters per import timing (>= 7)")
-    parser.add_argument("--sem-assets", action="store_true", help="skip building the assets (no sizes)")
+    parser.add_argument("--sem-assets", action="store_true",
+                        help="skip building the assets (no sizes, no bytecode comparison)")
     args = parser.parse_args(argv)
     os.environ["POWERTOOLS_LOG_LEVEL"] = "INFO"  # what the stack deploys
 
@@ -104,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     progress(f"import times: {args.runs} fresh interpreters each")
     import_rows = imports.measure_all(runs=max(7, args.runs), progress=progress)
     assets = [] if args.sem_assets else imports.asset_sizes(progress)
-    markdown = report.render(results, races, cpu, import_rows, assets)
+    progress("bytecode: cold imports with and without .pyc on the runtime's Python")
+    bytecode = [] if args.sem_assets else imports.bytecode_effect(runs=max(7, args.runs), progress=progress)
+    markdown = report.render(results, races, cpu, import_rows, assets, bytecode)
     print(markdown)
     if args.write_readme:
         report.write_block(README, BEGIN, END, markdown)
