@@ -120,10 +120,6 @@ class Figures:
     def total_calls(self) -> int:
         return sum(self.calls.values())
 
-    def merged(self, other: Figures) -> Figures:
-        return Figures(self.calls + other.calls, self.write_units + other.write_units,
-                       self.index_write_units + other.index_write_units, self.read_units + other.read_units)
-
     def note_write(self, item: str, table_units: float, index_units: float) -> None:
         row = self.by_item.setdefault(item, [0, 0.0, 0.0])
         row[0] += 1

@@ -4,7 +4,7 @@ customer turn, for this project and for Lab 87, on one local stack."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from decimal import Decimal
 from typing import Any
@@ -222,8 +222,6 @@ class Bench:
         self.lab87_conn.close()
         self._admin.close()
 
-
-RunStep = Callable[[Bench], None]
 
 
 def _median(values: list[float]) -> float:
