@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
@@ -32,13 +33,23 @@ from .stack import CadenciaStack
 ROOT = packaging.ROOT
 
 
+# Each function's asset carries only what its own code imports (issue 14): the
+# profile tool's validators (phonenumbers, email-validator + dnspython) and the
+# gateway client's urllib3 are not in the other assets. Tools not listed: the base.
+TOOL_REQUIREMENTS = {"emitir_reembolso": "lambda-refund.txt", "atualizar_cadastro": "lambda-profile.txt"}
+
+
+def _requirements(name: str) -> Path:
+    return ROOT / "requirements" / name
+
+
 def asset_specs() -> list[packaging.AssetSpec]:
     shared = ROOT / "functions" / "cadencia_shared"
     specs = [
         packaging.AssetSpec(
             name=tool.function_name,
             sources=(ROOT / "functions" / tool.package, shared),
-            requirements=ROOT / "requirements" / "lambda-tools.txt",
+            requirements=_requirements(TOOL_REQUIREMENTS.get(tool.package, "lambda-tools.txt")),
             include_ca_bundle=True,  # the tools talk to PostgreSQL
         )
         for tool in TOOLS.values()
@@ -46,13 +57,13 @@ def asset_specs() -> list[packaging.AssetSpec]:
     specs.append(packaging.AssetSpec(  # the reconciler runs the refund's own state machine
         name=RECONCILER_FUNCTION_NAME,
         sources=(ROOT / "functions" / RECONCILER_PACKAGE, ROOT / "functions" / "emitir_reembolso", shared),
-        requirements=ROOT / "requirements" / "lambda-tools.txt",
+        requirements=_requirements("lambda-refund.txt"),
         include_ca_bundle=True,
     ))
     specs.append(packaging.AssetSpec(  # approval decisions: no database, no gateway
         name=DECISION_FUNCTION_NAME,
         sources=(ROOT / "functions" / DECISION_PACKAGE, shared),
-        requirements=ROOT / "requirements" / "lambda-tools.txt",
+        requirements=_requirements("lambda-decision.txt"),
     ))
     specs.append(packaging.AssetSpec(
         name=ORCHESTRATOR_FUNCTION_NAME,
@@ -66,7 +77,7 @@ def asset_specs() -> list[packaging.AssetSpec]:
     ))
     specs.append(packaging.AssetSpec(  # the orchestrator + the channel's sender
         name=contract.WHATSAPP_CONSUMER_FUNCTION_NAME, sources=(ROOT / "orchestrator", channel, shared),
-        requirements=ROOT / "requirements" / "lambda-orchestrator.txt",
+        requirements=_requirements("lambda-orchestrator-whatsapp.txt"),  # + urllib3 (the Graph sender)
     ))
     return specs
 

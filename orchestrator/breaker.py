@@ -37,6 +37,12 @@ class BreakerRefusal(StrEnum):
 @dataclass(frozen=True)
 class _Pass:
     probe_owner: str | None  # set: this call is the half-open probe
+    # The consecutive failures read before the call. A success resets them only when
+    # there were some: a conditional write whose condition fails still costs a write
+    # unit, and resetting a count read as 0 was one such write per call (issue 14).
+    # A failure landing between the read and this call's success is then not reset
+    # by it: the circuit may open one failure early, never late.
+    failures_seen: int = 0
 
 
 class CircuitBreaker:
@@ -51,7 +57,7 @@ class CircuitBreaker:
         tool = ctx.call.spec.name
         record = self.store.read(tool)
         if record.state is CircuitState.CLOSED:
-            ctx.notes[CircuitBreaker] = _Pass(None)
+            ctx.notes[CircuitBreaker] = _Pass(None, record.failures)
             return None
         if self._probe_due(record):
             owner = self.store.new_owner()
@@ -65,14 +71,16 @@ class CircuitBreaker:
 
     def after(self, ctx: CallContext, outcome: CallOutcome) -> None:
         tool = ctx.call.spec.name
-        probe = ctx.notes[CircuitBreaker].probe_owner
+        seen: _Pass = ctx.notes[CircuitBreaker]
+        probe = seen.probe_owner
         if outcome.invocation is None:
             if probe is not None:  # never sent: the next call probes instead
                 self.store.reopen(tool, probe, restart_cooldown=False)
             return
         if outcome.invocation.answered:
             if probe is None:
-                self.store.reset_failures(tool)
+                if seen.failures_seen > 0:
+                    self.store.reset_failures(tool)
             elif self.store.close(tool, probe):
                 self._changed(ctx, CircuitState.CLOSED)
             return

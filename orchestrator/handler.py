@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aws_lambda_powertools.utilities.parameters import SecretsProvider
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from cadencia_shared.audit_chain import AuditChain
@@ -40,6 +39,9 @@ def _invoker(settings: OrchestratorSettings) -> ToolInvoker:
 def _api_key(settings: OrchestratorSettings) -> str | None:
     if settings.provider is not ModelProvider.ANTHROPIC or not settings.api_key_secret_name:
         return None  # Bedrock uses IAM; without a secret name the SDK reads ANTHROPIC_API_KEY
+    # Deferred (~0.1 s of imports): only the Anthropic API with a key in Secrets Manager needs it.
+    from aws_lambda_powertools.utilities.parameters import SecretsProvider
+
     secrets = SecretsProvider(boto3_client=client("secretsmanager", settings.aws))
     return secrets.get(settings.api_key_secret_name, max_age=300)
 

@@ -19,7 +19,7 @@ import psycopg
 
 from .settings import DatabaseSettings, DbAuth
 
-_connections: dict[tuple[str, int, str, str], psycopg.Connection] = {}
+_connections: dict[tuple[str, int, str, str, bool], psycopg.Connection] = {}
 _lock = threading.Lock()
 
 
@@ -34,8 +34,16 @@ def _iam_token(settings: DatabaseSettings, rds_client: Any | None) -> str:
     )
 
 
-def connect(settings: DatabaseSettings, *, rds_client: Any | None = None) -> psycopg.Connection:
-    """Open a new connection (no cache) as ``settings.user``."""
+# A read-only session: every statement runs in its own implicit transaction
+# (autocommit, so one SELECT is one round trip: no BEGIN/COMMIT around it) and the
+# server refuses any write in it (default_transaction_read_only, sent in the
+# startup packet: no extra round trip), whatever the user's GRANTs say.
+READ_ONLY_OPTIONS = "-c default_transaction_read_only=on"
+
+
+def connect(settings: DatabaseSettings, *, rds_client: Any | None = None,
+            read_only: bool = False) -> psycopg.Connection:
+    """Open a new connection (no cache) as ``settings.user``; ``read_only``: see READ_ONLY_OPTIONS."""
     if settings.auth is DbAuth.IAM:
         password = _iam_token(settings, rds_client)
     else:
@@ -44,6 +52,8 @@ def connect(settings: DatabaseSettings, *, rds_client: Any | None = None) -> psy
     options: dict[str, Any] = {"sslmode": settings.sslmode}
     if settings.ssl_root_cert:
         options["sslrootcert"] = settings.ssl_root_cert
+    if read_only:
+        options["options"] = READ_ONLY_OPTIONS
     return psycopg.connect(
         host=settings.host,
         port=settings.port,
@@ -52,22 +62,30 @@ def connect(settings: DatabaseSettings, *, rds_client: Any | None = None) -> psy
         password=password,
         connect_timeout=settings.connect_timeout_s,
         application_name=settings.user,
+        autocommit=read_only,
         **options,
     )
 
 
-def connection(settings: DatabaseSettings, *, rds_client: Any | None = None) -> psycopg.Connection:
+def connection(settings: DatabaseSettings, *, rds_client: Any | None = None,
+               read_only: bool = False) -> psycopg.Connection:
     """The cached connection for this user, reconnecting when it is closed or broken."""
-    key = (settings.host, settings.port, settings.name, settings.user)
+    key = (settings.host, settings.port, settings.name, settings.user, read_only)
     with _lock:
         conn = _connections.get(key)
         if conn is None or conn.closed or conn.broken:
-            conn = connect(settings, rds_client=rds_client)
+            conn = connect(settings, rds_client=rds_client, read_only=read_only)
             _connections[key] = conn
         elif conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             # A previous invocation died mid-transaction: never inherit its locks.
             conn.rollback()
         return conn
+
+
+def open_connections() -> list[psycopg.Connection]:
+    """The cached connections (the benchmark traces what they send)."""
+    with _lock:
+        return [conn for conn in _connections.values() if not conn.closed]
 
 
 def close_all() -> None:

@@ -19,5 +19,5 @@ logger = logger_for(TOOL)
 
 @tool_handler(tool=TOOL, model=OrderStatusRequest, logger=logger)
 def lambda_handler(request: OrderStatusRequest) -> ToolResponse:
-    conn = db.connection(DatabaseSettings.from_env())
+    conn = db.connection(DatabaseSettings.from_env(), read_only=True)
     return order_status(request, partial(fetch_own_order, conn))

@@ -1,4 +1,10 @@
-"""SQL of the status tool, run as ``cadencia_agente_consulta`` (SELECT only)."""
+"""SQL of the status tool, run as ``cadencia_agente_consulta`` (SELECT only).
+
+The connection is read-only (``db.connection(..., read_only=True)``): autocommit,
+so the one SELECT is one round trip with no BEGIN/COMMIT around it, and the
+session's ``default_transaction_read_only`` makes the server refuse a write even if
+the user's GRANTs were ever widened.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ from psycopg.rows import dict_row
 def fetch_own_order(conn: psycopg.Connection, *, pedido_id: str, cliente_id: int) -> dict[str, Any] | None:
     # Ownership is part of the WHERE clause: an order of another customer and an
     # order that does not exist are the same empty result.
-    with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+    with conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(
             """
             SELECT id, status, valor_pedido, status_reembolso, valor_reembolsado,

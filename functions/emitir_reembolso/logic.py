@@ -102,6 +102,9 @@ class RefundService:
 
     def issue(self, req: RefundRequest) -> ToolResponse:
         key = refund_idempotency_key(req.conversaId, req.pedidoId)
+        known = answer_from_claim(self.ledger.get_claim(key), req.clienteId, self.ledger.now_ms())
+        if known is not None:
+            return known
         step_ = self._decide(req, key)
         if isinstance(step_, ToolResponse):
             return step_
@@ -110,6 +113,7 @@ class RefundService:
         return self.reconcile(step_.claim, as_repeat=True)
 
     # -- 1. decide ------------------------------------------------------------------
+    # (answer_from_claim, below the class, runs first: a repeat the claim alone answers.)
     def _decide(self, req: RefundRequest, key: str) -> ToolResponse | _Execute | _Reconcile:
         repaired: RefundClaim | None = None
         try:
@@ -310,3 +314,33 @@ class RefundService:
                 self.orders.apply_executed(key=claim.key, order_id=claim.order_id, amount=claim.amount)
             claim = self.ledger.mark_erp_updated(claim)
         return claim
+
+
+def answer_from_claim(claim: RefundClaim | None, customer_id: int, now_ms: int) -> ToolResponse | None:
+    """The answer a repeat gets from its claim alone (one strongly consistent read,
+    no SQL, no order lock), or None: decide under the order's row lock.
+
+    Only answers that change nothing and stay true whatever happens next:
+
+    - a final claim (``executado`` with the ERP already updated, ``recusado``): final
+      states have no way out in the transition table, so no lock could change them;
+    - a claim someone works on under a live lease: the locked path says the same
+      ``em_processamento`` (the lock never shortens a lease).
+
+    Everything else takes the locked path, which reads the claim again under the lock:
+    an absent or released claim (the balance check and the reservation need the lock),
+    an unknown outcome or an expired lease (reconcile), an executed claim whose ERP
+    update was lost (repair), and a claim of another customer (the same "not found"
+    as an unknown order: ownership is decided by the order row, never by the claim).
+    """
+    if claim is None or claim.customer_id != customer_id:
+        return None
+    if claim.status is ClaimStatus.DECLINED or (claim.status is ClaimStatus.EXECUTED and claim.erp_updated):
+        return answers.repeat(claim, reconciled=False)
+    if claim.status in _WORKED_ON and not claim.lease_expired(now_ms):
+        return answers.in_progress(claim)
+    return None
+
+
+# Claims an owner is driving (the ones a live lease protects).
+_WORKED_ON = frozenset({ClaimStatus.IN_PROGRESS, ClaimStatus.SENDING, ClaimStatus.RECONCILING})

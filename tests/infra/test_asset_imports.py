@@ -12,14 +12,31 @@ from importlib import metadata
 
 import pytest
 
-from cadencia_shared.catalog import ORCHESTRATOR_FUNCTION_NAME, TOOLS
-from infra import asset_imports, db_users, packaging
+from cadencia_shared.catalog import (
+    DECISION_FUNCTION_NAME,
+    DECISION_PACKAGE,
+    ORCHESTRATOR_FUNCTION_NAME,
+    RECONCILER_FUNCTION_NAME,
+    RECONCILER_PACKAGE,
+    TOOLS,
+)
+from canal_whatsapp.settings import INGRESS_FUNCTION_NAME
+from infra import asset_imports, contract, db_users, packaging
 from infra.app import asset_specs
 
 pytestmark = pytest.mark.infra
 
 HANDLERS = {**{t.function_name: t.handler.rsplit(".", 1)[0] for t in TOOLS.values()},
-            ORCHESTRATOR_FUNCTION_NAME: "orchestrator.handler"}
+            ORCHESTRATOR_FUNCTION_NAME: "orchestrator.handler",
+            RECONCILER_FUNCTION_NAME: f"{RECONCILER_PACKAGE}.handler",
+            DECISION_FUNCTION_NAME: f"{DECISION_PACKAGE}.handler",
+            INGRESS_FUNCTION_NAME: "canal_whatsapp.handler",
+            contract.WHATSAPP_CONSUMER_FUNCTION_NAME: "orchestrator.whatsapp_consumer"}
+# Imported by a dependency, not by our code: pydantic's EmailStr imports email_validator.
+IMPORTED_BY_A_DEPENDENCY = {"email-validator"}
+# Only the profile tool validates e-mails and phone numbers (issue 14: each tool asset
+# carries only what its own handler imports).
+PROFILE_ONLY = ("phonenumbers", "email_validator", "dns")
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +75,24 @@ def test_every_third_party_import_is_declared_in_the_functions_requirements(buil
         if not owners & declared:
             undeclared[module] = owners
     assert undeclared == {}
+
+
+@pytest.mark.parametrize("name", sorted(HANDLERS))
+def test_every_declared_requirement_is_imported_by_the_handler(built, name):
+    """The reverse: nothing is bundled that the function's code never imports."""
+    spec, _ = built[name]
+    graph = asset_imports.import_graph(HANDLERS[name], spec.sources)
+    distributions = metadata.packages_distributions()
+    imported = {d.lower().replace("_", "-") for module in graph.third_party for d in distributions.get(module, [])}
+    unused = _declared(spec.requirements) - imported - IMPORTED_BY_A_DEPENDENCY
+    assert unused == set(), f"{spec.requirements.name} declares {unused}, which {HANDLERS[name]} never imports"
+
+
+def test_only_the_profile_tool_carries_the_contact_validators(built):
+    profile = next(t.function_name for t in TOOLS.values() if t.package == "atualizar_cadastro")
+    for name, (_, asset) in built.items():
+        carried = {m for m in PROFILE_ONLY if asset_imports.in_asset(m, asset.path)}
+        assert carried == (set(PROFILE_ONLY) if name == profile else set()), (name, carried)
 
 
 def test_the_refund_declares_urllib3(built):

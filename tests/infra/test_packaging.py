@@ -40,7 +40,6 @@ def test_each_asset_holds_its_package_the_shared_one_and_its_dependencies(built)
         assert not (other_tools & top), f"{spec.name} bundles another function's package"
         for forbidden in packaging.FORBIDDEN_DISTRIBUTIONS:
             assert forbidden not in top, f"{spec.name} bundles {forbidden}"
-        assert not list(asset.path.rglob("*.pyc")) and not list(asset.path.rglob("__pycache__"))
         assert "bin" not in top
         print(asset.describe())
         assert asset.size_bytes < 250_000_000  # Lambda's unzipped limit
@@ -123,3 +122,33 @@ def test_an_independent_build_is_byte_identical(tmp_path, monkeypatch):
     assert not fresh.reused
     assert fresh.asset_hash == reference.asset_hash
     assert _tree_digest(fresh.path) == _tree_digest(reference.path)
+
+
+def _runtime_magic(python: str) -> bytes:
+    import subprocess
+
+    out = subprocess.run([python, "-c", "import importlib.util, sys; sys.stdout.buffer.write(importlib.util.MAGIC_NUMBER)"],
+                         capture_output=True, check=True)
+    return out.stdout
+
+
+def test_every_module_ships_bytecode_for_the_runtime_python(built):
+    """Compiled by the runtime's minor version (3.12), unchecked-hash (no timestamp,
+    no source check), paths naming /var/task: nothing is compiled on a cold start."""
+    bytecode = packaging.runtime_python()
+    if bytecode.python is None:
+        pytest.skip(f"no python{packaging.LAMBDA_PYTHON_VERSION} on this machine: assets are built without bytecode")
+    magic = _runtime_magic(bytecode.python)
+    tag = "cpython-" + packaging.LAMBDA_PYTHON_VERSION.replace(".", "")
+    for spec in asset_specs():
+        root = built[spec.name].path
+        for source in spec.sources:
+            for module in (root / source.name).rglob("*.py"):
+                pyc = module.parent / "__pycache__" / f"{module.stem}.{tag}.pyc"
+                assert pyc.is_file(), pyc
+                header = pyc.read_bytes()[:8]
+                assert header[:4] == magic and int.from_bytes(header[4:8], "little") == 0b01, pyc  # unchecked-hash
+        pydantic_main = root / "pydantic" / "__pycache__" / f"main.{tag}.pyc"
+        assert pydantic_main.is_file(), "the dependencies are compiled too"
+        assert b"/var/task/pydantic/main.py" in pydantic_main.read_bytes()
+        assert not list(root.rglob("*.cpython-311.pyc")), "bytecode of this machine's Python never ships"
