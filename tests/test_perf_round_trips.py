@@ -88,7 +88,7 @@ def test_an_executed_claim_whose_erp_update_was_lost_takes_the_locked_path_and_i
     assert again["resultado"] == "bloqueado_por_idempotencia"
     assert sql.statements > 0  # the lock, the repair
     assert erp.execute("SELECT valor_reembolsado FROM pedidos WHERE id = '4821'").fetchone() == (Decimal("50.00"),)
-    assert ledger.get_claim(key).erp_atualizado
+    assert ledger.get_claim(key).erp_updated
     assert len(gateway.debits()) == 1
 
 
@@ -107,11 +107,11 @@ def test_an_unknown_outcome_or_an_expired_lease_is_never_answered_from_the_claim
 
     ledger: Ledger = mocked_aws["ledger"]
     key = refund_idempotency_key(f"rt-{uuid.uuid4().hex[:8]}", "4821")
-    claim = ledger.claim_refund(chave=key, conversa_id="c", pedido_id="4821", cliente_id=1001,
-                                valor=Decimal("10"), lease_s=30)
+    claim = ledger.claim_refund(key=key, conversation_id="c", order_id="4821", customer_id=1001,
+                                amount=Decimal("10"), lease_s=30)
     now = ledger.now_ms()
     assert answer_from_claim(claim, 1001, now).resultado == "em_processamento"
-    assert answer_from_claim(claim, 1001, claim.lease_ate_ms) is None  # lease over: the locked path decides
+    assert answer_from_claim(claim, 1001, claim.lease_until_ms) is None  # lease over: the locked path decides
     assert answer_from_claim(claim, 1002, now) is None
     sending = ledger.settle_claim(claim, ClaimStatus.SENDING)
     assert answer_from_claim(sending, 1001, now).resultado == "em_processamento"

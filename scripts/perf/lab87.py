@@ -99,13 +99,13 @@ class Lab87Refund:
             return {"resultado": "bloqueado_por_idempotencia",
                     "mensagem": f"O reembolso do pedido {pedido_id} já foi processado nesta conversa."}
         token = json.loads(self.secrets.get_secret_value(SecretId=self.secret_name)["SecretString"])["token"]
-        refund = self.gateway.refund(idempotency_key=chave, pedido_id=pedido_id, valor=valor, token=token)
+        refund = self.gateway.refund(idempotency_key=chave, order_id=pedido_id, amount=valor, token=token)
         self.dynamodb.update_item(
             TableName=TABLE, Key={"prefixo": {"S": chave}, "tentativa": {"N": "0"}},
             UpdateExpression="SET #s = :s, transacao = :t",
             ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues={":s": {"S": refund.status}, ":t": {"S": refund.transacao or "-"}})
-        return {"resultado": "executado", "transacao": refund.transacao}
+            ExpressionAttributeValues={":s": {"S": refund.status}, ":t": {"S": refund.transaction_id or "-"}})
+        return {"resultado": "executado", "transacao": refund.transaction_id}
 
 
 def lab87_status(conn: psycopg.Connection, pedido_id: str, cliente_id: int) -> dict[str, Any] | None:

@@ -27,8 +27,8 @@ def _worker(design: str, endpoint: str, table: str, rounds: int, barrier: Any, r
         conversa, order = f"corrida-{design}-{r}", "7777"
         barrier.wait()
         if design == "cadencia":
-            allowed = ledger.register_attempt(conversa_id=conversa, assunto=order, ferramenta="emitir_reembolso",
-                                              teto=CEILING, pedido_id=order, chave_idempotencia=None).allowed
+            allowed = ledger.register_attempt(conversation_id=conversa, subject=order, tool="emitir_reembolso",
+                                              ceiling=CEILING, order_id=order, idempotency_key=None).allowed
         else:
             numero = gate.evaluate(conversa, "emitir_reembolso", order)
             allowed = numero is not None
