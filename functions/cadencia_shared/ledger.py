@@ -914,6 +914,7 @@ class Ledger:
             ":st": (InboundStatus.DONE if ok else InboundStatus.FAILED).value,
             ":agora": self._iso(),
             ":dono": inbound.dono,
+            ":proc": InboundStatus.IN_PROGRESS.value,
         }
         sets = "SET #st = :st, concluidaEm = :agora"
         if resposta is not None:
@@ -923,7 +924,10 @@ class Ledger:
             "TableName": self.table_name,
             "Key": self._key(f"mensagem#{inbound.conversa_id}#{inbound.mensagem_id}"),
             "UpdateExpression": sets + " REMOVE leaseAteMs",
-            "ConditionExpression": "dono = :dono",
+            # Only a message still being processed by this owner: an answered message is
+            # never turned back into a failed one (a commit whose answer was lost, then
+            # the failure path — tests/test_lost_commit_answer.py).
+            "ConditionExpression": "dono = :dono AND #st = :proc",
             "ExpressionAttributeNames": {"#st": "status"},
             "ExpressionAttributeValues": self._ser(values),
         }
