@@ -126,7 +126,8 @@ class CadenciaStack(Stack):
             self.decisions = add_approval_decisions(self)
             add_control_alarms(self)
             # every turn runner and the approval decisions audit on the same hash chain
-            self.audit_table = add_audit_table(self, self.orchestrator, self.whatsapp_consumer, self.decisions)
+            self.audit_table = add_audit_table(self, self.orchestrator, self.whatsapp_consumer,
+                                               self.whatsapp_human_reply, self.decisions)
         self._observability()
         self._outputs()
 

@@ -19,7 +19,8 @@ from infra.app import asset_specs
 pytestmark = pytest.mark.infra
 
 HANDLERS = {**{t.function_name: t.handler.rsplit(".", 1)[0] for t in TOOLS.values()},
-            ORCHESTRATOR_FUNCTION_NAME: "orchestrator.handler"}
+            ORCHESTRATOR_FUNCTION_NAME: "orchestrator.handler",
+            "cadencia-resposta-atendente": "orchestrator.human_reply_handler"}
 
 
 @pytest.fixture(scope="module")

@@ -38,8 +38,8 @@ def test_cloudwatch_may_publish_to_the_alarm_topic_only_for_these_alarms(all_syn
     assert sorted(render(a) for a in source_arns) == sorted(f"${{{a}.Arn}}" for a in alarms)
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
-    assert len(alarms) == 30  # 13 of the stack + the reconciler's 4 + a breaker-open alarm per tool (3)
-    #                           + the WhatsApp channel's 10
+    assert len(alarms) == 32  # 13 of the stack + the reconciler's 4 + a breaker-open alarm per tool (3)
+    #                           + the WhatsApp channel's 12 (Errors/Throttles of its three functions included)
 
 
 def test_the_demo_cluster_refuses_plain_text_connections(default_synth):
