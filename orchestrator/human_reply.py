@@ -116,6 +116,8 @@ class HumanReplies:
     def _write_once(self, request: HumanReplyRequest, rid: str) -> tuple[dict[str, Any], bool]:
         """The reply in the conversation's history exactly once; returns where it goes
         (as decided when it was written) and whether it had been written before."""
+        if self.ledger.read_conversation(request.conversaId) is None:  # nothing is written for nobody
+            raise HumanReplyRefused("conversa_inexistente", "Conversa não encontrada.")
         inbound = self.ledger.begin_inbound(conversa_id=request.conversaId, mensagem_id=rid, lease_s=self.lease_s)
         if inbound.status is InboundStatus.DONE:
             return inbound.resposta or {}, True
@@ -131,8 +133,7 @@ class HumanReplies:
 
     def _commit(self, request: HumanReplyRequest, inbound: InboundClaim, rid: str) -> dict[str, Any]:
         current = self.ledger.read_conversation(request.conversaId)
-        if current is None:
-            raise HumanReplyRefused("conversa_inexistente", "Conversa não encontrada.")
+        assert current is not None  # checked before the claim; conversations are never deleted
         _require_waiting(current.status)
         try:
             state = self.ledger.acquire_conversation(conversa_id=request.conversaId, cliente_id=current.cliente_id,

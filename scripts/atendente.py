@@ -142,7 +142,8 @@ def send_reply_local(ledger: Ledger, event: dict[str, Any]) -> dict[str, Any]:
                          "em outro terminal): nada foi gravado")
     from orchestrator import human_reply_handler
 
-    env = {**state.aws_environment(), "LEDGER_TABLE": state.ledger_table, **(channel or {})}
+    env = {**state.aws_environment(), "LEDGER_TABLE": state.ledger_table, "POWERTOOLS_LOG_LEVEL": "WARNING",
+           **(channel or {})}
     with function_environment(env):
         human_reply_handler.reset()
         try:
