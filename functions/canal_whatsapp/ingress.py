@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -102,8 +101,11 @@ class Ingress:
         if not signature.is_valid(request.body, request.headers.get(signature.HEADER), self.secrets.app_secret()):
             return reject(401, "assinatura")
         try:
-            payload = WebhookPayload.model_validate(json.loads(request.body))
-        except (ValueError, ValidationError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            # pydantic's own JSON parser, not json.loads: json.loads raises RecursionError (not
+            # a ValueError) on a deeply nested body, which crashed the function into a 502 that
+            # Meta retries; this parser bounds nesting and answers a ValidationError.
+            payload = WebhookPayload.model_validate_json(request.body)
+        except ValidationError:  # invalid JSON and invalid UTF-8 included
             return reject(400, "formato")
         for entry in payload.entry:
             for change in entry.changes:
