@@ -48,3 +48,98 @@ def test_a_signed_but_deeply_nested_body_is_a_400_not_a_crash(ingress, queue, bo
     ok = json.dumps(notification([text_message(ANA, "depois", timestamp=day_ts(60))])).encode()
     assert ingress.webhook.post_raw(ok, sign(ok, ingress.app_secret)) == 200  # the process is fine
     assert len(queue()) == 1
+
+
+# -- storms against the whole channel -------------------------------------------------
+
+CARLA = "5541991234567"  # demo customer 1003
+CUSTOMERS = {ANA: 1001, "5521998765432": 1002, CARLA: 1003}
+
+
+@pytest.fixture(scope="module")
+def channel(local_stack):
+    from scripts.harness.scripted_model import ScriptedModelServer
+    from scripts.local_stack import postgres
+    from scripts.local_stack.whatsapp_model import ChatPolicy
+
+    postgres.apply_sql(local_stack.postgres, ("demo.sql",))
+    with ScriptedModelServer() as model:
+        model.activate(ChatPolicy())
+        env = {"MODEL_PROVIDER": "anthropic", "ANTHROPIC_BASE_URL": model.base_url, "MODEL_ID": "cadencia-roteirizado",
+               "ANTHROPIC_API_KEY": "local-scripted-model"}
+        with LocalChannel(local_stack, model_env=env, consumers=3) as ch:
+            yield ch
+
+
+def test_a_concurrent_redelivery_storm_answers_each_message_once_in_turn_order(channel, local_stack):
+    """3 customers × 6 texts, each delivered 3 times, plus a photo each and an unknown
+    number (3 times), shuffled into batches of 1–3 (duplicates in one batch too) and
+    posted by 4 concurrent senders; then, past SQS's 5-minute dedupe, every text is
+    queued again (the ledger's dedupe). Each message gets exactly one reply, and each
+    customer's replies go out in the order their turns ran."""
+    import random
+    import threading
+    import time
+
+    from cadencia_shared.ledger import Ledger
+    from canal_whatsapp.conversation import conversation_id
+    from canal_whatsapp.models import QueuedKind, QueuedMessage
+    from scripts.local_stack.aws import session_client
+    from scripts.local_stack.whatsapp_fake import BUSINESS_PHONE_NUMBER_ID, media_message
+    from scripts.local_stack.whatsapp_model import ECHO_PREFIX
+    from tests.support.whatsapp import UNKNOWN
+
+    rng = random.Random(87)
+    texts = {wa: [text_message(wa, f"{cid}-pergunta-{j}", timestamp=day_ts(61, j)) for j in range(6)]
+             for wa, cid in CUSTOMERS.items()}
+    photos = {wa: {**media_message(wa), "timestamp": str(day_ts(61, 10))} for wa in CUSTOMERS}
+    unknown = text_message(UNKNOWN, "oi", timestamp=day_ts(61))
+    deliveries = [m for msgs in texts.values() for m in msgs for _ in range(3)] + list(photos.values()) + [unknown] * 3
+    rng.shuffle(deliveries)
+    batches, i = [], 0
+    while i < len(deliveries):
+        n = rng.randint(1, 3)
+        batches.append(deliveries[i:i + n])
+        i += n
+    statuses = []
+
+    def sender(part):
+        for batch in part:
+            statuses.append(channel.webhook.post(notification(batch)))
+
+    threads = [threading.Thread(target=sender, args=(batches[k::4],)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert statuses == [200] * len(batches)
+    expected = 3 * 6 + 3 + 1
+    deadline = time.monotonic() + 240
+    while sum(len(channel.api.sent_to(wa)) for wa in [*CUSTOMERS, UNKNOWN]) < expected and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert channel.wait_until_drained(120)
+
+    # Past SQS's window: every text queued again under a fresh deduplication id.
+    for wa, msgs in texts.items():
+        for m in msgs:
+            conv = conversation_id(CUSTOMERS[wa], m["timestamp"])
+            body = QueuedMessage(tipo=QueuedKind.TEXT, mensagemId=m["id"], waId=wa, phoneNumberId=BUSINESS_PHONE_NUMBER_ID,
+                                 conversaId=conv, clienteId=CUSTOMERS[wa], mensagem=m["text"]["body"])
+            channel.sqs.send_message(QueueUrl=channel.queue_url, MessageBody=body.model_dump_json(exclude_none=True),
+                                     MessageGroupId=conv, MessageDeduplicationId=f"replay-{time.time_ns()}")
+    assert channel.wait_until_drained(240)
+    time.sleep(2)
+
+    ledger = Ledger(local_stack.ledger_table, session_client("dynamodb", local_stack.aws_endpoint))
+    for wa, msgs in texts.items():
+        sent = channel.api.sent_to(wa)
+        answers = [m.body for m in sent if m.body.startswith(ECHO_PREFIX)]
+        assert sorted(answers) == sorted(f"{ECHO_PREFIX}{m['text']['body']}" for m in msgs), wa
+        assert sum(1 for m in sent if m.body.startswith("Por enquanto eu só consigo ler")) == 1
+        assert len(sent) == 7
+        state = ledger.read_conversation(conversation_id(CUSTOMERS[wa], msgs[0]["timestamp"]))
+        asked = [b["text"] for m in state.mensagens if m["role"] == "user" for b in m["content"]
+                 if b.get("type") == "text"]
+        assert asked == [a.removeprefix(ECHO_PREFIX) for a in answers]  # one turn each, replies in turn order
+        assert state.turnos == 6
+    assert len(channel.api.sent_to(UNKNOWN)) == 1

@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -100,6 +101,12 @@ def serve_ingress(port_file: Path) -> None:
     from canal_whatsapp.handler import lambda_handler
     from orchestrator.invokers.local import LocalContext
 
+    # This process is one execution environment, and Lambda runs one invocation per
+    # environment at a time (concurrent webhooks get environments of their own). The HTTP
+    # server's threads must not share the handler's cached clients and DB connection
+    # concurrently, which Lambda never does: 8 of 12 concurrent webhooks answered 502 that way.
+    one_invocation_at_a_time = threading.Lock()
+
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -113,7 +120,8 @@ def serve_ingress(port_file: Path) -> None:
                 import base64
                 event.update(body=base64.b64encode(body).decode(), isBase64Encoded=True)
             try:
-                result = lambda_handler(event, LocalContext("cadencia-canal-whatsapp-entrada", timeout_s=10))
+                with one_invocation_at_a_time:
+                    result = lambda_handler(event, LocalContext("cadencia-canal-whatsapp-entrada", timeout_s=10))
                 status, raw = int(result["statusCode"]), str(result.get("body", "")).encode()
             except Exception:  # what a Function URL answers when the function fails
                 status, raw = 502, b"Internal Server Error"
