@@ -24,7 +24,7 @@ from cadencia_shared.catalog import (
     RECONCILER_PACKAGE,
     TOOLS,
 )
-from canal_whatsapp.settings import INGRESS_FUNCTION_NAME
+from canal_whatsapp.settings import HUMAN_REPLY_FUNCTION_NAME, INGRESS_FUNCTION_NAME
 
 from . import contract, packaging
 from .config import StackConfig, from_context
@@ -78,6 +78,10 @@ def asset_specs() -> list[packaging.AssetSpec]:
     specs.append(packaging.AssetSpec(  # the orchestrator + the channel's sender
         name=contract.WHATSAPP_CONSUMER_FUNCTION_NAME, sources=(ROOT / "orchestrator", channel, shared),
         requirements=_requirements("lambda-orchestrator-whatsapp.txt"),  # + urllib3 (the Graph sender)
+    ))
+    specs.append(packaging.AssetSpec(  # a person's reply: the conversation's history + the channel's sender, no model
+        name=HUMAN_REPLY_FUNCTION_NAME, sources=(ROOT / "orchestrator", channel, shared),
+        requirements=ROOT / "requirements" / "lambda-tools.txt",
     ))
     return specs
 

@@ -4,6 +4,7 @@
                                       └─ sqs:SendMessage ─► cadencia-whatsapp-entrada.fifo ─(5 receives)─► DLQ (alarm)
     event source mapping (batch 1, ReportBatchItemFailures) ─► cadencia-orquestrador-whatsapp
                                       └─ the same turn as cadencia-orquestrador, then POST /{phone-number-id}/messages
+    scripts/atendente.py responder ─► cadencia-resposta-atendente (a person's reply; the same outbox and sender)
 
 Every role is written out in ``infra/contract.py``; the statements here are
 written independently (no ``grant_*`` helper: ``queue.grant_consume_messages``
@@ -29,6 +30,7 @@ from cadencia_shared.observability import NAMESPACE
 from canal_whatsapp.settings import (
     ACCESS_TOKEN_NAME,
     APP_SECRET_NAME,
+    HUMAN_REPLY_FUNCTION_NAME,
     INBOUND_QUEUE_NAME,
     INGRESS_FUNCTION_NAME,
     VERIFY_TOKEN_NAME,
@@ -47,6 +49,10 @@ MAX_RECEIVES = 5
 # A reply is sent inside the turn's invocation: keep room for one send (its
 # 5 s timeout + 1 s) besides the orchestrator's usual reserve.
 CONSUMER_FINAL_RESERVE_S = 10
+# A person's reply: the conversation's commit, then the bounded send (3 attempts of
+# at most 5 s, backoff 0.5 s + 1 s) with room to spare; a send never starts without
+# its timeout + 1 s left (the person runs the command again to finish it).
+HUMAN_REPLY_TIMEOUT_S = 30
 FAILED_SEND_REASONS = ("recusado", "tentativas", "sem_resposta", "fora_da_janela", "remetente_interrompido")
 
 _SECRET_PLACEHOLDER = ("A random placeholder value that no caller accepts: the deployer writes the real value "
@@ -63,7 +69,8 @@ def add_whatsapp_channel(stack: CadenciaStack) -> None:
     queue = _queue(stack, Ids.WHATSAPP_QUEUE, INBOUND_QUEUE_NAME, dlq)
     ingress = _ingress(stack, queue, secrets)
     consumer = _consumer(stack, queue, secrets["access"])
-    _alarms(stack, dlq, [INGRESS_FUNCTION_NAME, CONSUMER_FUNCTION_NAME])
+    stack.whatsapp_human_reply = _human_reply(stack, secrets["access"])
+    _alarms(stack, dlq, [INGRESS_FUNCTION_NAME, CONSUMER_FUNCTION_NAME, HUMAN_REPLY_FUNCTION_NAME])
     url = ingress.add_function_url(auth_type=lambda_.FunctionUrlAuthType.NONE)
     CfnOutput(stack, "WhatsAppWebhookUrl", value=url.url, description="Callback URL for the Meta app's webhook")
     for key, secret in secrets.items():
@@ -171,6 +178,33 @@ def _consumer(stack: CadenciaStack, queue: sqs.Queue, access_token: secretsmanag
         report_batch_item_failures=True)
     # Lambda checks the role's permissions when the mapping is created.
     mapping.node.add_dependency(role)
+    return fn
+
+
+def _human_reply(stack: CadenciaStack, access_token: secretsmanager.Secret) -> lambda_.Function:
+    role = stack.role(Ids.WHATSAPP_HUMAN_REPLY_ROLE, contract.WHATSAPP_HUMAN_REPLY_ROLE_NAME,
+                      "A person's reply: the conversation, its outbox record, the Cloud API token", in_vpc=False)
+    log_group = stack.log_group(Ids.WHATSAPP_HUMAN_REPLY_LOG_GROUP, HUMAN_REPLY_FUNCTION_NAME)
+    for actions, resources in (
+        (contract.LOG_ACTIONS, [log_group.log_group_arn]),
+        (("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), [stack.ledger.table_arn]),
+        (("secretsmanager:GetSecretValue",), [access_token.secret_arn]),
+    ):
+        role.add_to_policy(iam.PolicyStatement(actions=list(actions), resources=resources))
+    fn = lambda_.Function(
+        stack, Ids.WHATSAPP_HUMAN_REPLY_FUNCTION + "Resource", function_name=HUMAN_REPLY_FUNCTION_NAME,
+        description="A person's reply to a handed-off conversation: written once, sent through the WhatsApp outbox",
+        runtime=stack.runtime, architecture=stack.architecture,
+        handler="orchestrator.human_reply_handler.lambda_handler", code=stack.code(HUMAN_REPLY_FUNCTION_NAME),
+        role=role, log_group=log_group, timeout=Duration.seconds(HUMAN_REPLY_TIMEOUT_S), memory_size=256,
+        environment={"LEDGER_TABLE": LEDGER_TABLE, "WHATSAPP_ACCESS_TOKEN_NAME": ACCESS_TOKEN_NAME,
+                     "POWERTOOLS_LOG_LEVEL": "INFO"},
+        tracing=lambda_.Tracing.ACTIVE,
+        # A person invokes it synchronously: running the command again is the retry.
+        retry_attempts=0,
+    )
+    stack.pin(fn, Ids.WHATSAPP_HUMAN_REPLY_FUNCTION)
+    stack.ack(fn, "AwsSolutions-L1", stack.l1_reason)
     return fn
 
 

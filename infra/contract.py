@@ -46,6 +46,7 @@ DECISION_ROLE_NAME = "cadencia-decidir-aprovacao-role"
 WHATSAPP_CONSUMER_FUNCTION_NAME = "cadencia-orquestrador-whatsapp"
 WHATSAPP_INGRESS_ROLE_NAME = "cadencia-canal-whatsapp-role"
 WHATSAPP_CONSUMER_ROLE_NAME = "cadencia-orquestrador-whatsapp-role"
+WHATSAPP_HUMAN_REPLY_ROLE_NAME = "cadencia-resposta-atendente-role"
 STACK_NAME = "CadenciaAgente"
 
 
@@ -299,6 +300,25 @@ def whatsapp_consumer_role(config: StackConfig) -> RoleContract:
     )
 
 
+def whatsapp_human_reply_role() -> RoleContract:
+    return RoleContract(
+        logical_id=Ids.WHATSAPP_HUMAN_REPLY_ROLE,
+        role_name=WHATSAPP_HUMAN_REPLY_ROLE_NAME,
+        service="lambda.amazonaws.com",
+        purpose="Lambda cadencia-resposta-atendente (a person's reply to a handed-off conversation; the "
+                "attendant's tooling invokes it; outside the VPC)",
+        grants=(
+            Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (att(Ids.LEDGER, "Arn"),),
+                  "write the reply once in the conversation (its inbound claim, the fenced commit), read the "
+                  "conversation's WhatsApp address, the reply's outbox record"),
+            Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_ACCESS_TOKEN),),
+                  "the Cloud API access token, to send the reply (the person never holds it)"),
+            Grant(("dynamodb:PutItem", "dynamodb:Query"), (att(Ids.AUDIT_TABLE, "Arn"),),
+                  "append the reply to the audit hash chain (read its last link); never UpdateItem/DeleteItem"),
+        ) + _platform(Ids.WHATSAPP_HUMAN_REPLY_LOG_GROUP),
+    )
+
+
 def db_users_role() -> RoleContract:
     return RoleContract(
         logical_id=Ids.DB_USERS_ROLE,
@@ -339,7 +359,7 @@ def build(config: StackConfig) -> list[RoleContract]:
         roles.append(orchestrator_role(config))
         roles.append(reconciler_role(config))
         roles.append(decision_role())
-        roles += [whatsapp_ingress_role(config), whatsapp_consumer_role(config)]
+        roles += [whatsapp_ingress_role(config), whatsapp_consumer_role(config), whatsapp_human_reply_role()]
     if config.demo_database and config.deploy_database_users:
         roles.append(db_users_role())
     if config.demo_database:

@@ -56,6 +56,9 @@ class Ids:
     WHATSAPP_CONSUMER_FUNCTION = "WhatsAppConsumerFunction"
     WHATSAPP_CONSUMER_ROLE = "WhatsAppConsumerRole"
     WHATSAPP_CONSUMER_LOG_GROUP = "WhatsAppConsumerLogGroup"
+    WHATSAPP_HUMAN_REPLY_FUNCTION = "WhatsAppHumanReplyFunction"
+    WHATSAPP_HUMAN_REPLY_ROLE = "WhatsAppHumanReplyRole"
+    WHATSAPP_HUMAN_REPLY_LOG_GROUP = "WhatsAppHumanReplyLogGroup"
 
     # A tool's resources are named after its package: ``EmitirReembolsoFunction``...
     @staticmethod

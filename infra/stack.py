@@ -80,7 +80,8 @@ class CadenciaStack(Stack):
         self.decisions = add_approval_decisions(self)
         add_control_alarms(self)
         # every turn runner and the approval decisions audit on the same hash chain
-        self.audit_table = add_audit_table(self, self.orchestrator, self.whatsapp_consumer, self.decisions)
+        self.audit_table = add_audit_table(self, self.orchestrator, self.whatsapp_consumer,
+                                           self.whatsapp_human_reply, self.decisions)
 
     def _allocate_logical_id(self, cfn_element: CfnElement) -> str:
         """CDK's own rule over the construct path, with ``Flat`` constructs left out

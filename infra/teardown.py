@@ -38,7 +38,13 @@ from cadencia_shared.catalog import (
     RECONCILER_FUNCTION_NAME,
     TOOLS,
 )
-from canal_whatsapp.settings import ACCESS_TOKEN_NAME, APP_SECRET_NAME, INGRESS_FUNCTION_NAME, VERIFY_TOKEN_NAME
+from canal_whatsapp.settings import (
+    ACCESS_TOKEN_NAME,
+    APP_SECRET_NAME,
+    HUMAN_REPLY_FUNCTION_NAME,
+    INGRESS_FUNCTION_NAME,
+    VERIFY_TOKEN_NAME,
+)
 
 from . import contract
 from .teardown_driver import Check, Step, execute, print_plan
@@ -46,10 +52,11 @@ from .config import ANTHROPIC_KEY_SECRET_NAME
 
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTION_NAMES = ([t.function_name for t in TOOLS.values()] + [ORCHESTRATOR_FUNCTION_NAME, RECONCILER_FUNCTION_NAME]
-                  + [INGRESS_FUNCTION_NAME, contract.WHATSAPP_CONSUMER_FUNCTION_NAME])
+                  + [INGRESS_FUNCTION_NAME, contract.WHATSAPP_CONSUMER_FUNCTION_NAME, HUMAN_REPLY_FUNCTION_NAME])
 ROLE_NAMES = ([t.role_name for t in TOOLS.values()]
               + ["cadencia-orquestrador-role", contract.RECONCILER_ROLE_NAME]
-              + [contract.WHATSAPP_INGRESS_ROLE_NAME, contract.WHATSAPP_CONSUMER_ROLE_NAME])
+              + [contract.WHATSAPP_INGRESS_ROLE_NAME, contract.WHATSAPP_CONSUMER_ROLE_NAME,
+                 contract.WHATSAPP_HUMAN_REPLY_ROLE_NAME])
 DB_USERS = list(ALL_DB_USERS)  # the tools', the reconciler's and the WhatsApp channel's
 SECRET_NAMES = [GATEWAY_SECRET_NAME, ANTHROPIC_KEY_SECRET_NAME, APP_SECRET_NAME, VERIFY_TOKEN_NAME, ACCESS_TOKEN_NAME]
 TABLES = (LEDGER_TABLE, AUDIT_TABLE)

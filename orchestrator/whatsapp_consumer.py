@@ -20,7 +20,6 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.parameters import SecretsProvider
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
@@ -28,8 +27,8 @@ from cadencia_shared.aws import client
 from cadencia_shared.handler import InvalidEvent, parse_event
 from cadencia_shared.ledger import Ledger
 from cadencia_shared.observability import count, logger_for
+from canal_whatsapp.contacts import ChannelContacts, Contact
 from canal_whatsapp.delivery import Sender
-from canal_whatsapp.graph import GraphClient
 from canal_whatsapp.models import QueuedKind, QueuedMessage, SqsEvent
 from canal_whatsapp.outbox import Outbox, OutgoingReply
 from canal_whatsapp.settings import SenderSettings
@@ -54,14 +53,8 @@ _senders: dict[str, Sender] = {}
 def sender(settings: OrchestratorSettings, channel: SenderSettings) -> Sender:
     key = settings.model_dump_json() + channel.model_dump_json()
     if key not in _senders:
-        secrets = SecretsProvider(boto3_client=client("secretsmanager", settings.aws))
-        _senders[key] = Sender(
-            outbox=Outbox(Ledger(settings.ledger.table_name, client("dynamodb", settings.aws))),
-            graph=GraphClient(channel.graph_base_url, channel.send_timeout_s),
-            access_token=lambda: str(secrets.get(channel.access_token_name, max_age=300) or "").strip(),
-            attempts=channel.send_attempts, backoff_base_s=channel.backoff_base_s,
-            send_timeout_s=channel.send_timeout_s, lease_s=max(channel.send_lease_s, int(channel.send_timeout_s) + 2),
-        )
+        outbox = Outbox(Ledger(settings.ledger.table_name, client("dynamodb", settings.aws)))
+        _senders[key] = Sender.configured(outbox, channel, client("secretsmanager", settings.aws))
     return _senders[key]
 
 
@@ -72,11 +65,15 @@ def reset() -> None:
 def handle_message(message: QueuedMessage, deadline: Deadline) -> None:
     settings = OrchestratorSettings.from_env()
     out = sender(settings, SenderSettings.from_env())
-    common = {"answers": message.mensagemId, "conversa_id": message.conversaId,
-              "phone_number_id": message.phoneNumberId, "to": message.waId}
+    if message.conversaId is not None:
+        # Where a person's reply to this conversation goes (orchestrator.human_reply).
+        ChannelContacts(out.outbox.ledger).remember(
+            message.conversaId, Contact(wa_id=message.waId, phone_number_id=message.phoneNumberId))
+    common = {"conversa_id": message.conversaId, "phone_number_id": message.phoneNumberId, "to": message.waId}
     if message.tipo is QueuedKind.FIXED_REPLY:
         assert message.motivo is not None  # enforced by QueuedMessage
-        out.deliver(OutgoingReply(body=FIXED_REPLIES[message.motivo], **common), time_left_s=deadline.remaining_s)
+        out.deliver(OutgoingReply.answering(message.mensagemId, body=FIXED_REPLIES[message.motivo], **common),
+                    time_left_s=deadline.remaining_s)
         return
     assert message.conversaId and message.clienteId and message.mensagem  # enforced by QueuedMessage
     request = TurnRequest(conversaId=message.conversaId, clienteId=message.clienteId,
@@ -88,7 +85,8 @@ def handle_message(message: QueuedMessage, deadline: Deadline) -> None:
         raise MessageInFlightElsewhere(message.mensagemId)
     if reply.resposta:
         # Also for a duplicate: a reply whose send was interrupted goes out now, once.
-        out.deliver(OutgoingReply(body=reply.resposta, **common), time_left_s=deadline.remaining_s)
+        out.deliver(OutgoingReply.answering(message.mensagemId, body=reply.resposta, **common),
+                    time_left_s=deadline.remaining_s)
 
 
 def _record_handler(record: SQSRecord, context: LambdaContext) -> None:

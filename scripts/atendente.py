@@ -9,14 +9,19 @@
 the ledger's sparse index; each is shown by a reference (``ref``: the first 12 hex
 digits of the SHA-256 of its id), never by its id, which may be the customer's
 phone number. ``mostrar`` prints the history masked (contact data by field and by
-shape). ``responder`` stores the person's reply in the conversation (the model reads
-it later; sending it through the channel is the channel's job, issue 12).
-``devolver`` returns the conversation to the agent. Both write under the
-conversation's lease and version fence, like a turn.
+shape). ``responder`` hands the person's reply to ``cadencia-resposta-atendente``
+(orchestrator/human_reply.py): written once in the conversation (the model reads it
+later) and sent to the customer through the WhatsApp channel's outbox, the same path
+as the agent's replies. Running the same ``responder`` again (after a crash or a
+timeout) finishes that reply; it never sends a second copy. ``devolver`` returns the
+conversation to the agent. Both write under the conversation's lease and version
+fence, like a turn.
 
-``--alvo local`` (default) uses the local stack; ``--alvo aws`` the deployed ledger
-with the caller's own credentials (GetItem/UpdateItem on the ledger, Query on its
-sparse index).
+``--alvo local`` (default) uses the local stack: the reply's Lambda runs in-process
+and sends through the channel that ``scripts/conversa.py`` runs. ``--alvo aws`` uses
+the deployed ledger with the caller's own credentials (GetItem/UpdateItem on the
+ledger, Query on its sparse index) and invokes ``cadencia-resposta-atendente``
+(lambda:InvokeFunction on it): the person never holds the Cloud API's token.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import argparse
 import hashlib
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -34,12 +40,33 @@ from rich.table import Table
 from cadencia_shared.catalog import LEDGER_TABLE
 from cadencia_shared.ledger import ConversationBusy, ConversationStatus, Ledger
 from cadencia_shared.masking import mask_arguments, mask_free_text, mask_identifier
-from orchestrator import history
+from canal_whatsapp.contacts import ChannelContacts
+from canal_whatsapp.settings import HUMAN_REPLY_FUNCTION_NAME
+from orchestrator.invokers.local import LocalContext, function_environment
 
+from .local_stack import stack
+from .local_stack.whatsapp_channel import published_sender_environment
 from .operator_cli import dynamodb_client
 
 console = Console()
 LEASE_S = 30
+REPLY_TIMEOUT_S = 30  # the reply Lambda's timeout: room for the bounded send retries
+
+# What the person is told about the reply, by the outbox's outcome (and whether the
+# command's exit status says "done": 0, or "look at this": 2).
+SEND_OUTCOMES = {
+    "enviado": (0, "resposta enviada ao cliente pelo WhatsApp"),
+    "sem_canal": (0, "resposta registrada na conversa; esta conversa não tem endereço de WhatsApp, nada foi enviado"),
+    "fora_da_janela": (2, "NÃO enviada: passaram-se mais de 24 horas da última mensagem do cliente (regra do "
+                          "WhatsApp); a resposta ficou registrada na conversa — contate o cliente por outro canal"),
+    "falhou": (2, "NÃO enviada: o WhatsApp recusou ou falhou em todas as tentativas (alarme disparado); a resposta "
+                  "ficou registrada na conversa"),
+    "desconhecido": (2, "resultado desconhecido: o envio saiu e o WhatsApp não respondeu; pode ter sido entregue. "
+                        "Não será reenviada (alarme disparado)"),
+    "envio_pendente": (2, "registrada, ainda não enviada (faltou tempo): rode o mesmo comando de novo para enviar"),
+    "envio_em_andamento": (2, "registrada; o envio está em andamento em outra execução: rode o mesmo comando de "
+                              "novo para ver o resultado"),
+}
 
 
 def reference(conversa_id: str) -> str:
@@ -86,7 +113,7 @@ def find(ledger: Ledger, ref: str) -> str:
     raise SystemExit(f"nenhuma conversa aguardando um atendente com a referência {ref}")
 
 
-def take_over(ledger: Ledger, conversa_id: str, *, text: str | None, back_to_agent: bool) -> None:
+def give_back(ledger: Ledger, conversa_id: str) -> None:
     """One write under the conversation's lease (a live turn makes this wait)."""
     current = ledger.read_conversation(conversa_id)
     assert current is not None
@@ -94,11 +121,53 @@ def take_over(ledger: Ledger, conversa_id: str, *, text: str | None, back_to_age
         state = ledger.acquire_conversation(conversation_id=conversa_id, customer_id=current.customer_id, lease_s=LEASE_S)
     except ConversationBusy:
         raise SystemExit("a conversa está sendo processada agora; tente de novo em instantes") from None
-    messages = history.append_assistant_text(state.messages, text) if text else state.messages
-    status = ConversationStatus.ACTIVE if back_to_agent else state.status
-    ledger.commit_conversation(state, messages=messages, status=status)
-    ledger.append_audit(conversation_id=conversa_id, event="ATENDENTE_DEVOLVEU_AO_AGENTE" if back_to_agent
-                        else "ATENDENTE_RESPONDEU", details={"caracteres": len(text or "")})
+    ledger.commit_conversation(state, messages=state.messages, status=ConversationStatus.ACTIVE)
+    ledger.append_audit(conversation_id=conversa_id, event="ATENDENTE_DEVOLVEU_AO_AGENTE", details={})
+
+
+def send_reply_local(ledger: Ledger, event: dict[str, Any]) -> dict[str, Any]:
+    """The reply Lambda's handler, in-process, with the local channel's sender settings."""
+    state = stack.load()
+    assert state is not None  # ledger_for checked it
+    channel = published_sender_environment(Path(state.directory))
+    if channel is None and ChannelContacts(ledger).find(event["conversaId"]) is not None:
+        raise SystemExit("esta conversa é do WhatsApp e o canal local não está rodando (abra scripts/conversa.py "
+                         "em outro terminal): nada foi gravado")
+    from orchestrator import human_reply_handler
+
+    env = {**state.aws_environment(), "LEDGER_TABLE": state.ledger_table, "POWERTOOLS_LOG_LEVEL": "WARNING",
+           **(channel or {})}
+    with function_environment(env):
+        human_reply_handler.reset()
+        try:
+            return human_reply_handler.lambda_handler(event, LocalContext(HUMAN_REPLY_FUNCTION_NAME,
+                                                                          timeout_s=REPLY_TIMEOUT_S))
+        finally:
+            human_reply_handler.reset()
+
+
+def send_reply_aws(event: dict[str, Any]) -> dict[str, Any]:
+    import boto3
+    from botocore.config import Config
+
+    # No automatic retry of the invocation: running the command again is the retry,
+    # and it finishes the same reply (its id is derived from the conversation and text).
+    lam = boto3.client("lambda", config=Config(read_timeout=REPLY_TIMEOUT_S + 5, retries={"max_attempts": 1}))
+    resp = lam.invoke(FunctionName=HUMAN_REPLY_FUNCTION_NAME, Payload=json.dumps(event).encode())
+    return json.loads(resp["Payload"].read())
+
+
+def show_reply(answer: dict[str, Any]) -> int:
+    if not answer.get("ok"):
+        erro = answer.get("erro") or {}
+        detail = erro.get("mensagem") or "; ".join(erro.get("detalhes") or [])
+        console.print(f"[red]recusada ({escape(str(erro.get('codigo')))}):[/] {escape(str(detail))}")
+        return 1
+    code, sentence = SEND_OUTCOMES.get(answer["envio"], (2, f"estado do envio: {answer['envio']}"))
+    if answer.get("repetida"):
+        sentence = "esta mesma resposta já tinha sido registrada (nada novo na conversa); " + sentence
+    console.print(sentence if code == 0 else f"[yellow]{sentence}[/]")
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,9 +187,12 @@ def main(argv: list[str] | None = None) -> int:
         for role, text in masked_history(state.messages if state else []):
             console.print(f"[bold]{role}[/]: {escape(text)}", highlight=False)
         return 0
-    take_over(ledger, conversa_id, text=getattr(args, "texto", None), back_to_agent=args.comando == "devolver")
-    console.print("devolvida ao agente" if args.comando == "devolver" else "resposta registrada na conversa")
-    return 0
+    if args.comando == "devolver":
+        give_back(ledger, conversa_id)
+        console.print("devolvida ao agente")
+        return 0
+    event = {"conversaId": conversa_id, "texto": args.texto}
+    return show_reply(send_reply_aws(event) if args.alvo == "aws" else send_reply_local(ledger, event))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,13 @@ API, whose recorded message is what you see. The scripted model answers by
 default; with ANTHROPIC_API_KEY set (or --modelo <id>) Claude answers.
 
 Commands: /numero (switch customer), /imagem (send a photo), /repetir (Meta
-redelivers your last message), /sair.
+redelivers your last message), /aguardar (wait for a message you did not ask for:
+a person's reply), /sair.
+
+A person answers a handed-off conversation from another terminal while this one
+runs (write "quero falar com um atendente" here; the scripted model refuses, the
+conversation waits for a person): ``python -m scripts.atendente listar``, then
+``responder <ref> --texto "…"`` sends through this chat's channel.
 """
 
 from __future__ import annotations
@@ -99,7 +105,9 @@ def wait_reply(channel: LocalChannel, number: str, seen: int, timeout_s: float) 
 
 def chat(channel: LocalChannel, number: str, timeout_s: float) -> None:
     last: dict | None = None
+    shown = len(channel.api.sent_to(number))  # messages to this number already on screen
     while True:
+        shown = show_new(channel, number, shown)  # e.g. a person's reply that arrived meanwhile
         try:
             text = console.input(f"[bold green]você ({number})>[/] ")
         except EOFError:
@@ -109,6 +117,10 @@ def chat(channel: LocalChannel, number: str, timeout_s: float) -> None:
             return
         if command == "/numero":
             number = choose_number(number)
+            shown = len(channel.api.sent_to(number))
+            continue
+        if command == "/aguardar":
+            shown += show_replies(wait_reply(channel, number, shown, timeout_s), command)
             continue
         if not text.strip() and command != "/repetir":
             continue
@@ -118,16 +130,26 @@ def chat(channel: LocalChannel, number: str, timeout_s: float) -> None:
         message = (last if command == "/repetir" else
                    media_message(number) if command == "/imagem" else text_message(number, text))
         last = message
-        seen = len(channel.api.sent_to(number))
         status = channel.webhook.post(notification([message]))
         if status != 200:
             console.print(f"[red]o webhook respondeu {status}[/]")
             continue
-        replies = wait_reply(channel, number, seen, timeout_s if command != "/repetir" else 5)
-        if not replies:
-            console.print("[dim](nenhuma resposta nova" + (": redelivery absorvida)" if command == "/repetir" else ")"))
-        for reply in replies:
-            console.print(f"[bold magenta]Cadência>[/] {reply}")
+        shown += show_replies(wait_reply(channel, number, shown, timeout_s if command != "/repetir" else 5), command)
+
+
+def show_new(channel: LocalChannel, number: str, shown: int) -> int:
+    for message in channel.api.sent_to(number)[shown:]:
+        console.print(f"[bold magenta]Cadência>[/] {message.body}")
+        shown += 1
+    return shown
+
+
+def show_replies(replies: list[str], command: str) -> int:
+    if not replies:
+        console.print("[dim](nenhuma resposta nova" + (": redelivery absorvida)" if command == "/repetir" else ")"))
+    for reply in replies:
+        console.print(f"[bold magenta]Cadência>[/] {reply}")
+    return len(replies)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,10 +162,11 @@ def main(argv: list[str] | None = None) -> int:
             exits.callback(stack.down)
         env, label = model_env(args, exits)
         with console.status("subindo o canal (webhook, fila, orquestrador)…"):
-            channel = exits.enter_context(LocalChannel(state, model_env=env, consumers=1))
+            # Published: scripts/atendente.py (another terminal) sends a person's reply through it.
+            channel = exits.enter_context(LocalChannel(state, model_env=env, consumers=1, publish=True))
         console.print(f"canal pronto: webhook {channel.ingress_url} · {label}")
         number = args.numero or choose_number(None)
-        console.print("Comandos: /numero, /imagem, /repetir, /sair")
+        console.print("Comandos: /numero, /imagem, /repetir, /aguardar, /sair")
         chat(channel, number, args.espera)
     return 0
 

@@ -193,14 +193,21 @@ def test_one_wamid_racing_in_four_processes_is_answered_once(local_stack, erp, m
         assert ch.wait_until_drained(60)
         time.sleep(1)
         assert _bodies(ch.api.sent_to(ANA)) == [f"{ECHO_PREFIX}corrida"]
-    # One answer to the message in the conversation. (A turn that failed under load — e.g. the
-    # model call timed out — marks the message failed and a redelivery runs it again: that is
-    # the designed retry, so the turn count alone may be 2; the answer still exists once.)
-    history = ledger.read_conversation("wa-1001-20260321").messages
+    # One turn ran: the message is in the history once and answered once. (This once saw
+    # turnos == 2 under load: a commit applied whose answer was lost was followed by the
+    # failure path marking the answered message failed, so a redelivery ran it again —
+    # fixed in the ledger, reproduced in tests/test_lost_commit_answer.py; the local
+    # stack's long polls made DynamoDB calls exceed their 5 s timeout, fixed in
+    # scripts/local_stack/aws.py, tests/test_local_stack_fidelity.py.)
+    state = ledger.read_conversation("wa-1001-20260321")
+    assert state.turns == 1
     # Delivered answers are the output contract's responder_cliente calls.
-    answers = [block["input"]["texto"] for msg in history if msg["role"] == "assistant"
+    users = [block.get("text") for msg in state.messages if msg["role"] == "user"
+             for block in msg["content"] if isinstance(block, dict) and block.get("type") == "text"]
+    answers = [block["input"]["texto"] for msg in state.messages if msg["role"] == "assistant"
                for block in msg["content"] if isinstance(block, dict) and block.get("name") == "responder_cliente"]
-    assert answers.count(f"{ECHO_PREFIX}corrida") == 1, answers
+    assert (users, answers) == (["corrida"], [f"{ECHO_PREFIX}corrida"])
+    assert ledger._get(f"mensagem#wa-1001-20260321#{message.mensagemId}")["status"] == "respondida"
 
 
 def test_a_sender_killed_mid_send_never_sends_twice(local_stack, erp, model_env, ledger):

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from aws_lambda_powertools.utilities.parameters import SecretsProvider
 
-from .models import QueuedMessage
+from .models import QueueItem
 
 SECRET_MAX_AGE_S = 300  # a rotated App Secret is picked up within five minutes
+
+
+SQS_BATCH = 10  # SendMessageBatch's limit
+
+
+class QueueSendFailed(Exception):
+    """Some messages were not enqueued: the webhook fails (502) so Meta delivers it again;
+    what was enqueued is absorbed by the deduplication (SQS FIFO, then the ledger)."""
 
 
 class SqsFifoQueue:
@@ -16,13 +25,16 @@ class SqsFifoQueue:
         self.sqs = sqs_client
         self.queue_url = queue_url
 
-    def send(self, message: QueuedMessage, *, group_id: str, deduplication_id: str) -> None:
-        self.sqs.send_message(
-            QueueUrl=self.queue_url,
-            MessageBody=message.model_dump_json(exclude_none=True),
-            MessageGroupId=group_id,
-            MessageDeduplicationId=deduplication_id,
-        )
+    def send_all(self, items: Sequence[QueueItem]) -> None:
+        """In order, ten per SendMessageBatch (a FIFO batch keeps its order within a group)."""
+        for start in range(0, len(items), SQS_BATCH):
+            chunk = items[start:start + SQS_BATCH]
+            resp = self.sqs.send_message_batch(QueueUrl=self.queue_url, Entries=[
+                {"Id": str(i), "MessageBody": item.message.model_dump_json(exclude_none=True),
+                 "MessageGroupId": item.group_id, "MessageDeduplicationId": item.deduplication_id}
+                for i, item in enumerate(chunk)])
+            if resp.get("Failed"):
+                raise QueueSendFailed(f"{len(resp['Failed'])} of {len(chunk)} not enqueued")
 
 
 class SecretsManagerChannelSecrets:

@@ -18,11 +18,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools.utilities.parameters import SecretsProvider
 
 from cadencia_shared.observability import count
 
 from .graph import GraphClient, NotSent, OutsideServiceWindow, SendOutcomeUnknown, TextReply
 from .outbox import FAILED_SENDS_METRIC, Outbox, OutboxStatus, OutgoingReply, SendClaim
+from .settings import SenderSettings
+
+ACCESS_TOKEN_MAX_AGE_S = 300  # a rotated access token is picked up within five minutes
 
 
 class NoTimeToSend(Exception):
@@ -52,6 +58,21 @@ class Sender:
     send_timeout_s: float = 5.0
     sleep: Callable[[float], None] = time.sleep
 
+    @classmethod
+    def configured(cls, outbox: Outbox, settings: SenderSettings, secrets_client: Any) -> Sender:
+        """The sender every caller uses (the queue consumer, a person's reply): one
+        configuration, one path to the Cloud API."""
+        secrets = SecretsProvider(boto3_client=secrets_client)
+        return cls(
+            outbox=outbox, graph=GraphClient(settings.graph_base_url, settings.send_timeout_s),
+            access_token=lambda: str(secrets.get(settings.access_token_name,
+                                                 max_age=ACCESS_TOKEN_MAX_AGE_S) or "").strip(),
+            attempts=settings.send_attempts, backoff_base_s=settings.backoff_base_s,
+            send_timeout_s=settings.send_timeout_s,
+            # The lease outlives one send (its timeout) by a margin.
+            lease_s=max(settings.send_lease_s, int(settings.send_timeout_s) + 2),
+        )
+
     def deliver(self, reply: OutgoingReply, *, time_left_s: Callable[[], float] | None = None) -> OutboxStatus:
         """Make sure ``reply`` is sent at most once; returns the record's status.
 
@@ -62,12 +83,12 @@ class Sender:
         self.outbox.record(reply)
         while True:
             if time_left_s is not None and time_left_s() < self.send_timeout_s + 1:
-                raise NoTimeToSend(reply.answers)
-            claim = self.outbox.claim(reply.answers, lease_s=self.lease_s)
+                raise NoTimeToSend(reply.key)
+            claim = self.outbox.claim(reply.key, lease_s=self.lease_s)
             if claim is None:  # sent, being sent, or final: nothing to send from here
-                current = self.outbox.status(reply.answers)
+                current = self.outbox.status(reply.key)
                 if current is OutboxStatus.SENDING:
-                    raise SendInProgress(reply.answers)
+                    raise SendInProgress(reply.key)
                 return current or OutboxStatus.UNKNOWN
             status = self._attempt(claim, token)
             if status is not OutboxStatus.RETRY:
@@ -78,7 +99,7 @@ class Sender:
         r = claim.reply
         try:
             wamid = self.graph.send_text(
-                TextReply(phone_number_id=r.phone_number_id, to=r.to, body=r.body, reply_to=r.answers),
+                TextReply(phone_number_id=r.phone_number_id, to=r.to, body=r.body, reply_to=r.reply_to),
                 token,
             )
         except OutsideServiceWindow:
@@ -100,5 +121,5 @@ class Sender:
         count(DeliveryMetric.FAILED, {"Motivo": motivo})
         if status is OutboxStatus.OUTSIDE_WINDOW:
             self.outbox.ledger.append_audit(conversation_id=claim.reply.conversa_id, event="RESPOSTA_FORA_DA_JANELA",
-                                            details={"mensagemId": claim.answers})
+                                            details={"mensagemId": claim.key})
         return status

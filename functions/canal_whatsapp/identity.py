@@ -9,6 +9,8 @@ something a conversation can rewrite.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import psycopg
 
 from cadencia_shared import db
@@ -20,12 +22,17 @@ class ErpCustomerDirectory:
     def __init__(self, settings: DatabaseSettings) -> None:
         self.settings = settings
 
-    def customer_of(self, wa_id: str) -> int | None:
+    def customers_of(self, wa_ids: Collection[str]) -> dict[str, int]:
+        """The customer bound to each number that has one, in ONE query: a webhook may
+        carry hundreds of messages, and one round trip each would outlast the function."""
+        if not wa_ids:
+            return {}
         conn = db.connection(self.settings)
         try:
             with conn.transaction():
-                row = conn.execute("SELECT cliente_id FROM canais_whatsapp WHERE wa_id = %s", (wa_id,)).fetchone()
+                rows = conn.execute("SELECT wa_id, cliente_id FROM canais_whatsapp WHERE wa_id = ANY(%s)",
+                                    (sorted(wa_ids),)).fetchall()
         except psycopg.OperationalError:
             conn.close()  # the next call reconnects (db.connection drops closed connections)
             raise
-        return None if row is None else int(row[0])
+        return {str(wa_id): int(cliente_id) for wa_id, cliente_id in rows}

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import re
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -29,7 +29,15 @@ from cadencia_shared.observability import count
 
 from . import signature
 from .conversation import conversation_id
-from .models import MAX_TURN_TEXT, FixedReason, QueuedKind, QueuedMessage, WebhookMessage, WebhookPayload
+from .models import (
+    MAX_TURN_TEXT,
+    FixedReason,
+    QueuedKind,
+    QueuedMessage,
+    QueueItem,
+    WebhookMessage,
+    WebhookPayload,
+)
 
 DEFAULT_MAX_BODY_BYTES = 128 * 1024
 _CHALLENGE = re.compile(r"\A[A-Za-z0-9_\-]{1,128}\Z")
@@ -56,11 +64,11 @@ class HttpResponse:
 
 
 class CustomerDirectory(Protocol):
-    def customer_of(self, wa_id: str) -> int | None: ...
+    def customers_of(self, wa_ids: Collection[str]) -> dict[str, int]: ...
 
 
 class InboundQueue(Protocol):
-    def send(self, message: QueuedMessage, *, group_id: str, deduplication_id: str) -> None: ...
+    def send_all(self, items: Sequence[QueueItem]) -> None: ...
 
 
 class ChannelSecrets(Protocol):
@@ -102,33 +110,43 @@ class Ingress:
         if not signature.is_valid(request.body, request.headers.get(signature.HEADER), self.secrets.app_secret()):
             return reject(401, "assinatura")
         try:
-            payload = WebhookPayload.model_validate(json.loads(request.body))
-        except (ValueError, ValidationError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            # pydantic's own JSON parser, not json.loads: json.loads raises RecursionError (not
+            # a ValueError) on a deeply nested body, which crashed the function into a 502 that
+            # Meta retries; this parser bounds nesting and answers a ValidationError.
+            payload = WebhookPayload.model_validate_json(request.body)
+        except ValidationError:  # invalid JSON and invalid UTF-8 included
             return reject(400, "formato")
+        received: list[tuple[WebhookMessage, str]] = []
         for entry in payload.entry:
             for change in entry.changes:
                 value = change.value
                 if value.statuses:
                     count(ChannelMetric.STATUSES, {}, len(value.statuses))
-                for message in value.messages:
-                    self._enqueue(message, value.metadata.phone_number_id)
+                received += [(message, value.metadata.phone_number_id) for message in value.messages]
+        self._enqueue(received)
         return HttpResponse(200, "ok")
 
-    def _enqueue(self, message: WebhookMessage, phone_number_id: str) -> None:
-        count(ChannelMetric.RECEIVED, {"Tipo": message.type if message.type in _KNOWN_TYPES else "outro"})
-        if message.type in _IGNORED_TYPES:
-            return
-        cliente_id = self.directory.customer_of(message.from_)
-        common = {"mensagemId": message.id, "waId": message.from_, "phoneNumberId": phone_number_id}
-        if cliente_id is None:
-            queued = QueuedMessage(tipo=QueuedKind.FIXED_REPLY, motivo=FixedReason.UNKNOWN_NUMBER, **common)
-            group = "wa-desconhecido-" + hashlib.sha256(message.from_.encode()).hexdigest()[:40]
-        else:
-            conversa = conversation_id(cliente_id, message.timestamp)
-            queued = _turn_or_fixed(message, conversa, cliente_id, common)
-            group = conversa
-        # The wamid can be longer than SQS allows (128) and has characters it refuses: hash it.
-        self.queue.send(queued, group_id=group, deduplication_id=hashlib.sha256(message.id.encode()).hexdigest())
+    def _enqueue(self, received: list[tuple[WebhookMessage, str]]) -> None:
+        """Every message of the notification, in order, with one ERP query and one SQS
+        call per ten (a signed notification may carry hundreds: one round trip each took
+        32 s for 650 messages locally, past the function's 10 s)."""
+        for message, _ in received:
+            count(ChannelMetric.RECEIVED, {"Tipo": message.type if message.type in _KNOWN_TYPES else "outro"})
+        wanted = [(m, phone) for m, phone in received if m.type not in _IGNORED_TYPES]
+        customers = self.directory.customers_of({m.from_ for m, _ in wanted})
+        self.queue.send_all([_queue_item(m, phone, customers.get(m.from_)) for m, phone in wanted])
+
+
+def _queue_item(message: WebhookMessage, phone_number_id: str, cliente_id: int | None) -> QueueItem:
+    common = {"mensagemId": message.id, "waId": message.from_, "phoneNumberId": phone_number_id}
+    if cliente_id is None:
+        queued = QueuedMessage(tipo=QueuedKind.FIXED_REPLY, motivo=FixedReason.UNKNOWN_NUMBER, **common)
+        group = "wa-desconhecido-" + hashlib.sha256(message.from_.encode()).hexdigest()[:40]
+    else:
+        group = conversation_id(cliente_id, message.timestamp)
+        queued = _turn_or_fixed(message, group, cliente_id, common)
+    # The wamid can be longer than SQS allows (128) and has characters it refuses: hash it.
+    return QueueItem(queued, group_id=group, deduplication_id=hashlib.sha256(message.id.encode()).hexdigest())
 
 
 _KNOWN_TYPES = frozenset({"text", "image", "audio", "video", "document", "sticker", "location", "contacts",

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -119,6 +120,15 @@ class QueuedMessage(BaseModel):
                                                      or self.clienteId is not None):
             raise ValueError("a fixed reply carries a motivo and neither the text nor a customer")
         return self
+
+
+@dataclass(frozen=True)
+class QueueItem:
+    """One message for the FIFO queue with its ordering group and deduplication id."""
+
+    message: QueuedMessage
+    group_id: str
+    deduplication_id: str
 
 
 # -- the Lambda events (validated by cadencia_shared.handler.parse_event) ----------

@@ -1,6 +1,8 @@
-"""The outbox: one record per reply, keyed by the customer message it answers.
+"""The outbox: one record per reply, keyed by the reply.
 
-Item ``envio#{wamid}`` in the ledger table (this module owns that prefix; the
+Item ``envio#{key}`` in the ledger table: an agent's reply is keyed by the customer
+message it answers (its wamid), a person's reply by ``orchestrator.human_reply``'s
+reply id. Item (this module owns that prefix; the
 ledger module owns the others). The Cloud API has no idempotency key, so
 "exactly once" is made of two rules:
 
@@ -46,11 +48,19 @@ SENDABLE = (OutboxStatus.PENDING, OutboxStatus.RETRY)
 
 @dataclass(frozen=True)
 class OutgoingReply:
-    answers: str  # the customer's wamid: the record's key and context.message_id
+    key: str  # the record's key: the customer's wamid for the agent's reply to it
     conversa_id: str | None
     phone_number_id: str
     to: str
     body: str
+    reply_to: str | None  # context.message_id: the customer message quoted, if any
+
+    @classmethod
+    def answering(cls, wamid: str, *, conversa_id: str | None, phone_number_id: str, to: str,
+                  body: str) -> OutgoingReply:
+        """The agent's reply to one customer message: keyed by it and quoting it."""
+        return cls(key=wamid, conversa_id=conversa_id, phone_number_id=phone_number_id, to=to, body=body,
+                   reply_to=wamid)
 
 
 @dataclass(frozen=True)
@@ -62,16 +72,16 @@ class SendClaim:
     reply: OutgoingReply
 
     @property
-    def answers(self) -> str:
-        return self.reply.answers
+    def key(self) -> str:
+        return self.reply.key
 
 
 class Outbox:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
 
-    def _key(self, answers: str) -> dict[str, Any]:
-        return {TABLE_KEY: {"S": f"{ITEM_TYPE}#{answers}"}}
+    def _key(self, key: str) -> dict[str, Any]:
+        return {TABLE_KEY: {"S": f"{ITEM_TYPE}#{key}"}}
 
     def _condition_failed(self, err: ClientError) -> bool:
         return err.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
@@ -83,10 +93,10 @@ class Outbox:
             self.ledger.client.put_item(
                 TableName=self.ledger.table_name,
                 Item=self.ledger._ser({  # noqa: SLF001 - the ledger's one serializer
-                    TABLE_KEY: f"{ITEM_TYPE}#{reply.answers}", "tipo": ITEM_TYPE,
+                    TABLE_KEY: f"{ITEM_TYPE}#{reply.key}", "tipo": ITEM_TYPE,
                     "status": OutboxStatus.PENDING.value, "tentativas": 0,
                     "conversa": reply.conversa_id, "phoneNumberId": reply.phone_number_id,
-                    "para": reply.to, "texto": reply.body, "criadoEm": self.ledger._iso(now),  # noqa: SLF001
+                    "para": reply.to, "texto": reply.body, "contexto": reply.reply_to or "", "criadoEm": self.ledger._iso(now),  # noqa: SLF001
                     TTL_ATTRIBUTE: now // 1000 + INBOUND_TTL_S,
                 }),
                 ConditionExpression="attribute_not_exists(pk)",
@@ -95,16 +105,16 @@ class Outbox:
             if not self._condition_failed(err):
                 raise
 
-    def status(self, answers: str) -> OutboxStatus | None:
-        item = self.ledger._get(f"{ITEM_TYPE}#{answers}")  # noqa: SLF001
+    def status(self, key: str) -> OutboxStatus | None:
+        item = self.ledger._get(f"{ITEM_TYPE}#{key}")  # noqa: SLF001
         return None if item is None else OutboxStatus(item["status"])
 
-    def claim(self, answers: str, *, lease_s: int) -> SendClaim | None:
+    def claim(self, key: str, *, lease_s: int) -> SendClaim | None:
         """Take the right to send (None: someone else sent it, is sending it, or it is final)."""
         now, owner = self.ledger.now_ms(), uuid.uuid4().hex
         try:
             resp = self.ledger.client.update_item(
-                TableName=self.ledger.table_name, Key=self._key(answers),
+                TableName=self.ledger.table_name, Key=self._key(key),
                 UpdateExpression="SET #st = :enviando, dono = :dono, leaseAteMs = :lease ADD tentativas :um",
                 ConditionExpression="#st IN (:pendente, :retry)",
                 ExpressionAttributeNames={"#st": "status"},
@@ -116,19 +126,21 @@ class Outbox:
             )
         except ClientError as err:
             if self._condition_failed(err):
-                self._expire_dead_sender(answers, now)
+                self._expire_dead_sender(key, now)
                 return None
             raise
         item = self.ledger._de(resp["Attributes"])  # noqa: SLF001
-        stored = OutgoingReply(answers=answers, conversa_id=item.get("conversa"), phone_number_id=item["phoneNumberId"],
-                               to=item["para"], body=item["texto"])
+        # Records written before person's replies existed have no ``contexto``: they
+        # were all agent replies, which quote the message they are keyed by.
+        stored = OutgoingReply(key=key, conversa_id=item.get("conversa"), phone_number_id=item["phoneNumberId"],
+                               to=item["para"], body=item["texto"], reply_to=item.get("contexto", key) or None)
         return SendClaim(owner=owner, attempt=int(item["tentativas"]), reply=stored)
 
-    def _expire_dead_sender(self, answers: str, now_ms: int) -> None:
+    def _expire_dead_sender(self, key: str, now_ms: int) -> None:
         """A sender whose lease ran out died mid-request: the outcome is unknown."""
         try:
             self.ledger.client.update_item(
-                TableName=self.ledger.table_name, Key=self._key(answers),
+                TableName=self.ledger.table_name, Key=self._key(key),
                 UpdateExpression="SET #st = :desconhecido REMOVE dono, leaseAteMs",
                 ConditionExpression="#st = :enviando AND leaseAteMs < :agora",
                 ExpressionAttributeNames={"#st": "status"},
@@ -152,7 +164,7 @@ class Outbox:
             values[":d"] = detail
         try:
             self.ledger.client.update_item(
-                TableName=self.ledger.table_name, Key=self._key(claim.answers),
+                TableName=self.ledger.table_name, Key=self._key(claim.key),
                 UpdateExpression=sets + " REMOVE dono, leaseAteMs", ConditionExpression="dono = :dono",
                 ExpressionAttributeNames={"#st": "status"},
                 ExpressionAttributeValues=self.ledger._ser(values),  # noqa: SLF001
@@ -161,5 +173,5 @@ class Outbox:
             if not self._condition_failed(err):
                 raise
 
-    def read(self, answers: str) -> dict[str, Any] | None:
-        return self.ledger._get(f"{ITEM_TYPE}#{answers}")  # noqa: SLF001
+    def read(self, key: str) -> dict[str, Any] | None:
+        return self.ledger._get(f"{ITEM_TYPE}#{key}")  # noqa: SLF001

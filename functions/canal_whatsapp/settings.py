@@ -12,6 +12,8 @@ VERIFY_TOKEN_NAME = "cadencia/whatsapp/verify-token"
 ACCESS_TOKEN_NAME = "cadencia/whatsapp/access-token"
 INGRESS_FUNCTION_NAME = "cadencia-canal-whatsapp-entrada"
 INBOUND_QUEUE_NAME = "cadencia-whatsapp-entrada.fifo"
+# A person's reply (orchestrator/human_reply.py): the attendant's tooling invokes it.
+HUMAN_REPLY_FUNCTION_NAME = "cadencia-resposta-atendente"
 GRAPH_API_BASE_URL = "https://graph.facebook.com/v23.0"
 
 

@@ -11,8 +11,10 @@ prove IAM resource scoping either; that is proven on the synthesized template.)
 
 from __future__ import annotations
 
+import io
 import json
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -31,23 +33,108 @@ REGION = "us-east-1"
 
 
 class SerializedWsgi:
-    """Runs one request at a time and materializes the body inside the lock."""
+    """Runs one request at a time and materializes the body inside the lock.
 
-    def __init__(self, app: Callable[..., Iterable[bytes]]) -> None:
+    It also gives DynamoDB's ``TransactWriteItems`` its ``ClientRequestToken``
+    idempotency, which moto ignores: botocore fills the token once per call and
+    re-sends it on each retry, so a transaction applied whose answer was lost (a
+    read timeout under load) succeeds again on the retry instead of failing its
+    own conditions. Same token and same request within 10 minutes → the first
+    answer, nothing applied; same token, other request → IdempotentParameterMismatch.
+    """
+
+    TOKEN_WINDOW_S = 600
+    TRANSACT_TARGET = "DynamoDB_20120810.TransactWriteItems"
+    RECEIVE_TARGET = "AmazonSQS.ReceiveMessage"
+    POLL_EVERY_S = 0.05
+
+    def __init__(self, app: Callable[..., Iterable[bytes]], clock: Callable[[], float] = time.monotonic) -> None:
         self.app = app
         self.lock = threading.Lock()
         self.requests = 0
+        self.clock = clock
+        self._tokens: dict[str, tuple[float, bytes, str, list[tuple[str, str]], bytes]] = {}
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        if environ.get("HTTP_X_AMZ_TARGET") == self.RECEIVE_TARGET:
+            return self._long_poll(environ, start_response)
         with self.lock:
             self.requests += 1
-            result = self.app(environ, start_response)
-            try:
-                return list(result)
-            finally:
-                close = getattr(result, "close", None)
-                if close:
-                    close()
+            if environ.get("HTTP_X_AMZ_TARGET") == self.TRANSACT_TARGET:
+                return self._transaction(environ, start_response)
+            return self._run(environ, start_response)
+
+    def _long_poll(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        """An SQS long poll, as short polls with the lock released in between.
+
+        moto waits out ``WaitTimeSeconds`` inside the request; under the one lock that
+        wait stalled every other request (each idle consumer's 1-second poll in turn),
+        so a DynamoDB write could wait several seconds — past the clients' 5 s read
+        timeout, which real DynamoDB never approaches."""
+        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        try:
+            request = json.loads(body)
+            wait = request.get("WaitTimeSeconds")
+        except (ValueError, AttributeError):
+            request, wait = None, None
+        if isinstance(wait, int) and not isinstance(wait, bool) and wait > 0:
+            body = json.dumps({**request, "WaitTimeSeconds": 0}).encode()
+        else:
+            wait = 0
+        deadline = self.clock() + wait
+        while True:
+            seen: list[Any] = []
+            attempt = {**environ, "wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body))}
+            with self.lock:
+                self.requests += 1
+                answer = b"".join(self._run(attempt, lambda status, headers, *exc: seen.append((status, headers))))
+            if not seen[0][0].startswith("200") or b'"Messages"' in answer or self.clock() >= deadline:
+                start_response(*seen[0])
+                return [answer]
+            time.sleep(self.POLL_EVERY_S)
+
+    def _run(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        result = self.app(environ, start_response)
+        try:
+            return list(result)
+        finally:
+            close = getattr(result, "close", None)
+            if close:
+                close()
+
+    def _transaction(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        environ["wsgi.input"] = io.BytesIO(body)
+        try:
+            token = json.loads(body).get("ClientRequestToken")
+        except (ValueError, AttributeError):
+            token = None
+        now = self.clock()
+        self._tokens = {k: v for k, v in self._tokens.items() if now - v[0] < self.TOKEN_WINDOW_S}
+        if isinstance(token, str) and token in self._tokens:
+            _, first_body, status, headers, answer = self._tokens[token]
+            if first_body != body:
+                return self._mismatch(start_response)
+            start_response(status, headers)
+            return [answer]
+        seen: list[Any] = []
+
+        def remember(status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
+            seen[:] = [status, list(headers)]
+            return start_response(status, headers, *exc)
+
+        out = self._run(environ, remember)
+        if isinstance(token, str) and seen and seen[0].startswith("200"):
+            self._tokens[token] = (now, body, seen[0], seen[1], b"".join(out))
+        return out
+
+    @staticmethod
+    def _mismatch(start_response: Callable[..., Any]) -> list[bytes]:
+        answer = json.dumps({"__type": "com.amazonaws.dynamodb.v20120810#IdempotentParameterMismatchException",
+                             "message": "ClientRequestToken was used with different request parameters"}).encode()
+        start_response("400 Bad Request", [("Content-Type", "application/x-amz-json-1.0"),
+                                           ("Content-Length", str(len(answer)))])
+        return [answer]
 
 
 def make_moto_server(host: str = "127.0.0.1", port: int = 0) -> BaseWSGIServer:

@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -46,6 +47,20 @@ LOCAL_VISIBILITY_S = 30
 RETRY_AFTER_S = 1
 TURN_TIMEOUT_S = 25
 MAX_RECEIVES = 5
+# Where a running channel tells the attendant's tooling (scripts/atendente.py) how
+# to send through it: the fake's Graph URL and the access token's secret name.
+PUBLISHED_FILE = "whatsapp-canal.json"
+SENDER_KEYS = ("WHATSAPP_GRAPH_URL", "WHATSAPP_ACCESS_TOKEN_NAME", "WHATSAPP_SEND_TIMEOUT_S",
+               "WHATSAPP_BACKOFF_BASE_S", "WHATSAPP_SEND_ATTEMPTS", "WHATSAPP_SEND_LEASE_S")
+
+
+def published_sender_environment(state_dir: Path) -> dict[str, str] | None:
+    """The sender settings of the channel running on this local stack (None: none is)."""
+    path = state_dir / PUBLISHED_FILE
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
 
 
 def provision_queues(sqs: Any, suffix: str, visibility_s: int = LOCAL_VISIBILITY_S) -> tuple[str, str]:
@@ -86,6 +101,12 @@ def serve_ingress(port_file: Path) -> None:
     from canal_whatsapp.handler import lambda_handler
     from orchestrator.invokers.local import LocalContext
 
+    # This process is one execution environment, and Lambda runs one invocation per
+    # environment at a time (concurrent webhooks get environments of their own). The HTTP
+    # server's threads must not share the handler's cached clients and DB connection
+    # concurrently, which Lambda never does: 8 of 12 concurrent webhooks answered 502 that way.
+    one_invocation_at_a_time = threading.Lock()
+
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -99,7 +120,8 @@ def serve_ingress(port_file: Path) -> None:
                 import base64
                 event.update(body=base64.b64encode(body).decode(), isBase64Encoded=True)
             try:
-                result = lambda_handler(event, LocalContext("cadencia-canal-whatsapp-entrada", timeout_s=10))
+                with one_invocation_at_a_time:
+                    result = lambda_handler(event, LocalContext("cadencia-canal-whatsapp-entrada", timeout_s=10))
                 status, raw = int(result["statusCode"]), str(result.get("body", "")).encode()
             except Exception:  # what a Function URL answers when the function fails
                 status, raw = 502, b"Internal Server Error"
@@ -164,7 +186,7 @@ def run_consumer(queue_url: str) -> None:
 class LocalChannel:
     def __init__(self, state: Any, *, model_env: dict[str, str], consumers: int = 1,
                  log_level: str = "WARNING", sender_env: dict[str, str] | None = None,
-                 visibility_s: int = LOCAL_VISIBILITY_S) -> None:
+                 visibility_s: int = LOCAL_VISIBILITY_S, publish: bool = False) -> None:
         self.state = state
         self.model_env = model_env
         self.consumers = consumers
@@ -182,6 +204,8 @@ class LocalChannel:
         self.sqs = session_client("sqs", state.aws_endpoint)
         self.queue_url, self.dlq_url = provision_queues(self.sqs, suffix, visibility_s)
         self.ingress_url = ""
+        self.publish = publish
+        self._published_before: dict[str, str] | None = None
 
     # -- environments (the stack sets the AWS equivalents) -------------------------------
     def _common(self) -> dict[str, str]:
@@ -204,6 +228,11 @@ class LocalChannel:
                 "TOOL_INVOKER": "local", "LOCAL_TOOL_ENVIRONMENTS": str(tools),
                 "WHATSAPP_GRAPH_URL": self._fake.graph_url, "WHATSAPP_ACCESS_TOKEN_NAME": self.names["access-token"],
                 "WHATSAPP_SEND_TIMEOUT_S": "2", "WHATSAPP_BACKOFF_BASE_S": "0.05", **self.sender_env}
+
+    def sender_environment(self) -> dict[str, str]:
+        """How replies go out through this channel (the consumers and a person's replies)."""
+        env = self.consumer_environment()
+        return {k: env[k] for k in SENDER_KEYS if k in env}
 
     def _spawn(self, role: str, env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
         env_file = self.dir / f"{role}.env.json"
@@ -237,7 +266,19 @@ class LocalChannel:
             time.sleep(0.05)
         self.ingress_url = f"http://127.0.0.1:{port_file.read_text()}/"
         self.start_consumers(self.consumers)
+        if self.publish:
+            self._published_before = published_sender_environment(Path(self.state.directory))
+            self._publish(self.sender_environment())
         return self
+
+    def _publish(self, env: dict[str, str] | None) -> None:
+        """Point the attendant's tooling at ``env`` (None: at no channel)."""
+        target = Path(self.state.directory) / PUBLISHED_FILE
+        if env is None:
+            target.unlink(missing_ok=True)
+            return
+        target.with_suffix(".tmp").write_text(json.dumps(env))
+        target.with_suffix(".tmp").rename(target)
 
     @property
     def webhook(self) -> WebhookClient:
@@ -272,6 +313,8 @@ class LocalChannel:
                 proc.wait()
 
     def __exit__(self, *exc: object) -> None:
+        if self.publish:  # a channel published before this one (nested) is pointed at again
+            self._publish(self._published_before)
         for proc in self.procs:
             self.stop_process(proc)
         self._fake.__exit__()

@@ -2,8 +2,10 @@
 
 Stateless: every answer depends only on the request. The customer's last text
 decides: "pedido 4821" (any order number) → it calls ``consultar_status_pedido``
-and then reports what the tool answered; anything else → it answers quoting the
-customer's text, so tests can see which message each reply belongs to.
+and then reports what the tool answered; "atendente" → it refuses (stop reason
+``refusal``), which the orchestrator hands to a person (scripts/atendente.py answers);
+anything else → it answers quoting the customer's text, so tests can see which
+message each reply belongs to.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import re
 from typing import Any
 
 _ORDER = re.compile(r"pedido\D{0,3}(\d{3,12})", re.IGNORECASE)
+_PERSON = re.compile(r"atendente", re.IGNORECASE)
 ECHO_PREFIX = "Recebi: "
 
 
@@ -25,6 +28,8 @@ class ChatPolicy:
         messages = request.get("messages", [])
         last_text, tool_result = _last_turn(messages)
         match = _ORDER.search(last_text)
+        if _PERSON.search(last_text) and tool_result is None:
+            return self._envelope([], "refusal")
         if match and tool_result is None:
             return self._envelope([{"type": "text", "text": "Vou consultar o seu pedido."},
                                    {"type": "tool_use", "id": f"toolu_chat_{next(self._ids):06d}",

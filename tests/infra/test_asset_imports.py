@@ -31,7 +31,8 @@ HANDLERS = {**{t.function_name: t.handler.rsplit(".", 1)[0] for t in TOOLS.value
             RECONCILER_FUNCTION_NAME: f"{RECONCILER_PACKAGE}.handler",
             DECISION_FUNCTION_NAME: f"{DECISION_PACKAGE}.handler",
             INGRESS_FUNCTION_NAME: "canal_whatsapp.handler",
-            contract.WHATSAPP_CONSUMER_FUNCTION_NAME: "orchestrator.whatsapp_consumer"}
+            contract.WHATSAPP_CONSUMER_FUNCTION_NAME: "orchestrator.whatsapp_consumer",
+            "cadencia-resposta-atendente": "orchestrator.human_reply_handler"}
 # Imported by a dependency, not by our code: pydantic's EmailStr imports email_validator.
 IMPORTED_BY_A_DEPENDENCY = {"email-validator"}
 # Only the profile tool validates e-mails and phone numbers (issue 14: each tool asset

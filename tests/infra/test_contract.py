@@ -74,7 +74,10 @@ def test_database_and_secret_scoping(default_synth, variant_synth):
                 channel_secrets = {contract.ref(i) for i in (Ids.WHATSAPP_APP_SECRET, Ids.WHATSAPP_VERIFY_TOKEN,
                                                              Ids.WHATSAPP_ACCESS_TOKEN)}
                 if action == "secretsmanager:GetSecretValue" and resource in channel_secrets:
-                    assert role_id in (Ids.WHATSAPP_INGRESS_ROLE, Ids.WHATSAPP_CONSUMER_ROLE), role_id
+                    # The Cloud API token sends (the consumer, a person's reply); the others verify (the webhook).
+                    senders = (Ids.WHATSAPP_CONSUMER_ROLE, Ids.WHATSAPP_HUMAN_REPLY_ROLE)
+                    assert role_id in (senders if resource == contract.ref(Ids.WHATSAPP_ACCESS_TOKEN)
+                                       else (Ids.WHATSAPP_INGRESS_ROLE,)), role_id
         reconciler = roles[Ids.RECONCILER_ROLE].pairs
         assert {r for a, r in reconciler if a == "rds-db:connect"} == {
             contract.dbuser_arn(synth.config, RECONCILER_DB_USER)}
@@ -114,6 +117,10 @@ def test_the_whatsapp_roles(default_synth, variant_synth):
         assert {a for a, _ in consumer if a.startswith("sqs:")} == {
             "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
         assert (("secretsmanager:GetSecretValue", contract.ref(Ids.WHATSAPP_APP_SECRET)) not in consumer)
+        # A person's reply: the ledger, the access token and the audit chain; no tool, model, queue or database.
+        human = roles[Ids.WHATSAPP_HUMAN_REPLY_ROLE].pairs
+        assert not any(a.startswith(("lambda:", "sqs:", "rds-db:", "bedrock:", "events:")) for a, _ in human)
+        assert {r for a, r in human if a.startswith("secretsmanager:")} == {contract.ref(Ids.WHATSAPP_ACCESS_TOKEN)}
 
 
 # --- widening must fail -------------------------------------------------------------
@@ -327,6 +334,39 @@ def _decision_audit_delete_item(t):
     raise AssertionError("no audit-table statement on the decision role")
 
 
+def _human_reply_statement(t, action):
+    return _statement(t, Ids.WHATSAPP_HUMAN_REPLY_ROLE, action)
+
+
+def _human_reply_invokes_the_orchestrator(t):
+    _policy_of(t, Ids.WHATSAPP_HUMAN_REPLY_ROLE).append({
+        "Effect": "Allow", "Action": "lambda:InvokeFunction",
+        "Resource": {"Fn::GetAtt": [Ids.WHATSAPP_CONSUMER_FUNCTION, "Arn"]}})
+
+
+def _human_reply_reads_the_app_secret(t):
+    stmt = _human_reply_statement(t, "secretsmanager:GetSecretValue")
+    stmt["Resource"] = [stmt["Resource"], {"Ref": Ids.WHATSAPP_APP_SECRET}]
+
+
+def _human_reply_deletes_ledger_items(t):
+    stmt = _human_reply_statement(t, "dynamodb:UpdateItem")
+    stmt["Action"] = [*stmt["Action"], "dynamodb:DeleteItem"]
+
+
+def _human_reply_queries_the_ledger(t):
+    stmt = _human_reply_statement(t, "dynamodb:UpdateItem")
+    stmt["Action"] = [*stmt["Action"], "dynamodb:Query"]
+
+
+def _human_reply_audit_update(t):
+    for stmt in _policy_of(t, Ids.WHATSAPP_HUMAN_REPLY_ROLE):
+        if stmt["Resource"] == {"Fn::GetAtt": [Ids.AUDIT_TABLE, "Arn"]}:
+            stmt["Action"] = [*stmt["Action"], "dynamodb:UpdateItem"]
+            return
+    raise AssertionError("no audit-table statement on the human reply role")
+
+
 def _new_role(t):
     t["Resources"]["ShadowRole"] = copy.deepcopy(t["Resources"][Ids.role(EMITIR_REEMBOLSO)])
 
@@ -364,6 +404,11 @@ MUTATIONS = {
     "audit: BatchWriteItem": _audit_batch_write,
     "audit: a tool deletes": _audit_delete_by_tool,
     "audit: the decision role deletes": _decision_audit_delete_item,
+    "human reply: invoke the consumer": _human_reply_invokes_the_orchestrator,
+    "human reply: the App Secret": _human_reply_reads_the_app_secret,
+    "human reply: DeleteItem on the ledger": _human_reply_deletes_ledger_items,
+    "human reply: Query on the ledger": _human_reply_queries_the_ledger,
+    "audit: the human reply role updates": _human_reply_audit_update,
 }
 
 
@@ -412,9 +457,9 @@ def test_no_role_may_update_or_delete_an_audit_record(all_synths, variant):
                 assert not any(a.startswith("dynamodb:") and a not in ("dynamodb:PutItem", "dynamodb:Query")
                                for a in actions), stmt
     if Ids.AUDIT_TABLE in synth.template["Resources"]:
-        # three writers: the orchestrator, the WhatsApp queue's consumer (the same loop) and
-        # the approval decisions (issue 10's audit records)
-        assert seen == [["dynamodb:PutItem", "dynamodb:Query"]] * 3
+        # four writers: the orchestrator, the WhatsApp queue's consumer (the same loop), a
+        # person's reply and the approval decisions (issue 10's audit records)
+        assert seen == [["dynamodb:PutItem", "dynamodb:Query"]] * 4
         props = synth.template["Resources"][Ids.AUDIT_TABLE]["Properties"]
         assert props["DeletionProtectionEnabled"] is True
         assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}

@@ -67,6 +67,7 @@ def inbound_answer_update(table: LedgerTable, inbound: InboundClaim, reply: dict
         ":st": (InboundStatus.DONE if ok else InboundStatus.FAILED).value,
         ":agora": table.iso(),
         ":dono": inbound.owner,
+        ":proc": InboundStatus.IN_PROGRESS.value,
     }
     sets = "SET #st = :st, concluidaEm = :agora"
     if reply is not None:
@@ -76,7 +77,10 @@ def inbound_answer_update(table: LedgerTable, inbound: InboundClaim, reply: dict
         "TableName": table.name,
         "Key": table.key(inbound_pk(inbound.conversation_id, inbound.message_id)),
         "UpdateExpression": sets + " REMOVE leaseAteMs",
-        "ConditionExpression": "dono = :dono",
+        # Only a message still being processed by this owner: an answered message is
+        # never turned back into a failed one (a commit whose answer was lost, then
+        # the failure path — tests/test_lost_commit_answer.py).
+        "ConditionExpression": "dono = :dono AND #st = :proc",
         "ExpressionAttributeNames": {"#st": "status"},
         "ExpressionAttributeValues": serialize(values),
     }

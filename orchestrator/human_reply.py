@@ -1,0 +1,167 @@
+"""A person's reply to a handed-off conversation, sent the way the agent's replies go.
+
+    reply id = SHA-256(conversation, text)            the same reply typed again is the same reply
+    ledger: claim the reply id as an inbound event     (as a customer message: at most one writer)
+      ─► lease the conversation ─► append the text ─► commit, fenced, in ONE transaction with
+         "this reply was written" (so it is in the history once, whatever crashes or retries)
+    channel: Sender.deliver(outbox record envio#{reply id}) ─► POST /{phone-number-id}/messages
+
+The send is the channel's own (``canal_whatsapp.delivery.Sender``): the outbox record,
+the conditional claim, the bounded backoff, the alarm and the 24-hour window rule
+(131047 → ``fora_da_janela``, metric, audit) are the agent's. Running the same reply again
+after a crash — between the claim and the commit, the commit and the outbox record, or the
+record and the send — finishes it: the history gets the text once and the customer gets it
+at most once (exactly once unless the Cloud API never answered a request that left, then
+``desconhecido``, never re-sent, alarmed).
+
+Why the reply id is derived from the text, not drawn at random: the person's terminal may
+be killed after the reply was written and before it printed anything, and running the
+command again must not send a second copy. The price: the same text twice in one
+conversation is one reply (the second answer says ``repetida``); a person who means to
+repeat themselves words it differently.
+
+Where the reply goes is the channel's address of the conversation (``contato#``, written by
+the queue consumer). A conversation without one (the direct entry, or its address expired)
+gets the text in its history only, and the answer says it was not sent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from cadencia_shared.ledger import (
+    CancellationPending,
+    ConversationBusy,
+    ConversationStatus,
+    InboundClaim,
+    InboundStatus,
+    Ledger,
+    StaleConversation,
+)
+from cadencia_shared.models import EDGE_CONFIG, ConversationId, CustomerMessage
+from canal_whatsapp.contacts import ChannelContacts
+from canal_whatsapp.delivery import NoTimeToSend, Sender, SendInProgress
+from canal_whatsapp.outbox import OutgoingReply
+
+from . import history
+
+REPLY_ID_PREFIX = "atendente-"
+NOT_SENT_NO_CHANNEL = "sem_canal"
+SEND_PENDING = "envio_pendente"  # not sent yet, nothing claimed: running the reply again sends it
+SEND_ELSEWHERE = "envio_em_andamento"  # another invocation holds the send: its outcome is recorded
+
+
+class HumanReplyRequest(BaseModel):
+    """The event of ``cadencia-resposta-atendente`` (strict: the text obeys the same
+    rules as a customer's — no control, bidi or invisible characters, at most 4000)."""
+
+    model_config = EDGE_CONFIG
+
+    conversaId: ConversationId
+    texto: CustomerMessage
+
+
+class HumanReplyRefused(Exception):
+    """Nothing was written or sent; ``codigo`` says why (the attendant reads ``mensagem``)."""
+
+    def __init__(self, codigo: str, mensagem: str) -> None:
+        super().__init__(codigo)
+        self.codigo = codigo
+        self.mensagem = mensagem
+
+
+@dataclass(frozen=True)
+class HumanReplyOutcome:
+    resposta_id: str
+    envio: str  # an OutboxStatus value, or NOT_SENT_NO_CHANNEL / SEND_PENDING / SEND_ELSEWHERE
+    repetida: bool  # this reply had already been written (a re-run): nothing new in the history
+
+    def as_answer(self) -> dict[str, Any]:
+        return {"ok": True, "respostaId": self.resposta_id, "envio": self.envio, "repetida": self.repetida}
+
+
+def reply_id(conversa_id: str, texto: str) -> str:
+    digest = hashlib.sha256(f"{conversa_id}\n{texto}".encode()).hexdigest()[:32]
+    return REPLY_ID_PREFIX + digest
+
+
+@dataclass
+class HumanReplies:
+    ledger: Ledger
+    contacts: ChannelContacts
+    sender: Sender
+    lease_s: int = 30
+
+    def reply(self, request: HumanReplyRequest, *, time_left_s: Callable[[], float] | None = None
+              ) -> HumanReplyOutcome:
+        rid = reply_id(request.conversaId, request.texto)
+        written, repeated = self._write_once(request, rid)
+        if not written:  # no channel address: the text is in the history only
+            return HumanReplyOutcome(rid, NOT_SENT_NO_CHANNEL, repeated)
+        outgoing = OutgoingReply(key=rid, conversa_id=request.conversaId, phone_number_id=written["phoneNumberId"],
+                                 to=written["para"], body=request.texto, reply_to=None)
+        try:
+            status = self.sender.deliver(outgoing, time_left_s=time_left_s).value
+        except NoTimeToSend:
+            status = SEND_PENDING
+        except SendInProgress:
+            status = SEND_ELSEWHERE
+        return HumanReplyOutcome(rid, status, repeated)
+
+    def _write_once(self, request: HumanReplyRequest, rid: str) -> tuple[dict[str, Any], bool]:
+        """The reply in the conversation's history exactly once; returns where it goes
+        (as decided when it was written) and whether it had been written before."""
+        if self.ledger.read_conversation(request.conversaId) is None:  # nothing is written for nobody
+            raise HumanReplyRefused("conversa_inexistente", "Conversa não encontrada.")
+        inbound = self.ledger.begin_inbound(conversa_id=request.conversaId, mensagem_id=rid, lease_s=self.lease_s)
+        if inbound.status is InboundStatus.DONE:
+            return inbound.resposta or {}, True
+        if inbound.status is InboundStatus.IN_PROGRESS:
+            raise HumanReplyRefused("resposta_em_andamento",
+                                    "Esta mesma resposta está sendo gravada agora; tente de novo em instantes.")
+        try:
+            return self._commit(request, inbound, rid), False
+        except BaseException:
+            # Only an unfinished claim is released (the ledger never turns a written reply back).
+            self.ledger.finish_inbound(inbound, resposta=None, ok=False)
+            raise
+
+    def _commit(self, request: HumanReplyRequest, inbound: InboundClaim, rid: str) -> dict[str, Any]:
+        current = self.ledger.read_conversation(request.conversaId)
+        assert current is not None  # checked before the claim; conversations are never deleted
+        _require_waiting(current.status)
+        try:
+            state = self.ledger.acquire_conversation(conversa_id=request.conversaId, cliente_id=current.cliente_id,
+                                                     lease_s=self.lease_s)
+        except ConversationBusy:
+            raise HumanReplyRefused("conversa_ocupada",
+                                    "A conversa está sendo processada agora; tente de novo em instantes.") from None
+        contact = self.contacts.find(request.conversaId)
+        written = {} if contact is None else {"para": contact.wa_id, "phoneNumberId": contact.phone_number_id}
+        try:
+            _require_waiting(state.status)
+            self.ledger.commit_conversation(state, mensagens=history.append_assistant_text(state.mensagens,
+                                                                                           request.texto),
+                                            status=state.status, inbound=inbound, resposta=written)
+        except (CancellationPending, StaleConversation):
+            self.ledger.release_conversation(state)
+            raise HumanReplyRefused("conversa_ocupada", "A conversa mudou enquanto a resposta era gravada; "
+                                                        "confira a conversa e tente de novo.") from None
+        except BaseException:
+            self.ledger.release_conversation(state)
+            raise
+        self.ledger.append_audit(conversa_id=request.conversaId, evento="ATENDENTE_RESPONDEU",
+                                 detalhes={"respostaId": rid, "caracteres": len(request.texto),
+                                           "canal": "whatsapp" if written else NOT_SENT_NO_CHANNEL})
+        return written
+
+
+def _require_waiting(status: ConversationStatus) -> None:
+    if status is not ConversationStatus.WAITING_HUMAN:
+        raise HumanReplyRefused("conversa_nao_aguarda_atendente",
+                                "Esta conversa não está com um atendente (status: " + status.value + ").")

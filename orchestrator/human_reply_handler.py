@@ -1,0 +1,74 @@
+"""Lambda entry point of ``cadencia-resposta-atendente`` (thin: parse, wire, run).
+
+The attendant's tooling (``scripts/atendente.py responder``) invokes it; the person
+needs only ``lambda:InvokeFunction`` on it, never the Cloud API's access token. Its
+role may read and write the ledger's conversation, inbound, outbox and address items,
+append to the audit chain and read the access token — nothing else (infra/contract.py).
+It never calls the model nor a tool, so its asset carries neither.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import Field
+
+from cadencia_shared.audit_chain import AuditChain
+from cadencia_shared.aws import AwsSettings, client
+from cadencia_shared.handler import InvalidEvent, parse_event
+from cadencia_shared.ledger import Ledger
+from cadencia_shared.observability import logger_for
+from cadencia_shared.settings import EnvSettings, LedgerSettings
+from canal_whatsapp.contacts import ChannelContacts
+from canal_whatsapp.delivery import Sender
+from canal_whatsapp.outbox import Outbox
+from canal_whatsapp.settings import SenderSettings
+
+from .human_reply import HumanReplies, HumanReplyRefused, HumanReplyRequest
+
+logger = logger_for("resposta_atendente")
+
+
+class HumanReplySettings(EnvSettings):
+    # The hash-chained audit table (issue 11): a person's reply is appended there.
+    audit_table: str | None = Field(None, alias="AUDIT_TABLE")
+
+
+_built: dict[str, HumanReplies] = {}
+
+
+def replies() -> HumanReplies:
+    """Built once per execution environment (and configuration)."""
+    aws, ledger_cfg = AwsSettings.from_env(), LedgerSettings.from_env()
+    settings, channel = HumanReplySettings.from_env(), SenderSettings.from_env()
+    key = "".join(s.model_dump_json() for s in (aws, ledger_cfg, settings, channel))
+    if key not in _built:
+        dynamodb = client("dynamodb", aws)
+        chain = AuditChain(settings.audit_table, dynamodb) if settings.audit_table else None
+        ledger = Ledger(ledger_cfg.table_name, dynamodb, audit_chain=chain)
+        _built[key] = HumanReplies(ledger=ledger, contacts=ChannelContacts(ledger),
+                                   sender=Sender.configured(Outbox(ledger), channel, client("secretsmanager", aws)))
+    return _built[key]
+
+
+def reset() -> None:
+    _built.clear()
+
+
+@logger.inject_lambda_context(clear_state=True)
+def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
+    try:
+        request = parse_event(event, HumanReplyRequest)
+    except InvalidEvent as err:
+        logger.info("invalid event", extra={"erros": err.problems})
+        return {"ok": False, "erro": {"codigo": "entrada_invalida", "detalhes": err.problems}}
+    try:
+        outcome = replies().reply(request, time_left_s=lambda: context.get_remaining_time_in_millis() / 1000)
+    except HumanReplyRefused as refused:
+        logger.info("reply refused", extra={"conversaId": request.conversaId, "codigo": refused.codigo})
+        return {"ok": False, "erro": {"codigo": refused.codigo, "mensagem": refused.mensagem}}
+    # The text and the recipient are never logged: the reply id and the outcome are enough.
+    logger.info("reply handled", extra={"conversaId": request.conversaId, "respostaId": outcome.resposta_id,
+                                        "envio": outcome.envio, "repetida": outcome.repetida})
+    return outcome.as_answer()

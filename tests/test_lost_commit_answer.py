@@ -1,0 +1,70 @@
+"""A turn's commit that DynamoDB applied but whose answer never came back.
+
+Found investigating the four-process wamid race that once saw ``turnos == 2`` under
+heavy load (tests/test_whatsapp_channel.py). The clients' read timeout is 5 s
+(cadencia_shared.aws); under load the local moto server answers a TransactWriteItems
+after that, botocore retries it, and the retry — applied already — fails its
+conditions. Either way the turn sees an error after its commit happened, and the
+failure path released the message as FAILED: the ledger turned "answered" back into
+"failed", a redelivery ran the whole turn again (a second model call, the customer's
+text and the answer twice in the history, the tools possibly again).
+
+The rule tested here: once a message is answered (committed), no failure path can make
+it runnable again; the redelivery gets the stored reply (``duplicada``)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from botocore.exceptions import ReadTimeoutError
+
+from cadencia_shared.ledger import InboundStatus, Ledger
+from orchestrator.events import TurnRequest
+from orchestrator.model import Deadline
+from scripts.local_stack.aws import session_client
+
+from .support.anthropic_fake import ScriptedModel, text_reply
+from .support.orchestrators import CountingInvoker, build
+
+pytestmark = pytest.mark.stack
+
+
+class AnswerLost:
+    """A DynamoDB client whose next TransactWriteItems reaches the table, and whose
+    answer is then lost on the way back (as a read timeout after the request left)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.armed = True
+
+    def transact_write_items(self, **kwargs):
+        result = self.inner.transact_write_items(**kwargs)
+        if self.armed:
+            self.armed = False
+            raise ReadTimeoutError(endpoint_url="http://dynamodb.local")
+        return result
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def test_a_committed_turn_whose_answer_was_lost_is_never_run_again(local_stack):
+    raw = session_client("dynamodb", local_stack.aws_endpoint)
+    ledger = Ledger(local_stack.ledger_table, AnswerLost(raw))
+    conv, wamid = f"wa-1001-perdida{uuid.uuid4().hex[:8]}", f"wamid.{uuid.uuid4().hex}"
+    request = TurnRequest(conversaId=conv, clienteId=1001, mensagemId=wamid, mensagem="oi")
+    model = ScriptedModel(text_reply("Olá! Primeira resposta."), text_reply("Olá! Segunda resposta."))
+    orch, _ = build(model, ledger, CountingInvoker())
+
+    with pytest.raises(ReadTimeoutError):
+        orch.handle(request, Deadline.after(60))  # the commit went through; its answer did not come back
+
+    clean = Ledger(local_stack.ledger_table, raw)
+    assert clean._get(f"mensagem#{conv}#{wamid}")["status"] == InboundStatus.DONE.value
+    again = orch.handle(request, Deadline.after(60))  # the redelivery
+    assert again.duplicada and again.resposta == "Olá! Primeira resposta."
+    assert len(model.requests) == 1
+    state = clean.read_conversation(conv)
+    assert state.turnos == 1
+    assert [m["role"] for m in state.mensagens] == ["user", "assistant"]
