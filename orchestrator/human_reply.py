@@ -118,9 +118,9 @@ class HumanReplies:
         (as decided when it was written) and whether it had been written before."""
         if self.ledger.read_conversation(request.conversaId) is None:  # nothing is written for nobody
             raise HumanReplyRefused("conversa_inexistente", "Conversa não encontrada.")
-        inbound = self.ledger.begin_inbound(conversa_id=request.conversaId, mensagem_id=rid, lease_s=self.lease_s)
+        inbound = self.ledger.begin_inbound(conversation_id=request.conversaId, message_id=rid, lease_s=self.lease_s)
         if inbound.status is InboundStatus.DONE:
-            return inbound.resposta or {}, True
+            return inbound.reply or {}, True
         if inbound.status is InboundStatus.IN_PROGRESS:
             raise HumanReplyRefused("resposta_em_andamento",
                                     "Esta mesma resposta está sendo gravada agora; tente de novo em instantes.")
@@ -128,7 +128,7 @@ class HumanReplies:
             return self._commit(request, inbound, rid), False
         except BaseException:
             # Only an unfinished claim is released (the ledger never turns a written reply back).
-            self.ledger.finish_inbound(inbound, resposta=None, ok=False)
+            self.ledger.finish_inbound(inbound, reply=None, ok=False)
             raise
 
     def _commit(self, request: HumanReplyRequest, inbound: InboundClaim, rid: str) -> dict[str, Any]:
@@ -136,7 +136,7 @@ class HumanReplies:
         assert current is not None  # checked before the claim; conversations are never deleted
         _require_waiting(current.status)
         try:
-            state = self.ledger.acquire_conversation(conversa_id=request.conversaId, cliente_id=current.cliente_id,
+            state = self.ledger.acquire_conversation(conversation_id=request.conversaId, customer_id=current.customer_id,
                                                      lease_s=self.lease_s)
         except ConversationBusy:
             raise HumanReplyRefused("conversa_ocupada",
@@ -145,9 +145,9 @@ class HumanReplies:
         written = {} if contact is None else {"para": contact.wa_id, "phoneNumberId": contact.phone_number_id}
         try:
             _require_waiting(state.status)
-            self.ledger.commit_conversation(state, mensagens=history.append_assistant_text(state.mensagens,
-                                                                                           request.texto),
-                                            status=state.status, inbound=inbound, resposta=written)
+            self.ledger.commit_conversation(state, messages=history.append_assistant_text(state.messages,
+                                                                                          request.texto),
+                                            status=state.status, inbound=inbound, reply=written)
         except (CancellationPending, StaleConversation):
             self.ledger.release_conversation(state)
             raise HumanReplyRefused("conversa_ocupada", "A conversa mudou enquanto a resposta era gravada; "
@@ -155,8 +155,8 @@ class HumanReplies:
         except BaseException:
             self.ledger.release_conversation(state)
             raise
-        self.ledger.append_audit(conversa_id=request.conversaId, evento="ATENDENTE_RESPONDEU",
-                                 detalhes={"respostaId": rid, "caracteres": len(request.texto),
+        self.ledger.append_audit(conversation_id=request.conversaId, event="ATENDENTE_RESPONDEU",
+                                 details={"respostaId": rid, "caracteres": len(request.texto),
                                            "canal": "whatsapp" if written else NOT_SENT_NO_CHANNEL})
         return written
 

@@ -66,5 +66,5 @@ def test_a_committed_turn_whose_answer_was_lost_is_never_run_again(local_stack):
     assert again.duplicada and again.resposta == "Olá! Primeira resposta."
     assert len(model.requests) == 1
     state = clean.read_conversation(conv)
-    assert state.turnos == 1
-    assert [m["role"] for m in state.mensagens] == ["user", "assistant"]
+    assert state.turns == 1
+    assert [m["role"] for m in state.messages] == ["user", "assistant"]

@@ -89,7 +89,7 @@ def responder(conv: str, text: str, *, die_at: str | None = None, timeout: float
 
 def person_texts(ledger: Ledger, conv: str, text: str) -> int:
     state = ledger.read_conversation(conv)
-    return sum(1 for m in state.mensagens if m["role"] == "assistant"
+    return sum(1 for m in state.messages if m["role"] == "assistant"
                for b in m["content"] if isinstance(b, dict) and b.get("text") == text)
 
 

@@ -138,10 +138,10 @@ def test_a_concurrent_redelivery_storm_answers_each_message_once_in_turn_order(c
         assert sum(1 for m in sent if m.body.startswith("Por enquanto eu só consigo ler")) == 1
         assert len(sent) == 7
         state = ledger.read_conversation(conversation_id(CUSTOMERS[wa], msgs[0]["timestamp"]))
-        asked = [b["text"] for m in state.mensagens if m["role"] == "user" for b in m["content"]
+        asked = [b["text"] for m in state.messages if m["role"] == "user" for b in m["content"]
                  if b.get("type") == "text"]
         assert asked == [a.removeprefix(ECHO_PREFIX) for a in answers]  # one turn each, replies in turn order
-        assert state.turnos == 6
+        assert state.turns == 6
     assert len(channel.api.sent_to(UNKNOWN)) == 1
 
 
