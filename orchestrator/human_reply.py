@@ -1,6 +1,7 @@
 """A person's reply to a handed-off conversation, sent the way the agent's replies go.
 
-    reply id = SHA-256(conversation, text)            the same reply typed again is the same reply
+    reply id = SHA-256(conversation, messages the     the same reply typed again, before the customer
+               customer side had, text)               writes again, is the same reply
     ledger: claim the reply id as an inbound event     (as a customer message: at most one writer)
       ─► lease the conversation ─► append the text ─► commit, fenced, in ONE transaction with
          "this reply was written" (so it is in the history once, whatever crashes or retries)
@@ -14,11 +15,15 @@ record and the send — finishes it: the history gets the text once and the cust
 at most once (exactly once unless the Cloud API never answered a request that left, then
 ``desconhecido``, never re-sent, alarmed).
 
-Why the reply id is derived from the text, not drawn at random: the person's terminal may
-be killed after the reply was written and before it printed anything, and running the
-command again must not send a second copy. The price: the same text twice in one
-conversation is one reply (the second answer says ``repetida``); a person who means to
-repeat themselves words it differently.
+Why the reply id is derived, not drawn at random: the person's terminal may be killed
+after the reply was written and before it printed anything, and running the command again
+must not send a second copy. It is derived from the text and from how many messages the
+customer's side of the conversation had (``user`` entries: the customer's messages and the
+tools' results), which a person's own reply never changes: the same text run again
+finishes the same reply, and the same text after the customer wrote again ("ok" to two
+questions) is a new one. The price: the same text twice with nothing from the customer in
+between is one reply (the second answer says ``repetida``); a customer message that lands
+between a crash and the re-run makes the re-run a new reply (the text may then be sent twice).
 
 Where the reply goes is the channel's address of the conversation (``contato#``, written by
 the queue consumer). A conversation without one (the direct entry, or its address expired)
@@ -85,9 +90,14 @@ class HumanReplyOutcome:
         return {"ok": True, "respostaId": self.resposta_id, "envio": self.envio, "repetida": self.repetida}
 
 
-def reply_id(conversa_id: str, texto: str) -> str:
-    digest = hashlib.sha256(f"{conversa_id}\n{texto}".encode()).hexdigest()[:32]
+def reply_id(conversa_id: str, customer_side_count: int, texto: str) -> str:
+    digest = hashlib.sha256(f"{conversa_id}\n{customer_side_count}\n{texto}".encode()).hexdigest()[:32]
     return REPLY_ID_PREFIX + digest
+
+
+def customer_side_messages(messages: list[dict[str, Any]]) -> int:
+    """How many ``user`` entries the history holds (a person's reply adds none)."""
+    return sum(1 for message in messages if message.get("role") == "user")
 
 
 @dataclass
@@ -99,7 +109,10 @@ class HumanReplies:
 
     def reply(self, request: HumanReplyRequest, *, time_left_s: Callable[[], float] | None = None
               ) -> HumanReplyOutcome:
-        rid = reply_id(request.conversaId, request.texto)
+        current = self.ledger.read_conversation(request.conversaId)
+        if current is None:  # nothing is written for nobody
+            raise HumanReplyRefused("conversa_inexistente", "Conversa não encontrada.")
+        rid = reply_id(request.conversaId, customer_side_messages(current.messages), request.texto)
         written, repeated = self._write_once(request, rid)
         if not written:  # no channel address: the text is in the history only
             return HumanReplyOutcome(rid, NOT_SENT_NO_CHANNEL, repeated)
@@ -116,8 +129,6 @@ class HumanReplies:
     def _write_once(self, request: HumanReplyRequest, rid: str) -> tuple[dict[str, Any], bool]:
         """The reply in the conversation's history exactly once; returns where it goes
         (as decided when it was written) and whether it had been written before."""
-        if self.ledger.read_conversation(request.conversaId) is None:  # nothing is written for nobody
-            raise HumanReplyRefused("conversa_inexistente", "Conversa não encontrada.")
         inbound = self.ledger.begin_inbound(conversation_id=request.conversaId, message_id=rid, lease_s=self.lease_s)
         if inbound.status is InboundStatus.DONE:
             return inbound.reply or {}, True

@@ -19,7 +19,7 @@ import pytest
 
 from cadencia_shared.ledger import ConversationStatus, Ledger
 from canal_whatsapp.conversation import conversation_id
-from orchestrator.human_reply import reply_id
+from orchestrator.human_reply import customer_side_messages, reply_id
 from scripts import atendente
 from scripts.harness.scripted_model import ScriptedModelServer
 from scripts.local_stack.aws import session_client
@@ -93,8 +93,13 @@ def person_texts(ledger: Ledger, conv: str, text: str) -> int:
                for b in m["content"] if isinstance(b, dict) and b.get("text") == text)
 
 
+def outbox_key(ledger: Ledger, conv: str, text: str) -> str:
+    """The outbox key of ``text`` as the person's reply to the conversation as it stands now."""
+    return f"envio#{reply_id(conv, customer_side_messages(ledger.read_conversation(conv).messages), text)}"
+
+
 def outbox(ledger: Ledger, conv: str, text: str) -> dict:
-    return ledger._get(f"envio#{reply_id(conv, text)}") or {}
+    return ledger._get(outbox_key(ledger, conv, text)) or {}
 
 
 def test_a_persons_reply_reaches_the_customer_once_and_a_rerun_sends_nothing(channel, ledger):
@@ -111,6 +116,23 @@ def test_a_persons_reply_reaches_the_customer_once_and_a_rerun_sends_nothing(cha
     assert person_texts(ledger, conv, text) == 1
     assert outbox(ledger, conv, text)["status"] == "enviado"
     assert ledger.read_conversation(conv).status is ConversationStatus.WAITING_HUMAN
+
+
+def test_the_same_text_after_the_customer_wrote_again_is_a_new_reply(channel, ledger):
+    """"ok" to two customer messages goes out twice; "ok" run twice with nothing from the
+    customer in between is one reply (a re-run after a crash must not send a copy)."""
+    conv = hand_off(channel, ANA, 1001, 44)
+    assert responder(conv, "ok").returncode == 0
+    assert responder(conv, "ok").returncode == 0  # nothing new from the customer: the same reply
+    assert [m.body for m in channel.api.sent_to(ANA)] == ["ok"]
+    assert channel.webhook.post(notification([text_message(ANA, "e o prazo de entrega?",
+                                                            timestamp=day_ts(44) + 60)])) == 200
+    assert len(channel.wait_for_replies(ANA, 2)) == 2  # the agent's "a person will answer" while the conversation waits
+    channel.api.reset()
+    again = responder(conv, "ok")
+    assert again.returncode == 0 and "já tinha sido registrada" not in again.stdout, again.stdout
+    assert [m.body for m in channel.api.sent_to(ANA)] == ["ok"]
+    assert person_texts(ledger, conv, "ok") == 2
 
 
 def test_a_5xx_on_send_is_retried_and_delivered_once(channel, ledger):
@@ -210,7 +232,7 @@ def test_two_attendants_sending_the_same_reply_at_once_send_it_once(channel, led
 def test_a_conversation_back_with_the_agent_refuses_a_persons_reply(channel, ledger):
     conv = hand_off(channel, ANA, 1001, 47)
     assert atendente.main(["devolver", atendente.reference(conv)]) == 0
-    versao = ledger.read_conversation(conv).versao
+    version = ledger.read_conversation(conv).version
     # No longer in the hand-off list, so the command cannot even name it; the Lambda refuses it too.
     from orchestrator import human_reply_handler
     from orchestrator.invokers.local import LocalContext, function_environment
@@ -222,8 +244,8 @@ def test_a_conversation_back_with_the_agent_refuses_a_persons_reply(channel, led
                                                     LocalContext("cadencia-resposta-atendente", timeout_s=30))
         human_reply_handler.reset()
     assert answer["ok"] is False and answer["erro"]["codigo"] == "conversa_nao_aguarda_atendente"
-    assert ledger.read_conversation(conv).versao == versao and person_texts(ledger, conv, "oi") == 0
-    assert ledger._get(f"envio#{reply_id(conv, 'oi')}") is None
+    assert ledger.read_conversation(conv).version == version and person_texts(ledger, conv, "oi") == 0
+    assert ledger._get(outbox_key(ledger, conv, "oi")) is None
     assert channel.api.sent_to(ANA) == []
 
 
