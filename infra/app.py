@@ -81,7 +81,7 @@ def asset_specs() -> list[packaging.AssetSpec]:
     ))
     specs.append(packaging.AssetSpec(  # a person's reply: the conversation's history + the channel's sender, no model
         name=HUMAN_REPLY_FUNCTION_NAME, sources=(ROOT / "orchestrator", channel, shared),
-        requirements=ROOT / "requirements" / "lambda-tools.txt",
+        requirements=_requirements("lambda-human-reply.txt"),
     ))
     return specs
 
