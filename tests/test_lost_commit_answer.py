@@ -67,4 +67,7 @@ def test_a_committed_turn_whose_answer_was_lost_is_never_run_again(local_stack):
     assert len(model.requests) == 1
     state = clean.read_conversation(conv)
     assert state.turns == 1
-    assert [m["role"] for m in state.messages] == ["user", "assistant"]
+    # One exchange: the message, the model's final answer (the output contract's
+    # responder_cliente call) and that call's result — nothing from a second run.
+    assert [m["role"] for m in state.messages] == ["user", "assistant", "user"]
+    assert [b.get("name") for b in state.messages[1]["content"] if b.get("type") == "tool_use"] == ["responder_cliente"]
