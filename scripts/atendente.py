@@ -30,6 +30,7 @@ import argparse
 import hashlib
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,9 @@ from cadencia_shared.catalog import LEDGER_TABLE
 from cadencia_shared.ledger import ConversationBusy, ConversationStatus, Ledger
 from cadencia_shared.masking import mask_arguments, mask_free_text, mask_identifier
 from canal_whatsapp.contacts import ChannelContacts
+from canal_whatsapp.outbox import Outbox
 from canal_whatsapp.settings import HUMAN_REPLY_FUNCTION_NAME
+from orchestrator.human_reply import reply_id
 from orchestrator.invokers.local import LocalContext, function_environment
 
 from .local_stack import stack
@@ -97,14 +100,20 @@ def ledger_for(target: str) -> Ledger:
     return Ledger(state.ledger_table, session_client("dynamodb", state.aws_endpoint))
 
 
-def masked_history(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def masked_history(messages: list[dict[str, Any]],
+                   person_reply_status: Callable[[str], str | None] = lambda _: None) -> list[tuple[str, str]]:
+    """``person_reply_status``: for an agent-turn text, the send status of the person's reply
+    with that text (None: not a person's reply), so a reply written but not sent shows."""
     lines = []
     for message in messages:
         content = message["content"] if isinstance(message["content"], list) else [
             {"type": "text", "text": message["content"]}]
         for block in content:
             kind = block.get("type")
-            if kind == "text":
+            status = person_reply_status(block["text"]) if kind == "text" and message["role"] == "assistant" else None
+            if status is not None:
+                lines.append(("atendente", f"{mask_free_text(block['text'])} [envio: {status}]"))
+            elif kind == "text":
                 lines.append((message["role"], mask_free_text(block["text"])))
             elif kind == "tool_use":
                 lines.append(("ferramenta", f"{block['name']} {json.dumps(mask_arguments(block['input']))}"))
@@ -191,7 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     conversa_id = find(ledger, args.ref)
     if args.comando == "mostrar":
         state = ledger.read_conversation(conversa_id)
-        for role, text in masked_history(state.mensagens if state else []):
+        outbox = Outbox(ledger)
+
+        def person_reply_status(text: str) -> str | None:
+            status = outbox.status(reply_id(conversa_id, text))
+            return None if status is None else status.value
+
+        for role, text in masked_history(state.mensagens if state else [], person_reply_status):
             console.print(f"[bold]{role}[/]: {escape(text)}", highlight=False)
         return 0
     if args.comando == "devolver":

@@ -102,6 +102,9 @@ def test_a_persons_reply_reaches_the_customer_once_and_a_rerun_sends_nothing(cha
     assert person_texts(ledger, conv, text) == 1
     assert outbox(ledger, conv, text)["status"] == "enviado"
     assert ledger.read_conversation(conv).status is ConversationStatus.WAITING_HUMAN
+    shown = subprocess.run([sys.executable, "-m", "scripts.atendente", "mostrar", atendente.reference(conv)],
+                           cwd=ROOT, env=process_env(), capture_output=True, text=True, timeout=120)
+    assert f"atendente: {text} [envio: enviado]" in shown.stdout, shown.stdout
 
 
 def test_a_5xx_on_send_is_retried_and_delivered_once(channel, ledger):
@@ -126,6 +129,10 @@ def test_killed_before_the_send_then_run_again_sends_exactly_once(channel, ledge
     assert channel.api.sent_to(ANA) == []
     assert person_texts(ledger, conv, text) == 1  # written once, before the kill
     assert outbox(ledger, conv, text).get("status") == ("pendente" if step == "claim" else None)
+    if step == "claim":  # the person sees a reply that is written but not sent
+        shown = subprocess.run([sys.executable, "-m", "scripts.atendente", "mostrar", atendente.reference(conv)],
+                               cwd=ROOT, env=process_env(), capture_output=True, text=True, timeout=120)
+        assert "atendente: " + text + " [envio: pendente]" in shown.stdout, shown.stdout
     rerun = responder(conv, text)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert [m.body for m in channel.api.sent_to(ANA)] == [text]
