@@ -118,19 +118,15 @@ def _ingress(stack: CadenciaStack, queue: sqs.Queue, secrets: dict[str, secretsm
     env = {**stack.db_environment(INGRESS_FUNCTION_NAME, WHATSAPP_DB_USER),  # verify-full TLS, its own user
            "WHATSAPP_QUEUE_URL": queue.queue_url, "WHATSAPP_APP_SECRET_NAME": APP_SECRET_NAME,
            "WHATSAPP_VERIFY_TOKEN_NAME": VERIFY_TOKEN_NAME}
-    fn = lambda_.Function(
-        stack, Ids.WHATSAPP_INGRESS_FUNCTION + "Resource", function_name=INGRESS_FUNCTION_NAME,
-        description="WhatsApp webhook: signature, identity, ordered queue", runtime=stack.runtime,
-        architecture=stack.architecture, handler="canal_whatsapp.handler.lambda_handler",
-        code=stack.code(INGRESS_FUNCTION_NAME), role=role, log_group=log_group,
+    fn = _function(
+        stack, Ids.WHATSAPP_INGRESS_FUNCTION, INGRESS_FUNCTION_NAME, "canal_whatsapp.handler.lambda_handler",
+        description="WhatsApp webhook: signature, identity, ordered queue", role=role, log_group=log_group,
         timeout=Duration.seconds(INGRESS_TIMEOUT_S), memory_size=512, environment=env,
-        tracing=lambda_.Tracing.ACTIVE, vpc=stack.vpc, vpc_subnets=stack.with_egress, security_groups=[sg],
+        vpc=stack.vpc, vpc_subnets=stack.with_egress, security_groups=[sg],
         # The URL is public: its concurrency is bounded so a flood of forged requests
         # (each answered 401) cannot take the account's concurrency.
         reserved_concurrent_executions=20 if stack.config.reserved_concurrency else None,
     )
-    stack.pin(fn, Ids.WHATSAPP_INGRESS_FUNCTION)
-    stack.ack(fn, "AwsSolutions-L1", stack.l1_reason)
     if stack.db_users is not None:
         fn.node.add_dependency(stack.db_users)
         role.node.add_dependency(stack.db_users)
@@ -160,19 +156,14 @@ def _consumer(stack: CadenciaStack, queue: sqs.Queue, access_token: secretsmanag
     else:
         statements.append((("secretsmanager:GetSecretValue",), [stack.anthropic_key_arn]))
         env["ANTHROPIC_API_KEY_SECRET_NAME"] = ANTHROPIC_KEY_SECRET_NAME
-    for actions, resources in statements:
-        role.add_to_policy(iam.PolicyStatement(actions=list(actions), resources=resources))
-    fn = lambda_.Function(
-        stack, Ids.WHATSAPP_CONSUMER_FUNCTION + "Resource", function_name=CONSUMER_FUNCTION_NAME,
+    _allow(role, statements)
+    fn = _function(
+        stack, Ids.WHATSAPP_CONSUMER_FUNCTION, CONSUMER_FUNCTION_NAME, "orchestrator.whatsapp_consumer.lambda_handler",
         description="Orchestrator for the WhatsApp queue: one turn, then the reply out exactly once",
-        runtime=stack.runtime, architecture=stack.architecture,
-        handler="orchestrator.whatsapp_consumer.lambda_handler", code=stack.code(CONSUMER_FUNCTION_NAME),
         role=role, log_group=log_group, timeout=Duration.seconds(stack.orchestrator_timeout_s), memory_size=1024,
-        environment=env, tracing=lambda_.Tracing.ACTIVE,
+        environment=env,
         reserved_concurrent_executions=cfg.orchestrator_concurrency if cfg.reserved_concurrency else None,
     )
-    stack.pin(fn, Ids.WHATSAPP_CONSUMER_FUNCTION)
-    stack.ack(fn, "AwsSolutions-L1", stack.l1_reason)
     mapping = lambda_.EventSourceMapping(
         stack, "WhatsAppQueueMapping", target=fn, event_source_arn=queue.queue_arn, batch_size=1,
         report_batch_item_failures=True)
@@ -185,25 +176,34 @@ def _human_reply(stack: CadenciaStack, access_token: secretsmanager.Secret) -> l
     role = stack.role(Ids.WHATSAPP_HUMAN_REPLY_ROLE, contract.WHATSAPP_HUMAN_REPLY_ROLE_NAME,
                       "A person's reply: the conversation, its outbox record, the Cloud API token", in_vpc=False)
     log_group = stack.log_group(Ids.WHATSAPP_HUMAN_REPLY_LOG_GROUP, HUMAN_REPLY_FUNCTION_NAME)
-    for actions, resources in (
+    _allow(role, [
         (contract.LOG_ACTIONS, [log_group.log_group_arn]),
         (("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), [stack.ledger.table_arn]),
         (("secretsmanager:GetSecretValue",), [access_token.secret_arn]),
-    ):
-        role.add_to_policy(iam.PolicyStatement(actions=list(actions), resources=resources))
-    fn = lambda_.Function(
-        stack, Ids.WHATSAPP_HUMAN_REPLY_FUNCTION + "Resource", function_name=HUMAN_REPLY_FUNCTION_NAME,
+    ])
+    return _function(
+        stack, Ids.WHATSAPP_HUMAN_REPLY_FUNCTION, HUMAN_REPLY_FUNCTION_NAME,
+        "orchestrator.human_reply_handler.lambda_handler",
         description="A person's reply to a handed-off conversation: written once, sent through the WhatsApp outbox",
-        runtime=stack.runtime, architecture=stack.architecture,
-        handler="orchestrator.human_reply_handler.lambda_handler", code=stack.code(HUMAN_REPLY_FUNCTION_NAME),
         role=role, log_group=log_group, timeout=Duration.seconds(HUMAN_REPLY_TIMEOUT_S), memory_size=256,
         environment={"LEDGER_TABLE": LEDGER_TABLE, "WHATSAPP_ACCESS_TOKEN_NAME": ACCESS_TOKEN_NAME,
                      "POWERTOOLS_LOG_LEVEL": "INFO"},
-        tracing=lambda_.Tracing.ACTIVE,
         # A person invokes it synchronously: running the command again is the retry.
         retry_attempts=0,
     )
-    stack.pin(fn, Ids.WHATSAPP_HUMAN_REPLY_FUNCTION)
+
+
+def _allow(role: iam.Role, statements: list[tuple[tuple[str, ...], list[str]]]) -> None:
+    for actions, resources in statements:
+        role.add_to_policy(iam.PolicyStatement(actions=list(actions), resources=resources))
+
+
+def _function(stack: CadenciaStack, logical_id: str, name: str, handler: str, **props) -> lambda_.Function:
+    """One of the channel's functions: the stack's runtime, its asset, active tracing, a pinned id."""
+    fn = lambda_.Function(stack, logical_id + "Resource", function_name=name, handler=handler,
+                          runtime=stack.runtime, architecture=stack.architecture, code=stack.code(name),
+                          tracing=lambda_.Tracing.ACTIVE, **props)
+    stack.pin(fn, logical_id)
     stack.ack(fn, "AwsSolutions-L1", stack.l1_reason)
     return fn
 

@@ -30,6 +30,7 @@ import argparse
 import hashlib
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,9 @@ from cadencia_shared.catalog import LEDGER_TABLE
 from cadencia_shared.ledger import ConversationBusy, ConversationStatus, Ledger
 from cadencia_shared.masking import mask_arguments, mask_free_text, mask_identifier
 from canal_whatsapp.contacts import ChannelContacts
+from canal_whatsapp.outbox import Outbox
 from canal_whatsapp.settings import HUMAN_REPLY_FUNCTION_NAME
+from orchestrator.human_reply import reply_id
 from orchestrator.invokers.local import LocalContext, function_environment
 
 from .local_stack import stack
@@ -90,14 +93,26 @@ def ledger_for(target: str) -> Ledger:
     return Ledger(LEDGER_TABLE, dynamodb_client(local=target == "local"))
 
 
-def masked_history(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def masked_history(messages: list[dict[str, Any]],
+                   person_reply_status: Callable[[int, str], str | None] = lambda _n, _t: None
+                   ) -> list[tuple[str, str]]:
+    """``person_reply_status``: for an agent-turn text and the number of customer-side
+    (``user``) entries before it (what the person's reply id counts), the send status of the
+    person's reply with that text (None: not a person's reply), so a reply written but not
+    sent shows."""
     lines = []
+    customer_side = 0
     for message in messages:
+        customer_side += message["role"] == "user"
         content = message["content"] if isinstance(message["content"], list) else [
             {"type": "text", "text": message["content"]}]
         for block in content:
             kind = block.get("type")
-            if kind == "text":
+            status = (person_reply_status(customer_side, block["text"])
+                      if kind == "text" and message["role"] == "assistant" else None)
+            if status is not None:
+                lines.append(("atendente", f"{mask_free_text(block['text'])} [envio: {status}]"))
+            elif kind == "text":
                 lines.append((message["role"], mask_free_text(block["text"])))
             elif kind == "tool_use":
                 lines.append(("ferramenta", f"{block['name']} {json.dumps(mask_arguments(block['input']))}"))
@@ -184,7 +199,13 @@ def main(argv: list[str] | None = None) -> int:
     conversa_id = find(ledger, args.ref)
     if args.comando == "mostrar":
         state = ledger.read_conversation(conversa_id)
-        for role, text in masked_history(state.messages if state else []):
+        outbox = Outbox(ledger)
+
+        def person_reply_status(customer_side: int, text: str) -> str | None:
+            status = outbox.status(reply_id(conversa_id, customer_side, text))
+            return None if status is None else status.value
+
+        for role, text in masked_history(state.messages if state else [], person_reply_status):
             console.print(f"[bold]{role}[/]: {escape(text)}", highlight=False)
         return 0
     if args.comando == "devolver":

@@ -21,12 +21,10 @@ from cadencia_shared.ledger import ConversationStatus, Ledger
 from canal_whatsapp.conversation import conversation_id
 from orchestrator.human_reply import customer_side_messages, reply_id
 from scripts import atendente
-from scripts.harness.scripted_model import ScriptedModelServer
 from scripts.local_stack.aws import session_client
 from scripts.local_stack.whatsapp_channel import LocalChannel
 from scripts.local_stack.whatsapp_fake import notification, text_message
-from scripts.local_stack.whatsapp_model import ChatPolicy
-from tests.support.whatsapp import ANA, BRUNO, day_ts
+from tests.support.whatsapp import ANA, BRUNO, day_ts, scripted_channel
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,16 +38,9 @@ def process_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def channel(local_stack):
-    from scripts.local_stack import postgres
-
-    postgres.apply_sql(local_stack.postgres, ("demo.sql",))
-    with ScriptedModelServer() as model:
-        model.activate(ChatPolicy())
-        env = {"MODEL_PROVIDER": "anthropic", "ANTHROPIC_BASE_URL": model.base_url, "MODEL_ID": "cadencia-roteirizado",
-               "ANTHROPIC_API_KEY": "local-scripted-model"}
-        # Published: the attendant's command finds this channel through the local stack's directory.
-        with LocalChannel(local_stack, model_env=env, consumers=1, publish=True) as ch:
-            yield ch
+    # Published: the attendant's command finds this channel through the local stack's directory.
+    with scripted_channel(local_stack, consumers=1, publish=True) as ch:
+        yield ch
 
 
 @pytest.fixture
@@ -116,6 +107,9 @@ def test_a_persons_reply_reaches_the_customer_once_and_a_rerun_sends_nothing(cha
     assert person_texts(ledger, conv, text) == 1
     assert outbox(ledger, conv, text)["status"] == "enviado"
     assert ledger.read_conversation(conv).status is ConversationStatus.WAITING_HUMAN
+    shown = subprocess.run([sys.executable, "-m", "scripts.atendente", "mostrar", atendente.reference(conv)],
+                           cwd=ROOT, env=process_env(), capture_output=True, text=True, timeout=120)
+    assert f"atendente: {text} [envio: enviado]" in shown.stdout, shown.stdout
 
 
 def test_the_same_text_after_the_customer_wrote_again_is_a_new_reply(channel, ledger):
@@ -157,6 +151,10 @@ def test_killed_before_the_send_then_run_again_sends_exactly_once(channel, ledge
     assert channel.api.sent_to(ANA) == []
     assert person_texts(ledger, conv, text) == 1  # written once, before the kill
     assert outbox(ledger, conv, text).get("status") == ("pendente" if step == "claim" else None)
+    if step == "claim":  # the person sees a reply that is written but not sent
+        shown = subprocess.run([sys.executable, "-m", "scripts.atendente", "mostrar", atendente.reference(conv)],
+                               cwd=ROOT, env=process_env(), capture_output=True, text=True, timeout=120)
+        assert "atendente: " + text + " [envio: pendente]" in shown.stdout, shown.stdout
     rerun = responder(conv, text)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert [m.body for m in channel.api.sent_to(ANA)] == [text]
@@ -167,37 +165,30 @@ def test_killed_before_the_send_then_run_again_sends_exactly_once(channel, ledge
 def test_killed_mid_send_is_never_sent_again(local_stack, ledger):
     """The request is on the wire when the process dies: the outcome is unknown, so
     the reply is never sent again (at most once), and a re-run says so (alarmed)."""
-    from scripts.local_stack import postgres
-
-    postgres.apply_sql(local_stack.postgres, ("demo.sql",))
-    with ScriptedModelServer() as model:
-        model.activate(ChatPolicy())
-        env = {"MODEL_PROVIDER": "anthropic", "ANTHROPIC_BASE_URL": model.base_url, "ANTHROPIC_API_KEY": "x",
-               "MODEL_ID": "cadencia-roteirizado"}
-        sender_env = {"WHATSAPP_SEND_TIMEOUT_S": "10"}
-        with LocalChannel(local_stack, model_env=env, consumers=1, publish=True, sender_env=sender_env) as ch:
-            conv = hand_off(ch, BRUNO, 1002, 44)
-            text = "Bruno, a nota fiscal segue por e-mail."
-            ch.api.hang_next(1, 30)
-            proc = subprocess.Popen([sys.executable, "-m", "scripts.atendente", "responder",
-                                     atendente.reference(conv), "--texto", text], cwd=ROOT, env=process_env(),
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            assert len(ch.wait_for_replies(BRUNO, 1)) == 1  # recorded by the fake: on the wire now
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(10)
-            assert outbox(ledger, conv, text)["status"] == "enviando"
-            # Until the send's lease (12 s: its timeout + 2) expires, a re-run says the send is
-            # in progress elsewhere; then the record becomes 'desconhecido' and the re-run says so.
-            answers = [responder(conv, text)]
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and "resultado desconhecido" not in answers[-1].stdout:
-                time.sleep(1)
-                answers.append(responder(conv, text))
-            assert all(a.returncode == 2 and "em andamento" in a.stdout for a in answers[:-1])
-            assert answers[-1].returncode == 2 and "resultado desconhecido" in answers[-1].stdout
-            assert "resultado desconhecido" in responder(conv, text).stdout  # and stays so
-            assert outbox(ledger, conv, text)["status"] == "desconhecido"
-            assert len(ch.api.sent_to(BRUNO)) == 1
+    sender_env = {"WHATSAPP_SEND_TIMEOUT_S": "10"}
+    with scripted_channel(local_stack, consumers=1, publish=True, sender_env=sender_env) as ch:
+        conv = hand_off(ch, BRUNO, 1002, 44)
+        text = "Bruno, a nota fiscal segue por e-mail."
+        ch.api.hang_next(1, 30)
+        proc = subprocess.Popen([sys.executable, "-m", "scripts.atendente", "responder",
+                                 atendente.reference(conv), "--texto", text], cwd=ROOT, env=process_env(),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert len(ch.wait_for_replies(BRUNO, 1)) == 1  # recorded by the fake: on the wire now
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        assert outbox(ledger, conv, text)["status"] == "enviando"
+        # Until the send's lease (12 s: its timeout + 2) expires, a re-run says the send is
+        # in progress elsewhere; then the record becomes 'desconhecido' and the re-run says so.
+        answers = [responder(conv, text)]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "resultado desconhecido" not in answers[-1].stdout:
+            time.sleep(1)
+            answers.append(responder(conv, text))
+        assert all(a.returncode == 2 and "em andamento" in a.stdout for a in answers[:-1])
+        assert answers[-1].returncode == 2 and "resultado desconhecido" in answers[-1].stdout
+        assert "resultado desconhecido" in responder(conv, text).stdout  # and stays so
+        assert outbox(ledger, conv, text)["status"] == "desconhecido"
+        assert len(ch.api.sent_to(BRUNO)) == 1
 
 
 def test_outside_the_24h_window_it_is_not_sent_and_the_person_is_told(channel, ledger):

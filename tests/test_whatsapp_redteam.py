@@ -12,7 +12,7 @@ import pytest
 from canal_whatsapp.signature import sign
 from scripts.local_stack.whatsapp_channel import LocalChannel
 from scripts.local_stack.whatsapp_fake import notification, text_message
-from tests.support.whatsapp import ANA, day_ts, drain
+from tests.support.whatsapp import ANA, day_ts, drain, scripted_channel
 
 pytestmark = pytest.mark.stack
 
@@ -58,17 +58,8 @@ CUSTOMERS = {ANA: 1001, "5521998765432": 1002, CARLA: 1003}
 
 @pytest.fixture(scope="module")
 def channel(local_stack):
-    from scripts.harness.scripted_model import ScriptedModelServer
-    from scripts.local_stack import postgres
-    from scripts.local_stack.whatsapp_model import ChatPolicy
-
-    postgres.apply_sql(local_stack.postgres, ("demo.sql",))
-    with ScriptedModelServer() as model:
-        model.activate(ChatPolicy())
-        env = {"MODEL_PROVIDER": "anthropic", "ANTHROPIC_BASE_URL": model.base_url, "MODEL_ID": "cadencia-roteirizado",
-               "ANTHROPIC_API_KEY": "local-scripted-model"}
-        with LocalChannel(local_stack, model_env=env, consumers=3) as ch:
-            yield ch
+    with scripted_channel(local_stack, consumers=3) as ch:
+        yield ch
 
 
 def test_a_concurrent_redelivery_storm_answers_each_message_once_in_turn_order(channel, local_stack):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -29,3 +31,21 @@ def drain(sqs: Any, queue_url: str) -> list[dict[str, Any]]:
             out.append({"body": json.loads(m["Body"]), "group": m["Attributes"]["MessageGroupId"],
                         "dedup": m["Attributes"]["MessageDeduplicationId"]})
             sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+
+
+@contextmanager
+def scripted_channel(local_stack: Any, **channel_options: Any) -> Iterator[Any]:
+    """The whole local channel (demo customers, the scripted chat model, ingress and
+    consumers as processes), for a module or a test."""
+    from scripts.harness.scripted_model import ScriptedModelServer
+    from scripts.local_stack import postgres
+    from scripts.local_stack.whatsapp_channel import LocalChannel
+    from scripts.local_stack.whatsapp_model import ChatPolicy
+
+    postgres.apply_sql(local_stack.postgres, ("demo.sql",))
+    with ScriptedModelServer() as model:
+        model.activate(ChatPolicy())
+        env = {"MODEL_PROVIDER": "anthropic", "ANTHROPIC_BASE_URL": model.base_url, "MODEL_ID": "cadencia-roteirizado",
+               "ANTHROPIC_API_KEY": "local-scripted-model"}
+        with LocalChannel(local_stack, model_env=env, **channel_options) as channel:
+            yield channel
