@@ -55,9 +55,10 @@ def test_a_true_refund_does_not_carry_a_false_amount_or_order(text, code):
     "Não há pendências: o pedido 4821 teve o reembolso de R$ 189,90 concluído.",
     "Seu reembolso ainda não foi executado.",
     "O reembolso não foi efetivado, já chamei uma pessoa.",
+    "Seu reembolso precisa ser aprovado por um atendente; te aviso quando for.",  # refused on main
 ])
 def test_true_sentences_still_pass(text):
-    actions = [] if "não foi" in text else [REFUND]
+    actions = [] if "não foi" in text or "precisa" in text else [REFUND]
     assert _codes(text, actions) == []
 
 
