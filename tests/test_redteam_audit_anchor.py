@@ -29,3 +29,30 @@ def test_the_verifier_reports_it_too(anchored, local_stack):
         anchored.append(conversa_id=CONV, evento="DECISAO", detalhes={"depois": i})
     out = _anchored_verifier(local_stack, anchored, "--conversa", CONV)
     assert out.returncode == 1 and "seq=5 (ancora_divergente)" in out.stdout, out.stdout
+
+
+def _append_anchored(endpoint: str, table: str, ledger_table: str, writer: int, n: int) -> None:
+    from cadencia_shared.audit_chain import AuditChain
+    from scripts.local_stack.aws import session_client
+
+    chain = AuditChain(table, session_client("dynamodb", endpoint), anchor_table=ledger_table)
+    for i in range(n):
+        chain.append(conversa_id=CONV, evento="DECISAO", detalhes={"escritor": writer, "i": i})
+
+
+def test_concurrent_anchored_writers_leave_the_anchor_at_the_last_record(anchored, local_stack):
+    """The anchor now moves only from a link it can prove: four processes racing on
+    one chain still leave it on the chain's last record (no writer was killed)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_append_anchored, args=(local_stack.aws_endpoint, anchored.table_name,
+                                                        anchored.anchor_table, w, 10)) for w in range(4)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=240)
+        assert proc.exitcode == 0
+    records = list(anchored.records(CONV))
+    assert anchored.verify(CONV) == (40, None)
+    assert (anchored.head(CONV).seq, anchored.head(CONV).hash) == (40, records[-1]["hash"])
