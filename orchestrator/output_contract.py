@@ -236,16 +236,24 @@ _PROFILE_NOUN = re.compile(r"\A(cadastr|endereco|telefone|celular|e-?mail|cep\b)
 _PAST = r"(?:ad[oa]s?|id[oa]s?|ei|i|amos|emos|imos|ou|eu|iu)"
 _REFUND_DONE = re.compile(
     r"\A(?:(?:realiz|process|emit|conclu|efetu|aprov|estorn|devolv|credit|deposit|envi|solicit|registr|liber|"
-    rf"confirm|reembols|restitu|ressarc|pag){_PAST}|feit[oa]s?|fiz|fizemos|fez|pront[oa]s?|pago|caiu|caminho|"
+    rf"confirm|reembols|restitu|ressarc|pag|execut|efetiv|finaliz|conced|autoriz){_PAST}|"
+    r"feit[oa]s?|fiz|fizemos|fez|pront[oa]s?|pago|caiu|caminho|recebeu|"
     r"done|processed|issued|completed|refunded|sent)\Z")
 _PROFILE_DONE = re.compile(
-    rf"\A(?:(?:atualiz|alter|mud|troc|modific|salv|corrig|registr|conclu|confirm|realiz|efetu){_PAST}|"
+    r"\A(?:(?:atualiz|alter|mud|troc|modific|salv|corrig|registr|conclu|confirm|realiz|efetu|efetiv|execut|"
+    rf"finaliz){_PAST}|"
     r"feit[oa]s?|fiz|fizemos|fez|pront[oa]s?|done|updated|changed)\Z")
 # Not "no" (Portuguese "in the": "pedido no 4822 emitido") nor "sem" ("reembolso sem
 # juros creditado"): each would hide a claim.
 _NEGATION = frozenset({"nao", "nenhum", "nenhuma", "nunca", "jamais", "not", "never"})
-_TOKEN = re.compile(r"r\$\s*\d[\d.,]*|\d[\d.,]*\s*reais|[\w-]+")
-_ORDER_MENTION = re.compile(r"\Apedido\Z")
+# "precisa ser aprovado" states a requirement, not a done refund.
+_REQUIREMENT = frozenset({"precisa", "precisam", "precisara", "deve", "devem"})
+# Amounts in any currency spelling (a bare "50,00" too), so a wrong one is compared,
+# not skipped; a clause end (punctuation, kept as a token) bounds a negation.
+_TOKEN = re.compile(r"(?:us|r)?\$\s*\d[\d.,]*|\d[\d.,]*\s*(?:reais|brl)\b|\d[\d.]*,\d{2}(?!\d)|[\w-]+|[.!?;:,\n]")
+_CLAUSE_END = frozenset(".!?;:,\n")
+_ORDER_MENTION = re.compile(r"\Apedidos?\Z")
+_ORDER_CONNECTORS = frozenset({"e", "no", "nos", "n", "numero", "numeros", "and"})
 
 
 def normalized(text: str) -> str:
@@ -256,18 +264,49 @@ def normalized(text: str) -> str:
     return re.sub(r"[ \t]+", " ", "".join(kept).lower())
 
 
-def _claims_done(words: list[str], noun: re.Pattern[str], done: re.Pattern[str]) -> bool:
+def _not_a_done_claim(tokens: list[str], i: int) -> bool:
+    """A negation among the 3 words before, in the same clause ("Não, reembolso
+    feito" is a claim), or a requirement ("precisa ser aprovado")."""
+    before: list[str] = []
+    for token in reversed(tokens[max(0, i - 3):i]):
+        if token in _CLAUSE_END:
+            break
+        before.append(token)
+    required = before[:1] == ["ser"] and before[1:2] != [] and before[1] in _REQUIREMENT
+    return required or any(w in _NEGATION for w in before)
+
+
+def _claims_done(tokens: list[str], noun: re.Pattern[str], done: re.Pattern[str]) -> bool:
+    # Positions count clause ends too; hyphens are dropped ("re-embolso" is "reembolso").
+    words = [w.replace("-", "") for w in tokens]
     nouns = [i for i, w in enumerate(words) if noun.match(w)]
     for i, word in enumerate(words):
-        if not done.match(word) or any(w in _NEGATION for w in words[max(0, i - 3):i]):
+        if not done.match(word) or _not_a_done_claim(tokens, i):
             continue
         if any(abs(i - n) <= WINDOW for n in nouns):
             return True
     return False
 
 
+def _is_amount(token: str) -> bool:
+    return "$" in token or token.endswith(("reais", "brl")) or re.fullmatch(r"\d[\d.]*,\d{2}", token) is not None
+
+
+def _orders_after(following: list[str]) -> list[str]:
+    """"pedido 4821", "pedido nº 4821", "pedidos 4821 e 4822": the ids up to the first
+    other word or clause end ("seu pedido. Qualquer coisa" names none)."""
+    out = []
+    for token in following:
+        if any(c.isdigit() for c in token) and not _is_amount(token):
+            out.append(token)
+        elif token not in _ORDER_CONNECTORS:
+            break
+    return out
+
+
 def _amount(token: str) -> Decimal | None:
-    raw = re.sub(r"r\$|reais|\s", "", token).rstrip(".,")
+    # "us$"/"$" keep their letters, so another currency never equals a refund's amount.
+    raw = re.sub(r"\Ar\$|reais\Z|brl\Z|\s", "", token).rstrip(".,")
     if "," in raw:
         raw = raw.replace(".", "").replace(",", ".")
     elif not re.search(r"\.\d{2}\Z", raw):
@@ -285,13 +324,12 @@ def _refund_mismatches(words: list[str], final: FinalAnswer) -> list[Violation]:
     amounts = {_cents(c["valor"]) for c in refunds}
     orders = {c["pedidoId"].lower() for c in refunds}
     out = []
-    if any(_amount(w) not in amounts for w in words if w.startswith("r$") or w.endswith("reais")):
+    if any(_amount(w) not in amounts for w in words if _is_amount(w)):
         out.append(Violation("valor_no_texto_divergente",
                              "um valor no texto não é o de um reembolso executado declarado em 'acoes'"))
     # "pedido 4821", "pedido nº 4821": the first of the next two words with a digit
     # (punctuation is gone, so "seu pedido. Qualquer coisa" names no order).
-    named = {next((n for n in words[i + 1:i + 3] if any(c.isdigit() for c in n)), None)
-             for i, w in enumerate(words) if _ORDER_MENTION.match(w)} - {None}
+    named = {n for i, w in enumerate(words) if _ORDER_MENTION.match(w) for n in _orders_after(words[i + 1:i + 6])}
     if named - orders:
         out.append(Violation("pedido_no_texto_divergente",
                              "um pedido citado no texto não é o de um reembolso executado declarado em 'acoes'"))

@@ -27,7 +27,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalStore, canonical_arguments
-from cadencia_shared.ledger import CancellationPending, ConversationBusy, ConversationStatus, Ledger
+from cadencia_shared.ledger import CancellationPending, ClaimStatus, ConversationBusy, ConversationStatus, Ledger
 from cadencia_shared.outcomes import Outcome
 
 from . import handoffs, history, texts
@@ -63,6 +63,8 @@ _APPROVED_TEXT: dict[str, str] = {
     Outcome.OUTCOME_UNKNOWN: texts.APPROVED_UNCONFIRMED,
     Outcome.IN_PROGRESS_ELSEWHERE: texts.APPROVED_UNCONFIRMED,
 }
+_REPEATED_TEXT: dict[str, str] = {ClaimStatus.EXECUTED.value: texts.APPROVED_ALREADY,
+                                  ClaimStatus.DECLINED.value: texts.APPROVED_ALREADY_DECLINED}
 
 
 @dataclass(frozen=True)
@@ -158,8 +160,13 @@ def _after_approved_call(done: RoundResult, record: ApprovalRecord) -> tuple[Con
     if result.get("is_error"):
         return ConversationStatus.WAITING_HUMAN, texts.APPROVED_NOT_DONE.format(pedidoId=order), \
             "aprovada_nao_executada"
-    answered = json.loads(result["content"]).get("resultado", "")
+    answer = json.loads(result["content"])
+    answered = answer.get("resultado", "")
     template = _APPROVED_TEXT.get(answered, texts.APPROVED_UNCONFIRMED)
+    if answered == Outcome.BLOCKED_BY_IDEMPOTENCY:
+        # A repeat answers the key's ORIGINAL outcome, which may be a decline.
+        original = (answer.get("dados") or {}).get("resultadoOriginal")
+        template = _REPEATED_TEXT.get(original, texts.APPROVED_UNCONFIRMED)
     text = template.format(pedidoId=order, valor=_amount_in_reais(record))
     return ConversationStatus.ACTIVE, text, "aprovada_executada"
 

@@ -61,6 +61,11 @@ APPROVAL_UNUSABLE = (
 # After an approved call ran: by what the tool answered (its outcome), never more.
 APPROVED_EXECUTED = "Seu reembolso de R$ {valor} do pedido {pedidoId} foi aprovado e emitido."
 APPROVED_ALREADY = "O reembolso do pedido {pedidoId} já tinha sido processado; nenhum valor novo foi movimentado."
+# The same key already held a declined refund: the tool answers it, nothing is sent.
+APPROVED_ALREADY_DECLINED = (
+    "O reembolso do pedido {pedidoId} já tinha sido recusado pelo meio de pagamento nesta conversa. "
+    "Nenhum valor foi movimentado."
+)
 APPROVED_UNCONFIRMED = (
     "Seu reembolso do pedido {pedidoId} foi aprovado. Ainda estou aguardando a confirmação do meio de pagamento "
     "e te aviso assim que ela chegar."

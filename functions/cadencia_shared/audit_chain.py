@@ -20,8 +20,9 @@ the content (an edited record).
 Deleting the *last* records leaves a shorter chain that is valid on its own, so
 the chain's head is anchored outside the audit table: after each append the
 writer records (``seqCabeca``, ``hashCabeca``) on the item ``auditoria-cabeca#{chain}``
-of the LEDGER table (an ``UpdateItem`` conditioned on a lower ``seqCabeca``, so
-concurrent writers only move it forward). ``verify`` then reports
+of the LEDGER table (an ``UpdateItem`` conditioned on the anchor being the previous
+link, or a lagging link still in the chain: it only moves forward along the chain,
+so a deleted tail re-appended by the writers stays reported). ``verify`` then reports
 ``cauda_truncada`` when the chain ends before the anchored head, and
 ``ancora_divergente`` when the record at the anchored ``seq`` is not the anchored
 one (a tail deleted and rewritten). Threat model: whoever can delete or rewrite
@@ -146,22 +147,48 @@ class AuditChain:
                 if _condition_failed(err):
                     continue  # another writer took this seq: link after it
                 raise
-            self._anchor(chain, Head(record[SEQ_KEY], record["hash"]))
+            self._anchor(chain, Head(record[SEQ_KEY], record["hash"]), record["hashAnterior"])
             return record[SEQ_KEY]
         raise ChainContention(chain)
 
-    def _anchor(self, chain: str, head: Head) -> None:
+    def _anchor(self, chain: str, head: Head, previous_hash: str) -> None:
+        """Move the anchor to ``head`` only along the chain: from the link before it,
+        or, when the anchor lags (a writer killed between record and anchor, or a
+        later writer anchoring first), from an anchored record still in the chain.
+        So a deleted tail that the writers re-append never moves it (a bare
+        ``seqCabeca < :s`` did, two appends later): it keeps the deleted record's
+        hash and ``verify`` keeps reporting ``ancora_divergente``."""
         if self.anchor_table is None:
             return
+        expected = Head(head.seq - 1, previous_hash)
+        for _ in range(MAX_APPEND_ATTEMPTS):
+            current = self._move_anchor(chain, head, expected)
+            if current is None or current.seq >= head.seq or not self._holds(chain, current):
+                return  # moved; or a later link anchored; or the anchored record is gone
+            expected = current
+
+    def _move_anchor(self, chain: str, head: Head, expected: Head) -> Head | None:
+        """None when the anchor moved from ``expected`` (or from nothing) to ``head``;
+        else the anchor found."""
         try:
             self.client.update_item(
                 TableName=self.anchor_table, Key={LEDGER_KEY: {"S": ANCHOR_PREFIX + chain}},
                 UpdateExpression="SET seqCabeca = :s, hashCabeca = :h",
-                ConditionExpression="attribute_not_exists(seqCabeca) OR seqCabeca < :s",
-                ExpressionAttributeValues={":s": {"N": str(head.seq)}, ":h": {"S": head.hash}})
+                ConditionExpression="attribute_not_exists(seqCabeca) OR (seqCabeca = :ps AND hashCabeca = :ph)",
+                ExpressionAttributeValues={":s": {"N": str(head.seq)}, ":h": {"S": head.hash},
+                                           ":ps": {"N": str(expected.seq)}, ":ph": {"S": expected.hash}})
+            return None
         except ClientError as err:
             if not _condition_failed(err):
-                raise  # a later link already anchored: the head only moves forward
+                raise
+        return self.head(chain)
+
+    def _holds(self, chain: str, anchored: Head) -> bool:
+        """The record at the anchored seq is the anchored one."""
+        items = self.client.query(
+            TableName=self.table_name, KeyConditionExpression="cadeia = :c AND seq = :s", ConsistentRead=True,
+            ExpressionAttributeValues={":c": {"S": chain}, ":s": {"N": str(anchored.seq)}}).get("Items", [])
+        return bool(items) and _decode(items[0]).get("hash") == anchored.hash
 
     def head(self, chain: str) -> Head | None:
         """The anchored head of ``chain`` (None without an anchor table or record)."""
