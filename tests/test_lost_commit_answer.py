@@ -61,7 +61,7 @@ def test_a_committed_turn_whose_answer_was_lost_is_never_run_again(local_stack):
         orch.handle(request, Deadline.after(60))  # the commit went through; its answer did not come back
 
     clean = Ledger(local_stack.ledger_table, raw)
-    assert clean._get(f"mensagem#{conv}#{wamid}")["status"] == InboundStatus.DONE.value
+    assert clean.table.get(f"mensagem#{conv}#{wamid}")["status"] == InboundStatus.DONE.value
     again = orch.handle(request, Deadline.after(60))  # the redelivery
     assert again.duplicada and again.resposta == "Olá! Primeira resposta."
     assert len(model.requests) == 1

@@ -148,14 +148,14 @@ def test_persistent_send_failure_stops_after_bounded_attempts_and_alarms(channel
     assert channel.webhook.post(notification([message])) == 200
     assert channel.wait_until_drained()
     assert channel.api.sent_to(ANA) == []
-    record = ledger._get(f"envio#{message['id']}")
+    record = ledger.table.get(f"envio#{message['id']}")
     assert record["status"] == "falhou" and int(record["tentativas"]) == 3
     assert "EnviosWhatsappFalhos" in _consumer_logs(channel)
     # A redelivery of the same message does not try again: the failure is final and alarmed.
     assert channel.webhook.post(notification([message])) == 200
     assert channel.wait_until_drained()
     time.sleep(0.5)
-    assert channel.api.sent_to(ANA) == [] and ledger._get(f"envio#{message['id']}")["tentativas"] == 3
+    assert channel.api.sent_to(ANA) == [] and ledger.table.get(f"envio#{message['id']}")["tentativas"] == 3
 
 
 def test_outside_the_24h_window_is_handed_off_not_resent(channel, ledger):
@@ -164,7 +164,7 @@ def test_outside_the_24h_window_is_handed_off_not_resent(channel, ledger):
     assert channel.webhook.post(notification([message])) == 200
     assert channel.wait_until_drained()
     assert channel.api.sent_to(BRUNO) == []
-    assert ledger._get(f"envio#{message['id']}")["status"] == "fora_da_janela"
+    assert ledger.table.get(f"envio#{message['id']}")["status"] == "fora_da_janela"
     events = [i["evento"] for i in ledger.history("wa-1002-20260319")]
     assert "RESPOSTA_FORA_DA_JANELA" in events
 
@@ -207,7 +207,7 @@ def test_one_wamid_racing_in_four_processes_is_answered_once(local_stack, erp, m
     answers = [block["input"]["texto"] for msg in state.messages if msg["role"] == "assistant"
                for block in msg["content"] if isinstance(block, dict) and block.get("name") == "responder_cliente"]
     assert (users, answers) == (["corrida"], [f"{ECHO_PREFIX}corrida"])
-    assert ledger._get(f"mensagem#wa-1001-20260321#{message.mensagemId}")["status"] == "respondida"
+    assert ledger.table.get(f"mensagem#wa-1001-20260321#{message.mensagemId}")["status"] == "respondida"
 
 
 def test_a_sender_killed_mid_send_never_sends_twice(local_stack, erp, model_env, ledger):
@@ -225,9 +225,9 @@ def test_a_sender_killed_mid_send_never_sends_twice(local_stack, erp, model_env,
         ch.stop_process(ch.procs[-1], signal.SIGKILL)
         ch.start_consumers(1)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and (ledger._get(f"envio#{message['id']}") or {}).get("status") != "desconhecido":
+        while time.monotonic() < deadline and (ledger.table.get(f"envio#{message['id']}") or {}).get("status") != "desconhecido":
             time.sleep(0.2)
-        assert ledger._get(f"envio#{message['id']}")["status"] == "desconhecido"
+        assert ledger.table.get(f"envio#{message['id']}")["status"] == "desconhecido"
         assert ch.wait_until_drained(30)
         assert len(ch.api.sent_to(BRUNO)) == 1
         assert "remetente_interrompido" in _consumer_logs(ch)

@@ -90,7 +90,7 @@ def outbox_key(ledger: Ledger, conv: str, text: str) -> str:
 
 
 def outbox(ledger: Ledger, conv: str, text: str) -> dict:
-    return ledger._get(outbox_key(ledger, conv, text)) or {}
+    return ledger.table.get(outbox_key(ledger, conv, text)) or {}
 
 
 def test_a_persons_reply_reaches_the_customer_once_and_a_rerun_sends_nothing(channel, ledger):
@@ -236,7 +236,7 @@ def test_a_conversation_back_with_the_agent_refuses_a_persons_reply(channel, led
         human_reply_handler.reset()
     assert answer["ok"] is False and answer["erro"]["codigo"] == "conversa_nao_aguarda_atendente"
     assert ledger.read_conversation(conv).version == version and person_texts(ledger, conv, "oi") == 0
-    assert ledger._get(outbox_key(ledger, conv, "oi")) is None
+    assert ledger.table.get(outbox_key(ledger, conv, "oi")) is None
     assert channel.api.sent_to(ANA) == []
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cadencia_shared.ledger import INBOUND_TTL_S, TABLE_KEY, TTL_ATTRIBUTE, Ledger
+from cadencia_shared.ledger.table import serialize
 
 ITEM_TYPE = "contato"
 
@@ -28,22 +29,23 @@ class Contact:
 class ChannelContacts:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
+        self.table = ledger.table  # the ledger's table module: its clock, reads and serializer
 
     def remember(self, conversa_id: str, contact: Contact) -> None:
         """Record (or refresh) the conversation's address: one unconditional write,
         so the number the customer wrote from last is the one a person answers."""
-        now = self.ledger.now_ms()
-        self.ledger.client.put_item(
-            TableName=self.ledger.table_name,
-            Item=self.ledger._ser({  # noqa: SLF001 - the ledger's one serializer
+        now = self.table.now_ms()
+        self.table.client.put_item(
+            TableName=self.table.name,
+            Item=serialize({
                 TABLE_KEY: f"{ITEM_TYPE}#{conversa_id}", "tipo": ITEM_TYPE, "waId": contact.wa_id,
-                "phoneNumberId": contact.phone_number_id, "atualizadoEm": self.ledger._iso(now),  # noqa: SLF001
+                "phoneNumberId": contact.phone_number_id, "atualizadoEm": self.table.iso(now),
                 TTL_ATTRIBUTE: now // 1000 + INBOUND_TTL_S,
             }),
         )
 
     def find(self, conversa_id: str) -> Contact | None:
-        item = self.ledger._get(f"{ITEM_TYPE}#{conversa_id}")  # noqa: SLF001
+        item = self.table.get(f"{ITEM_TYPE}#{conversa_id}")
         if item is None:
             return None
         return Contact(wa_id=str(item["waId"]), phone_number_id=str(item["phoneNumberId"]))

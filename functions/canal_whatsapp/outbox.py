@@ -27,6 +27,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from cadencia_shared.ledger import INBOUND_TTL_S, TABLE_KEY, TTL_ATTRIBUTE, Ledger
+from cadencia_shared.ledger.table import condition_failed, deserialize, serialize
 from cadencia_shared.observability import count
 
 ITEM_TYPE = "envio"
@@ -79,57 +80,55 @@ class SendClaim:
 class Outbox:
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
+        self.table = ledger.table  # the ledger's table module: its clock, reads and serializer
 
     def _key(self, key: str) -> dict[str, Any]:
-        return {TABLE_KEY: {"S": f"{ITEM_TYPE}#{key}"}}
-
-    def _condition_failed(self, err: ClientError) -> bool:
-        return err.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+        return self.table.key(f"{ITEM_TYPE}#{key}")
 
     def record(self, reply: OutgoingReply) -> None:
         """Write the reply as ``pendente`` once; a second call changes nothing."""
-        now = self.ledger.now_ms()
+        now = self.table.now_ms()
         try:
-            self.ledger.client.put_item(
-                TableName=self.ledger.table_name,
-                Item=self.ledger._ser({  # noqa: SLF001 - the ledger's one serializer
+            self.table.client.put_item(
+                TableName=self.table.name,
+                Item=serialize({
                     TABLE_KEY: f"{ITEM_TYPE}#{reply.key}", "tipo": ITEM_TYPE,
                     "status": OutboxStatus.PENDING.value, "tentativas": 0,
                     "conversa": reply.conversa_id, "phoneNumberId": reply.phone_number_id,
-                    "para": reply.to, "texto": reply.body, "contexto": reply.reply_to or "", "criadoEm": self.ledger._iso(now),  # noqa: SLF001
+                    "para": reply.to, "texto": reply.body, "contexto": reply.reply_to or "", "criadoEm": self.table.iso(now),
                     TTL_ATTRIBUTE: now // 1000 + INBOUND_TTL_S,
                 }),
                 ConditionExpression="attribute_not_exists(pk)",
             )
         except ClientError as err:
-            if not self._condition_failed(err):
+            if not condition_failed(err):
                 raise
 
     def status(self, key: str) -> OutboxStatus | None:
-        item = self.ledger._get(f"{ITEM_TYPE}#{key}")  # noqa: SLF001
+        item = self.table.get(f"{ITEM_TYPE}#{key}")
         return None if item is None else OutboxStatus(item["status"])
 
     def claim(self, key: str, *, lease_s: int) -> SendClaim | None:
         """Take the right to send (None: someone else sent it, is sending it, or it is final)."""
-        now, owner = self.ledger.now_ms(), uuid.uuid4().hex
+        now, owner = self.table.now_ms(), uuid.uuid4().hex
         try:
-            resp = self.ledger.client.update_item(
-                TableName=self.ledger.table_name, Key=self._key(key),
+            resp = self.table.client.update_item(
+                TableName=self.table.name, Key=self._key(key),
                 UpdateExpression="SET #st = :enviando, dono = :dono, leaseAteMs = :lease ADD tentativas :um",
                 ConditionExpression="#st IN (:pendente, :retry)",
                 ExpressionAttributeNames={"#st": "status"},
-                ExpressionAttributeValues=self.ledger._ser({  # noqa: SLF001
+                ExpressionAttributeValues=serialize({
                     ":enviando": OutboxStatus.SENDING.value, ":dono": owner, ":lease": now + lease_s * 1000,
                     ":um": 1, ":pendente": OutboxStatus.PENDING.value, ":retry": OutboxStatus.RETRY.value,
                 }),
                 ReturnValues="ALL_NEW",
             )
         except ClientError as err:
-            if self._condition_failed(err):
+            if condition_failed(err):
                 self._expire_dead_sender(key, now)
                 return None
             raise
-        item = self.ledger._de(resp["Attributes"])  # noqa: SLF001
+        item = deserialize(resp["Attributes"])
         # Records written before person's replies existed have no ``contexto``: they
         # were all agent replies, which quote the message they are keyed by.
         stored = OutgoingReply(key=key, conversa_id=item.get("conversa"), phone_number_id=item["phoneNumberId"],
@@ -139,39 +138,39 @@ class Outbox:
     def _expire_dead_sender(self, key: str, now_ms: int) -> None:
         """A sender whose lease ran out died mid-request: the outcome is unknown."""
         try:
-            self.ledger.client.update_item(
-                TableName=self.ledger.table_name, Key=self._key(key),
+            self.table.client.update_item(
+                TableName=self.table.name, Key=self._key(key),
                 UpdateExpression="SET #st = :desconhecido REMOVE dono, leaseAteMs",
                 ConditionExpression="#st = :enviando AND leaseAteMs < :agora",
                 ExpressionAttributeNames={"#st": "status"},
-                ExpressionAttributeValues=self.ledger._ser({  # noqa: SLF001
+                ExpressionAttributeValues=serialize({
                     ":desconhecido": OutboxStatus.UNKNOWN.value, ":enviando": OutboxStatus.SENDING.value,
                     ":agora": now_ms,
                 }),
             )
         except ClientError as err:
-            if not self._condition_failed(err):
+            if not condition_failed(err):
                 raise
             return
         count(FAILED_SENDS_METRIC, {"Motivo": "remetente_interrompido"})  # once: the write above is conditional
 
     def finish(self, claim: SendClaim, status: OutboxStatus, *, detail: str | None = None) -> None:
         """Record the outcome, only while ``claim`` still owns the record."""
-        values: dict[str, Any] = {":st": status.value, ":dono": claim.owner, ":agora": self.ledger._iso()}  # noqa: SLF001
+        values: dict[str, Any] = {":st": status.value, ":dono": claim.owner, ":agora": self.table.iso()}
         sets = "SET #st = :st, atualizadoEm = :agora"
         if detail is not None:
             sets += ", detalhe = :d"
             values[":d"] = detail
         try:
-            self.ledger.client.update_item(
-                TableName=self.ledger.table_name, Key=self._key(claim.key),
+            self.table.client.update_item(
+                TableName=self.table.name, Key=self._key(claim.key),
                 UpdateExpression=sets + " REMOVE dono, leaseAteMs", ConditionExpression="dono = :dono",
                 ExpressionAttributeNames={"#st": "status"},
-                ExpressionAttributeValues=self.ledger._ser(values),  # noqa: SLF001
+                ExpressionAttributeValues=serialize(values),
             )
         except ClientError as err:
-            if not self._condition_failed(err):
+            if not condition_failed(err):
                 raise
 
     def read(self, key: str) -> dict[str, Any] | None:
-        return self.ledger._get(f"{ITEM_TYPE}#{key}")  # noqa: SLF001
+        return self.table.get(f"{ITEM_TYPE}#{key}")

@@ -19,7 +19,7 @@ from .audit import AuditChain, AuditStore
 from .claims import ClaimStore
 from .conversations import ConversationStore
 from .inbound import InboundStore
-from .table import LedgerTable, condition_failed, deserialize, old_item, serialize
+from .table import LedgerTable
 
 
 class Ledger(ClaimStore, AttemptStore, ConversationStore, InboundStore, AuditStore):
@@ -42,29 +42,3 @@ class Ledger(ClaimStore, AttemptStore, ConversationStore, InboundStore, AuditSto
 
     def now_ms(self) -> int:
         return self.table.now_ms()
-
-    # The WhatsApp outbox (canal_whatsapp.outbox, another branch's file this wave) and
-    # some tests still reach for these; new code uses ``self.table`` and the table module.
-    _ser = staticmethod(serialize)
-    _de = staticmethod(deserialize)
-    _condition_failed = staticmethod(condition_failed)
-    _old_item = staticmethod(old_item)
-
-    def _get(self, pk: str) -> dict[str, Any] | None:
-        return self.table.get(pk)
-
-    def _iso(self, ms: int | None = None) -> str:
-        return self.table.iso(ms)
-
-    def _key(self, pk: str) -> dict[str, Any]:
-        return self.table.key(pk)
-
-    # Tests written before the split move the clock with ``ledger._clock = ...``: it
-    # must still move the table's clock, not silently set an attribute nobody reads.
-    @property
-    def _clock(self) -> Callable[[], float]:
-        return self.table.clock
-
-    @_clock.setter
-    def _clock(self, clock: Callable[[], float]) -> None:
-        self.table.clock = clock
