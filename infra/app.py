@@ -35,8 +35,7 @@ ROOT = packaging.ROOT
 
 # Each function's asset carries only what its own code imports (issue 14): the
 # profile tool's validators (phonenumbers, email-validator + dnspython) and the
-# gateway client's urllib3 are not in the other assets. Tools not listed: the base.
-TOOL_REQUIREMENTS = {"emitir_reembolso": "lambda-refund.txt", "atualizar_cadastro": "lambda-profile.txt"}
+# gateway client's urllib3 are not in the other assets (a tool's row names its file).
 
 
 def _requirements(name: str) -> Path:
@@ -49,7 +48,7 @@ def asset_specs() -> list[packaging.AssetSpec]:
         packaging.AssetSpec(
             name=tool.function_name,
             sources=(ROOT / "functions" / tool.package, shared),
-            requirements=_requirements(TOOL_REQUIREMENTS.get(tool.package, "lambda-tools.txt")),
+            requirements=_requirements(tool.requirements),
             include_ca_bundle=True,  # the tools talk to PostgreSQL
         )
         for tool in TOOLS.values()

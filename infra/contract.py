@@ -154,11 +154,16 @@ class ToolRole:
     role_name: str
     db_user: str
     grants: tuple[Grant, ...] = ()
+    # What its DB user may do, as "PRIVILEGE (columns) ON table" (column grants only):
+    # tests/test_db_privileges.py checks the catalog of a real PostgreSQL against it.
+    db_privileges: tuple[str, ...] = ()
 
 
 TOOL_ROLES: tuple[ToolRole, ...] = (
     ToolRole("consultar_status_pedido", "consultar_status_pedido", "cadencia-consultar-status-pedido",
-             "cadencia-agente-consulta-role", "cadencia_agente_consulta"),
+             "cadencia-agente-consulta-role", "cadencia_agente_consulta", db_privileges=(
+                 "SELECT (id, cliente_id, status, valor_pedido, status_reembolso, valor_reembolsado, "
+                 "previsao_entrega, codigo_rastreio) ON pedidos",)),
     ToolRole("emitir_reembolso", "emitir_reembolso", "cadencia-emitir-reembolso",
              "cadencia-agente-reembolso-role", "cadencia_agente_reembolso", (
                  Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (LEDGER,),
@@ -166,11 +171,16 @@ TOOL_ROLES: tuple[ToolRole, ...] = (
                  Grant(("secretsmanager:GetSecretValue",), (ref(Ids.GATEWAY_SECRET),),
                        "read the payment-gateway token, only after the claim succeeded (only this role and the "
                        "reconciler's can)"),
-             )),
+             ), db_privileges=(
+                 "SELECT (id, cliente_id, valor_pedido, valor_reembolsado) ON pedidos",
+                 "UPDATE (status_reembolso, valor_reembolsado) ON pedidos",
+                 "SELECT (chave_idempotencia, pedido_id, valor, status) ON reembolsos",
+                 "INSERT (chave_idempotencia, pedido_id, valor, status) ON reembolsos",
+                 "UPDATE (valor, status, atualizado_em) ON reembolsos")),
     ToolRole("atualizar_cadastro", "atualizar_cadastro", "cadencia-atualizar-cadastro",
              "cadencia-agente-cadastro-role", "cadencia_agente_cadastro", (
                  Grant(("dynamodb:PutItem",), (LEDGER,), "append the audit record of a profile change"),
-             )),
+             ), db_privileges=("SELECT (id) ON clientes", "UPDATE (endereco, telefone, email) ON clientes")),
 )
 TOOL_FUNCTION_ARNS = tuple(att(Ids.function(t.package), "Arn") for t in TOOL_ROLES)
 
@@ -193,7 +203,7 @@ def orchestrator_role(config: StackConfig) -> RoleContract:
         Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (att(Ids.LEDGER, "Arn"),),
               "retry ceiling (atomic counter), attempt/audit records, conversation state"),
         Grant(("lambda:InvokeFunction",), TOOL_FUNCTION_ARNS,
-              "invoke exactly the three tool Lambdas (unqualified ARNs), nothing else"),
+              "invoke exactly the tool Lambdas of TOOL_ROLES (unqualified ARNs), nothing else"),
         Grant(("sqs:SendMessage",), (att(Ids.ORCHESTRATOR_DLQ, "Arn"),),
               "dead-letter queue of failed asynchronous invocations (a customer message is never dropped)"),
         Grant(("events:PutEvents",), (att(Ids.HANDOFF_BUS, "Arn"),),
@@ -288,7 +298,7 @@ def whatsapp_consumer_role(config: StackConfig) -> RoleContract:
             Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (att(Ids.LEDGER, "Arn"),),
                   "the orchestrator's ledger items, plus the reply outbox (envio#{wamid})"),
             Grant(("lambda:InvokeFunction",), TOOL_FUNCTION_ARNS,
-                  "invoke exactly the three tool Lambdas (unqualified ARNs), nothing else"),
+                  "invoke exactly the tool Lambdas of TOOL_ROLES (unqualified ARNs), nothing else"),
             Grant(("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"),
                   (att(Ids.WHATSAPP_QUEUE, "Arn"),), "what the event source mapping needs to consume the queue"),
             Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_ACCESS_TOKEN),),

@@ -65,7 +65,9 @@ RDS_CA_BUNDLE_NAME = "global-bundle.pem"
 DEFAULT_CA_BUNDLE = ROOT / "infra" / "certs" / RDS_CA_BUNDLE_NAME
 
 _SKIP_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache", "tests"}
-_SKIP_SUFFIXES = {".pyc", ".pyo"}
+# A package's grants.sql is the database's contract, gathered into sql/grants.sql by
+# infra/derived.py; the Lambda never reads it, so its asset does not carry it.
+_SKIP_SUFFIXES = {".pyc", ".pyo", ".sql"}
 
 
 class PackagingError(RuntimeError):

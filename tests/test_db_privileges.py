@@ -1,71 +1,66 @@
-"""Each tool's database user can do exactly what its contract says, on a real
+"""Each Lambda's database user can do exactly what its contract says, on a real
 PostgreSQL: read back from the catalog (what ``\\dp`` shows) and exercised
 statement by statement (granted works, everything else is ``permission denied``).
 
-The contract is written out here, independently of ``sql/grants.sql``: widening
-a GRANT there makes these tests fail.
+Which users exist comes from the registry (``catalog.DB_USERS``); what each may do
+is written out independently of the SQL: for a tool, in its hand-written row of
+``infra/contract.py`` (``ToolRole.db_privileges``), for the two users that are not
+tools, below. Widening a GRANT in a package's grants.sql makes these tests fail.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 
 import psycopg
 import pytest
 
-from cadencia_shared import db
+from cadencia_shared import catalog, db
+from infra.contract import TOOL_ROLES
 from scripts.local_stack import postgres
 
 TABLES = ("clientes", "pedidos", "reembolsos", "canais_whatsapp")
 
-CONTRACT: dict[str, dict[str, set]] = {
-    # SELECT on the columns of pedidos its query reads; nothing on clientes.
-    "cadencia_agente_consulta": {
-        "table": set(),
-        "columns": {("pedidos", c, "SELECT") for c in (
-            "id", "cliente_id", "status", "valor_pedido", "status_reembolso", "valor_reembolsado",
-            "previsao_entrega", "codigo_rastreio")},
-    },
-    # Lab 87's SELECT (id, valor_pedido) + UPDATE (status_reembolso, valor_reembolsado),
-    # SELECT of cliente_id and valor_reembolsado, and its own reservations table
-    # (justified in sql/grants.sql). No DELETE anywhere.
-    "cadencia_agente_reembolso": {
-        "table": set(),
-        "columns": {
-            *{("pedidos", c, "SELECT") for c in ("id", "cliente_id", "valor_pedido", "valor_reembolsado")},
-            *{("pedidos", c, "UPDATE") for c in ("status_reembolso", "valor_reembolsado")},
-            *{("reembolsos", c, "SELECT") for c in ("chave_idempotencia", "pedido_id", "valor", "status")},
-            *{("reembolsos", c, "INSERT") for c in ("chave_idempotencia", "pedido_id", "valor", "status")},
-            *{("reembolsos", c, "UPDATE") for c in ("valor", "status", "atualizado_em")},
-        },
-    },
+# The DB users that are not tools (each tool's is its contract row's ``db_privileges``).
+NOT_TOOLS: dict[str, tuple[str, ...]] = {
     # The reconciler: the refund's settle step only (apply or release a key's
     # reservation under the order's row lock); no cliente_id, no DELETE.
-    "cadencia_agente_conciliacao": {
-        "table": set(),
-        "columns": {
-            *{("pedidos", c, "SELECT") for c in ("id", "valor_pedido", "valor_reembolsado")},
-            *{("pedidos", c, "UPDATE") for c in ("status_reembolso", "valor_reembolsado")},
-            *{("reembolsos", c, "SELECT") for c in ("chave_idempotencia", "pedido_id", "valor", "status")},
-            *{("reembolsos", c, "INSERT") for c in ("chave_idempotencia", "pedido_id", "valor", "status")},
-            *{("reembolsos", c, "UPDATE") for c in ("valor", "status", "atualizado_em")},
-        },
-    },
-    # Lab 87's UPDATE (endereco, telefone, email) + SELECT (id) for the WHERE clause.
-    "cadencia_agente_cadastro": {
-        "table": set(),
-        "columns": {
-            ("clientes", "id", "SELECT"),
-            *{("clientes", c, "UPDATE") for c in ("endereco", "telefone", "email")},
-        },
-    },
+    catalog.RECONCILER_DB_USER: (
+        "SELECT (id, valor_pedido, valor_reembolsado) ON pedidos",
+        "UPDATE (status_reembolso, valor_reembolsado) ON pedidos",
+        "SELECT (chave_idempotencia, pedido_id, valor, status) ON reembolsos",
+        "INSERT (chave_idempotencia, pedido_id, valor, status) ON reembolsos",
+        "UPDATE (valor, status, atualizado_em) ON reembolsos",
+    ),
     # The WhatsApp channel's identity lookup: which customer a number belongs to,
     # nothing else (not the customer's name, not clientes.telefone).
-    "cadencia_canal_whatsapp": {
-        "table": set(),
-        "columns": {("canais_whatsapp", "wa_id", "SELECT"), ("canais_whatsapp", "cliente_id", "SELECT")},
-    },
+    catalog.WHATSAPP_DB_USER: ("SELECT (wa_id, cliente_id) ON canais_whatsapp",),
 }
+_PRIVILEGE = re.compile(r"\A(SELECT|INSERT|UPDATE) \(([a-z_, ]+)\) ON ([a-z_]+)\Z")
+
+
+def column_privileges(lines: tuple[str, ...]) -> set[tuple[str, str, str]]:
+    """"SELECT (a, b) ON t" lines → {(t, a, SELECT), (t, b, SELECT)}."""
+    out = set()
+    for line in lines:
+        found = _PRIVILEGE.match(line)
+        assert found, f"not a column privilege: {line!r}"
+        out |= {(found[3], column.strip(), found[1]) for column in found[2].split(",")}
+    return out
+
+
+# Every user gets column privileges only: no table-wide grant anywhere.
+CONTRACT: dict[str, dict[str, set]] = {
+    user: {"table": set(), "columns": column_privileges(lines)}
+    for user, lines in {**{t.db_user: t.db_privileges for t in TOOL_ROLES}, **NOT_TOOLS}.items()
+}
+
+
+def test_every_registry_db_user_has_a_contract():
+    """The registry's users (what grants.sql creates) and the contract's are the same set."""
+    assert set(CONTRACT) == set(catalog.DB_USERS)
+    assert {t.db_user for t in TOOL_ROLES} == {t.db_user for t in catalog.TOOLS.values()}
 
 
 def catalog_privileges(conn: psycopg.Connection, user: str) -> dict[str, set]:
@@ -227,8 +222,8 @@ def test_sql_scripts_are_safe_to_run_twice(local_stack, admin):
     with psycopg.connect(info.admin_conninfo(), autocommit=True) as conn:
         conn.execute((postgres.SQL_DIR / "revoke.sql").read_text())
         conn.execute((postgres.SQL_DIR / "revoke.sql").read_text())
-        left = conn.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE 'cadencia_agente_%' "
-                            "OR rolname = 'cadencia_canal_whatsapp'").fetchall()
+        left = conn.execute("SELECT rolname FROM pg_roles WHERE rolname = ANY(%s)",
+                            (list(catalog.DB_USERS),)).fetchall()
     assert left == []
     postgres.apply_sql(info)
     for user in CONTRACT:

@@ -5,7 +5,8 @@ from typing import Annotated
 import phonenumbers
 from pydantic import AfterValidator, EmailStr, TypeAdapter
 
-from cadencia_shared.models import Email, PhoneE164, ProfileFieldsArguments, ToolRequest
+from cadencia_shared.catalog import ProfileFieldsArguments
+from cadencia_shared.models import Email, PhoneE164, ToolRequest
 
 
 def _brazilian_e164(value: str) -> str:

@@ -1,8 +1,9 @@
 """Typed fields and argument models shared by every Lambda edge: ONE definition each.
 
-The tools' input models, the orchestrator's inbound event and the JSON schemas the
-model sees (``orchestrator/tools.py`` derives them from the ``*Arguments`` models
-below) all use these types, so an id pattern or an amount rule exists once.
+The tools' arguments models (each beside its row in ``cadencia_shared.catalog``),
+the tools' input models, the orchestrator's inbound event and the JSON schemas the
+model sees (``orchestrator/tools.py`` derives them from the arguments models) all
+use these types, so an id pattern or an amount rule exists once.
 
 Every type carries its own strictness (``Strict()``): no string-to-number coercion,
 no ``true`` as customer 1, whatever the config of the model that uses it.
@@ -31,7 +32,6 @@ from pydantic import (
     Strict,
     StringConstraints,
     WithJsonSchema,
-    model_validator,
 )
 
 # Identifiers that reach a ledger key: letters, digits and . _ : = + / - (WhatsApp ids
@@ -149,44 +149,6 @@ CustomerMessage = Annotated[str, Strict(), StringConstraints(strip_whitespace=Tr
                             MessageText]
 
 EDGE_CONFIG = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-# -- what the model sends (the orchestrator's tool schemas derive from these) ----
-class OrderStatusArguments(BaseModel):
-    model_config = EDGE_CONFIG
-
-    pedidoId: OrderId = Field(description="Número do pedido, por exemplo 4821.")
-
-
-class RefundArguments(BaseModel):
-    model_config = EDGE_CONFIG
-
-    pedidoId: OrderId = Field(description="Número do pedido, por exemplo 4821.")
-    valor: Amount = Field(description="Valor do reembolso em reais, com até duas casas decimais.")
-
-
-class ProfileFieldsArguments(BaseModel):
-    model_config = EDGE_CONFIG
-
-    endereco: Address | None = Field(default=None, description="Endereço completo.")
-    telefone: PhoneE164 | None = Field(default=None,
-                                       description="Telefone brasileiro em E.164, ex.: +5511987654321.")
-    email: Email | None = None
-
-    @model_validator(mode="after")
-    def _at_least_one(self) -> ProfileFieldsArguments:
-        if not self.changes():
-            raise ValueError("informe ao menos um campo: endereco, telefone ou email")
-        return self
-
-    def changes(self) -> dict[str, str]:
-        return {k: v for k, v in self.model_dump().items() if v is not None}
-
-
-class ProfileArguments(BaseModel):
-    model_config = EDGE_CONFIG
-
-    campos: ProfileFieldsArguments
 
 
 class ToolRequest(BaseModel):

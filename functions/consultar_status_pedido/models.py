@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from cadencia_shared.models import OrderStatusArguments, ToolRequest
+from cadencia_shared.catalog import OrderStatusArguments
+from cadencia_shared.models import ToolRequest
 
 
 class OrderStatusRequest(ToolRequest, OrderStatusArguments):
