@@ -16,7 +16,7 @@ from pydantic import Field
 
 from cadencia_shared.audit_chain import AuditChain
 from cadencia_shared.aws import AwsSettings, client
-from cadencia_shared.handler import InvalidEvent, parse_event
+from cadencia_shared.handler import strict_handler
 from cadencia_shared.ledger import Ledger
 from cadencia_shared.observability import logger_for
 from cadencia_shared.settings import EnvSettings, LedgerSettings
@@ -56,19 +56,20 @@ def reset() -> None:
     _built.clear()
 
 
-@logger.inject_lambda_context(clear_state=True)
-def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
-    try:
-        request = parse_event(event, HumanReplyRequest)
-    except InvalidEvent as err:
-        logger.info("invalid event", extra={"erros": err.problems})
-        return {"ok": False, "erro": {"codigo": "entrada_invalida", "detalhes": err.problems}}
-    try:
-        outcome = replies().reply(request, time_left_s=lambda: context.get_remaining_time_in_millis() / 1000)
-    except HumanReplyRefused as refused:
-        logger.info("reply refused", extra={"conversaId": request.conversaId, "codigo": refused.codigo})
-        return {"ok": False, "erro": {"codigo": refused.codigo, "mensagem": refused.mensagem}}
+def _invalid(problems: list[str]) -> dict[str, Any]:
+    return {"ok": False, "erro": {"codigo": "entrada_invalida", "detalhes": problems}}
+
+
+def _refused(refused: HumanReplyRefused) -> dict[str, Any]:
+    logger.info("reply refused", extra={"codigo": refused.codigo})
+    return {"ok": False, "erro": {"codigo": refused.codigo, "mensagem": refused.mensagem}}
+
+
+@strict_handler(model=HumanReplyRequest, logger=logger, invalid=_invalid, refusal=HumanReplyRefused,
+                refused=_refused)
+def lambda_handler(request: HumanReplyRequest, context: LambdaContext) -> dict[str, Any]:
+    outcome = replies().reply(request, time_left_s=lambda: context.get_remaining_time_in_millis() / 1000)
     # The text and the recipient are never logged: the reply id and the outcome are enough.
-    logger.info("reply handled", extra={"conversaId": request.conversaId, "respostaId": outcome.resposta_id,
-                                        "envio": outcome.envio, "repetida": outcome.repetida})
+    logger.info("reply handled", extra={"respostaId": outcome.resposta_id, "envio": outcome.envio,
+                                        "repetida": outcome.repetida})
     return outcome.as_answer()

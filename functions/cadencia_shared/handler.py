@@ -1,7 +1,9 @@
 """The thin-handler kit: parse the event at the edge, run the logic, answer JSON.
 
 Each tool's ``handler.py`` is a few lines around ``tool_handler``: a strict pydantic
-model for the event, a function from that model to a ``ToolResponse``.
+model for the event, a function from that model to a ``ToolResponse``. Lambdas
+that answer in another shape (a person's reply, ``orchestrator/human_reply_handler.py``)
+use the same edge, ``strict_handler``, with their own answers.
 An invalid event (not a JSON object, or failing the model) becomes a typed
 ``entrada_invalida`` answer, small whatever the event's size, and nothing changes;
 ``ToolError`` becomes a typed refusal; anything else propagates as a crash.
@@ -20,6 +22,7 @@ from .observability import Metric, count_for_tool
 from .results import ErrorCode, ToolError, ToolResponse
 
 Model = TypeVar("Model", bound=BaseModel)
+Refusal = TypeVar("Refusal", bound=Exception)
 
 # A hostile 5 MB event must produce a small answer (Lambda's response limit is
 # 6 MB) and a small log line: a few problems, each cut short, never the input.
@@ -68,30 +71,60 @@ def parse_event(event: Any, model: type[Model]) -> Model:
         raise InvalidEvent(describe(err)) from None
 
 
-def tool_handler(
-    *, tool: str, model: type[Model], logger: Logger
-) -> Callable[[Callable[[Model], ToolResponse]], Callable[[Any, LambdaContext], dict[str, Any]]]:
-    def decorate(run: Callable[[Model], ToolResponse]) -> Callable[[Any, LambdaContext], dict[str, Any]]:
+def strict_handler(
+    *, model: type[Model], logger: Logger, invalid: Callable[[list[str]], dict[str, Any]],
+    refusal: type[Refusal], refused: Callable[[Refusal], dict[str, Any]],
+) -> Callable[[Callable[[Model, LambdaContext], dict[str, Any]]], Callable[[Any, LambdaContext], dict[str, Any]]]:
+    """The edge every Lambda of this kit shares: the event parsed strictly into
+    ``model`` (``invalid(problems)`` answers an invalid one, and nothing runs), the
+    logic run with it, and its ``refusal`` exception answered by ``refused``.
+
+    The answers' shapes belong to each caller (a tool's ``ToolResponse``, a person's
+    reply's ``{"ok": false, "erro": …}``); the order and the guarantees are here once.
+    Anything else the logic raises propagates: a crash, never a made-up answer."""
+
+    def decorate(
+        run: Callable[[Model, LambdaContext], dict[str, Any]],
+    ) -> Callable[[Any, LambdaContext], dict[str, Any]]:
         @logger.inject_lambda_context(clear_state=True)
         def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
             try:
                 request = parse_event(event, model)
             except InvalidEvent as err:
                 logger.info("invalid input", extra={"erros": err.problems})
-                count_for_tool(Metric.TOOL_REFUSALS, tool)
-                return ToolResponse.failure(
-                    tool, ToolError(ErrorCode.INVALID_INPUT, "Entrada inválida: " + "; ".join(err.problems))
-                ).to_json()
+                return invalid(err.problems)
             logger.append_keys(conversaId=getattr(request, "conversaId", None))
             try:
-                response = run(request)
-            except ToolError as err:
-                logger.info("typed refusal", extra={"codigo": err.code.value})
-                count_for_tool(Metric.TOOL_REFUSALS, tool)
-                return ToolResponse.failure(tool, err).to_json()
+                return run(request, context)
+            except refusal as err:
+                return refused(err)
+
+        return lambda_handler
+
+    return decorate
+
+
+def tool_handler(
+    *, tool: str, model: type[Model], logger: Logger
+) -> Callable[[Callable[[Model], ToolResponse]], Callable[[Any, LambdaContext], dict[str, Any]]]:
+    def invalid(problems: list[str]) -> dict[str, Any]:
+        count_for_tool(Metric.TOOL_REFUSALS, tool)
+        return ToolResponse.failure(
+            tool, ToolError(ErrorCode.INVALID_INPUT, "Entrada inválida: " + "; ".join(problems))
+        ).to_json()
+
+    def refused(err: ToolError) -> dict[str, Any]:
+        logger.info("typed refusal", extra={"codigo": err.code.value})
+        count_for_tool(Metric.TOOL_REFUSALS, tool)
+        return ToolResponse.failure(tool, err).to_json()
+
+    def decorate(run: Callable[[Model], ToolResponse]) -> Callable[[Any, LambdaContext], dict[str, Any]]:
+        @strict_handler(model=model, logger=logger, invalid=invalid, refusal=ToolError, refused=refused)
+        def answer(request: Model, _context: LambdaContext) -> dict[str, Any]:
+            response = run(request)
             logger.info("tool answered", extra={"resultado": response.resultado})
             return response.to_json()
 
-        return lambda_handler
+        return answer
 
     return decorate
