@@ -63,3 +63,13 @@ def test_the_ledger_facade_keeps_its_table_helpers_private_to_the_ledger():
         assert not hasattr(Ledger, name), name
     for path in (ROOT / "functions" / "canal_whatsapp").glob("*.py"):
         assert "ledger._" not in path.read_text(), path
+
+
+def test_regions_are_filled_between_their_markers_and_nothing_else_changes():
+    text = "a\n    ; derived:tools start (why)\n    stale\n    ; derived:tools end\nb\n"
+    assert derived.fill_regions(text, {"tools": ["x", "y"]}) == (
+        "a\n    ; derived:tools start (why)\n    x\n    y\n    ; derived:tools end\nb\n")
+    with pytest.raises(derived.DerivedFileError):  # a file that lost its markers is not silently left alone
+        derived.fill_regions("a\nb\n", {"tools": ["x"]})
+    with pytest.raises(derived.DerivedFileError):
+        derived.fill_regions(text, {"tools": ["x"], "db-users": ["'u'"]})
