@@ -48,6 +48,10 @@ def package_grants(package: str, db_user: str, root: Path = ROOT) -> str:
     """The package's grants.sql, after checking each statement grants columns of an
     agent table to ``db_user`` only."""
     text = (root / catalog.grants_file(package)).read_text()
+    # The text goes inside grants.sql's DO $$ … $$ body, where a "$$" ends the body even
+    # in what reads as a comment: statements after it would run as the master.
+    if "$" in text:
+        raise DerivedFileError(f"{catalog.grants_file(package)}: '$' is not allowed (it could end the DO block)")
     for statement in split_statements(text):
         found = _GRANT.match(" ".join(statement.split()).replace("( ", "(").replace(" )", ")"))
         if found is None or found[2] not in AGENT_TABLES or found[3] != db_user:
@@ -80,8 +84,19 @@ def fill_regions(text: str, bodies: dict[str, list[str]]) -> str:
     return _REGION.sub(fill, text)
 
 
+_NAME = re.compile(r"\A[a-z_][a-z0-9_]{0,62}\Z")  # written into SQL literals and INI lines as they are
+
+
+def _names(names: list[str] | tuple[str, ...]) -> list[str]:
+    for name in names:
+        if not _NAME.match(name):
+            raise DerivedFileError(f"not a plain lowercase identifier: {name!r}")
+    return list(names)
+
+
 def _db_users() -> list[str]:
     """The users as a SQL array's items, a few to a line."""
+    _names(catalog.DB_USERS)
     return textwrap.wrap(", ".join(f"'{user}'" for user in catalog.DB_USERS), width=96, break_long_words=False,
                          break_on_hyphens=False)
 
@@ -98,7 +113,7 @@ def revoke_sql(root: Path = ROOT) -> str:
 
 
 def importlinter(root: Path = ROOT) -> str:
-    return fill_regions((root / ".importlinter").read_text(), {"tools": [t.package for t in catalog.TOOLS.values()]})
+    return fill_regions((root / ".importlinter").read_text(), {"tools": _names([t.package for t in catalog.TOOLS.values()])})
 
 
 def readme(root: Path = ROOT) -> str:

@@ -45,6 +45,9 @@ def test_importlinter_names_every_tool_package():
     "GRANT cadencia_agente_reembolso TO {user};",  # a membership
     "ALTER USER {user} SUPERUSER;",
     "REVOKE SELECT (id) ON pedidos FROM {user};",
+    # Reads as a comment on its own, but inside grants.sql's DO $$ … $$ the "$$" ends the body.
+    "-- note $$; ALTER USER {user} SUPERUSER; DO $$ BEGIN",
+    "/* $$; ALTER USER {user} SUPERUSER; DO $$ BEGIN */",
 ])
 def test_a_package_grants_file_holds_only_its_own_users_column_grants(tmp_path, statement):
     tool = catalog.CONSULTAR_STATUS_PEDIDO
@@ -73,3 +76,9 @@ def test_regions_are_filled_between_their_markers_and_nothing_else_changes():
         derived.fill_regions("a\nb\n", {"tools": ["x"]})
     with pytest.raises(derived.DerivedFileError):
         derived.fill_regions(text, {"tools": ["x"], "db-users": ["'u'"]})
+
+
+def test_names_written_into_sql_and_ini_are_plain_identifiers(monkeypatch):
+    monkeypatch.setattr(catalog, "DB_USERS", (*catalog.DB_USERS, "x'); DROP TABLE pedidos; --"))
+    with pytest.raises(derived.DerivedFileError):
+        derived.revoke_sql()
