@@ -76,7 +76,7 @@ class ToolSpec:
     arguments: type[BaseModel]
     function_name: str  # the Lambda (Lab 87's names)
     # The PostgreSQL user the Lambda logs in as. What it may do is written in its
-    # package's grants.sql (``grants_file``); sql/grants.sql is generated from those.
+    # package's grants.sql (``grants_file``), which infra/derived.py gathers into sql/grants.sql.
     db_user: str
     package: str  # the Python package under functions/
     # The Lambda's timeout, and so the orchestrator's per-call time budget: a call is
