@@ -23,6 +23,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from infra import packaging
 from tests.test_db_privileges import catalog_privileges, column_privileges
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,8 +135,9 @@ def _add_the_fourth_tool(tree: Path) -> None:
     _replace_once(tree / "infra" / "contract.py", "\n)\nTOOL_FUNCTION_ARNS", "\n" + CONTRACT_ROW + ")\nTOOL_FUNCTION_ARNS")
 
 
-def _run(tree: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'functions'}", "PYTHONDONTWRITEBYTECODE": "1"}
+def _run(tree: Path, *args: str, check: bool = True, **env_vars: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{tree / 'functions'}", "PYTHONDONTWRITEBYTECODE": "1",
+           **env_vars}
     return subprocess.run(args, cwd=tree, env=env, capture_output=True, text=True, check=check, timeout=1200)
 
 
@@ -193,13 +195,11 @@ def test_a_fourth_tool_is_its_package_a_registry_row_and_a_contract_row(tree, tm
     # third-party dependencies shared with this session's cache).
     build = tmp_path / "build"
     build.mkdir()
-    if (ROOT / ".build" / "deps").is_dir():
-        (build / "deps").symlink_to(ROOT / ".build" / "deps")
-    os.environ["CADENCIA_BUILD_DIR"] = str(build)
-    try:
-        checked = _run(tree, sys.executable, "-c", CHECKS, str(tmp_path / "cdk.out"), check=False)
-    finally:
-        os.environ.pop("CADENCIA_BUILD_DIR")
+    shared_deps = packaging.build_dir() / "deps"  # this session's cache (CADENCIA_BUILD_DIR or .build)
+    if shared_deps.is_dir():
+        (build / "deps").symlink_to(shared_deps)
+    checked = _run(tree, sys.executable, "-c", CHECKS, str(tmp_path / "cdk.out"), check=False,
+                   CADENCIA_BUILD_DIR=str(build))
     assert checked.returncode == 0, checked.stderr[-3000:]
     contract_rows = json.loads(checked.stdout.strip().splitlines()[-1])
 
