@@ -85,7 +85,8 @@ class MinimalAgent:
             outcome, detail, body = "erro_da_ferramenta", type(err).__name__, {"ok": False, "erro": str(err)}
         self.records.append(record(
             evento=ATTEMPT_EVENT, timestamp=_now(), arquitetura="minima", conversaId=conversation_id,
-            pedidoId=order_id or None, ferramenta=name, tentativaNumero=self._numbers[(conversation_id, order_id, name)],
+            pedidoId=order_id or None, ferramenta=name,
+            tentativaNumero=self._numbers[(conversation_id, order_id, name)],
             resultado=outcome, chaveIdempotencia=None, detalhe=detail,
         ))
         return {"type": "tool_result", "tool_use_id": block["id"], "content": json.dumps(body),

@@ -59,7 +59,8 @@ class ProductionRunner:
         handler.reset()
 
     def turn(self, conversation_id: str, customer_id: int, index: int, text: str) -> dict[str, Any]:
-        event = {"conversaId": conversation_id, "clienteId": customer_id, "mensagemId": f"{conversation_id}.m{index + 1}",
+        event = {"conversaId": conversation_id, "clienteId": customer_id,
+                 "mensagemId": f"{conversation_id}.m{index + 1}",
                  "mensagem": text}
         with function_environment(self.env):
             return handler.lambda_handler(event, LocalContext("cadencia-orquestrador", timeout_s=90))

@@ -152,7 +152,8 @@ def identical_storm(fleet: Fleet, world: World, processes: int) -> Tally:
     tally = Tally("identical", f"{processes} identical refunds in separate processes")
     order_id = world.new_order(ORDER_VALUE)
     conv = f"{order_id}-mesmo"
-    running = [fleet.start(EMITIR_REEMBOLSO, _event(conv, order_id), label=f"{order_id} #{i}") for i in range(processes)]
+    running = [fleet.start(EMITIR_REEMBOLSO, _event(conv, order_id), label=f"{order_id} #{i}")
+               for i in range(processes)]
     answers = [r.join() for r in running]
     _record(tally, world, order_id, [conv], answers)
     return tally
