@@ -38,8 +38,8 @@ PORTUGUESE = frozenset("""
     chaves cliente clientes codigo comando conciliacao conta contagem conversa conversas cortada dados debito debitos
     decisao decisoes detalhe detalhes devolver disjuntor dono duplicada duplicados emitir encerramento entrada envio
     erro erros espera estado evento eventos execucao execucoes expira falha falhas ferramenta ferramentas figuras
-    grafico historico instancias interrompida janela justificativa limite linha linhas manter mensagem mensagens modelo modo
-    motivo motivos negar numero operador pagamento pedido pedidos pela pessoa plataforma prazo provedor rapido reais
+    grafico historico instancias interrompida janela justificativa limite linha linhas manter mensagem mensagens modelo
+    modo motivo motivos negar numero operador pagamento pedido pedidos pela pessoa plataforma prazo provedor rapido reais
     reembolso reembolsos registro relatorio repetida resposta respostas resultado resultados roteiro rodada saida
     semente tentativa tentativas teto texto textos tipo valor valores vezes
 """.split())
