@@ -35,13 +35,14 @@ NOT_CHECKED = ("scripts/bench.py", "scripts/perf/",  # perf-ledger's branch
 PORTUGUESE = frozenset("""
     acao agora alvo antigo aprovacao aprovacoes aprovado aprovador aprovar arquitetura arquivo assunto atendente
     atraso ate atualizar auditoria bloqueio bloqueios cadastro caminho canal cenario cenarios chamada chamadas chave
-    chaves cliente clientes codigo comando conciliacao conta contagem conversa conversas cortada dados debito debitos
-    decisao decisoes detalhe detalhes devolver disjuntor dono duplicada duplicados emitir encerramento entrada envio
-    erro erros espera estado evento eventos execucao execucoes expira falha falhas ferramenta ferramentas figuras
-    grafico historico instancias interrompida janela justificativa limite linha linhas manter mensagem mensagens modelo
-    modo motivo motivos negar numero operador pagamento pedido pedidos pela pessoa plataforma prazo provedor rapido reais
-    reembolso reembolsos registro relatorio repetida resposta respostas resultado resultados roteiro rodada saida
-    semente tentativa tentativas teto texto textos tipo valor valores vezes
+    chaves cliente clientes codigo comando conciliacao conta contagem conversa conversas cortada dados debito
+    debitos decisao decisoes detalhe detalhes devolver disjuntor dono duplicada duplicados emitir encerramento
+    entrada envio erro erros espera estado evento eventos execucao execucoes expira falha falhas ferramenta
+    ferramentas figuras grafico historico instancias interrompida janela justificativa limite linha linhas manter
+    mensagem mensagens modelo modo motivo motivos negar numero operador pagamento pedido pedidos pela pessoa
+    plataforma prazo provedor rapido reais reembolso reembolsos registro relatorio repetida resposta respostas
+    resultado resultados roteiro rodada saida semente tentativa tentativas teto texto textos tipo valor valores
+    vezes
 """.split())
 
 # Lab 87's external names (tool, Lambda and package names): an identifier spelling one is not Portuguese prose.
