@@ -114,7 +114,7 @@ def _defined_names(node: ast.AST) -> list[str]:
     if isinstance(node, ast.ExceptHandler) and node.name:
         return [node.name]
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
-        return [kw.value.value for kw in node.keywords if kw.arg == "dest" and isinstance(kw.value, ast.Constant)]
+        return [str(kw.value.value) for kw in node.keywords if kw.arg == "dest" and isinstance(kw.value, ast.Constant)]
     return []
 
 
