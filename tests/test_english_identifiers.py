@@ -57,9 +57,6 @@ ALLOWED: dict[str, frozenset[str]] = {
     # The harness's summary JSON (one object per conversation, dumped with asdict).
     "scripts/harness/records.py": frozenset({"conversaId", "pedidoId", "chamadasReembolso", "debitosReais",
                                              "interrompidaNoTeto", "cortadaPelaPlataforma", "encerramento"}),
-    # The local gateway's admin protocol (POST /_admin/falhas {"modo", "vezes", "atraso_s"}).
-    "scripts/local_stack/gateway_server.py": frozenset({"modo", "vezes", "atraso_s"}),
-    "scripts/local_stack/gateway_admin.py": frozenset({"modo", "vezes", "atraso_s"}),
     # The orchestrator's events (the channel's queue message, the resume and approval events).
     "orchestrator/events.py": frozenset({"conversaId", "clienteId", "mensagemId", "mensagem", "resposta", "motivo",
                                          "duplicada", "aprovacaoId", "acao"}),

@@ -91,7 +91,7 @@ def _retries(fleet: Fleet, world: World, order_id: str, a: str, b: str,
 def _die_at(fleet: Fleet, world: World, point: str, event: dict) -> Answer:
     if point != "during_gateway":
         return fleet.run(EMITIR_REEMBOLSO, event, kill_at=point, label=f"{event['pedidoId']} A morre")
-    world.gateway.inject(world.hold_fault(), atraso_s=world.timing.held_s)
+    world.gateway.inject(world.hold_fault(), delay_s=world.timing.held_s)
     running = fleet.start(EMITIR_REEMBOLSO, event, kill_at=point, label=f"{event['pedidoId']} A morre")
     if running.wait_for_seam(15):
         time.sleep(0.2)  # the POST is on the wire and the gateway is holding it
@@ -133,7 +133,7 @@ def in_flight_race(fleet: Fleet, world: World, variant: str, trials: int, reconc
         order_id = world.new_order(ORDER_VALUE)
         a, b = f"{order_id}-r{trial}-a", f"{order_id}-r{trial}-b"
         held_since = time.monotonic()
-        world.gateway.inject(world.hold_fault(), atraso_s=world.timing.held_s)
+        world.gateway.inject(world.hold_fault(), delay_s=world.timing.held_s)
         answers = [fleet.run(EMITIR_REEMBOLSO, _event(a, order_id), label=f"{order_id} A (POST expira)")]
         answers += _race_retry(fleet, variant, a, b, order_id)
         tally.seam_hits += any(x.killed and x.seam_reached for x in answers)
