@@ -32,6 +32,7 @@ CHECKED_FILES = ("orchestrator/texts.py", "orchestrator/human_reply.py", "orches
 NOT_CHECKED = ("scripts/bench.py", "scripts/perf/",  # perf-ledger's branch
                "functions/canal_whatsapp/outbox.py", "functions/canal_whatsapp/contacts.py")  # structure's branch
 
+# Words a name must not use. "reais" is absent on purpose: it is the currency's name in English too.
 PORTUGUESE = frozenset("""
     acao agora alvo antigo aprovacao aprovacoes aprovado aprovador aprovar arquitetura arquivo assunto atendente
     atraso ate atualizar auditoria bloqueio bloqueios cadastro caminho canal cenario cenarios chamada chamadas chave
@@ -40,7 +41,7 @@ PORTUGUESE = frozenset("""
     entrada envio erro erros espera estado evento eventos execucao execucoes expira falha falhas ferramenta
     ferramentas figuras grafico historico instancias interrompida janela justificativa limite linha linhas manter
     mensagem mensagens modelo modo motivo motivos negar numero operador pagamento pedido pedidos pela pessoa
-    plataforma prazo provedor rapido reais reembolso reembolsos registro relatorio repetida resposta respostas
+    plataforma prazo provedor rapido reembolso reembolsos registro relatorio repetida resposta respostas
     resultado resultados roteiro rodada saida semente tentativa tentativas teto texto textos tipo valor valores
     vezes
 """.split())
