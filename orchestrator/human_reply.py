@@ -90,8 +90,8 @@ class HumanReplyOutcome:
         return {"ok": True, "respostaId": self.resposta_id, "envio": self.envio, "repetida": self.repetida}
 
 
-def reply_id(conversa_id: str, customer_side_count: int, texto: str) -> str:
-    digest = hashlib.sha256(f"{conversa_id}\n{customer_side_count}\n{texto}".encode()).hexdigest()[:32]
+def reply_id(conversation_id: str, customer_side_count: int, text: str) -> str:
+    digest = hashlib.sha256(f"{conversation_id}\n{customer_side_count}\n{text}".encode()).hexdigest()[:32]
     return REPLY_ID_PREFIX + digest
 
 

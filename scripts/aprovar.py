@@ -40,16 +40,18 @@ console = Console()
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--alvo", choices=("local", "aws"), default="local")
+    p.add_argument("--alvo", dest="target", choices=("local", "aws"), default="local")
     sub = p.add_subparsers(dest="comando", required=True)
     sub.add_parser("listar", help="pedidos de aprovação pendentes (dados pessoais mascarados)")
     show = sub.add_parser("mostrar", help="um pedido de aprovação")
-    show.add_argument("aprovacao")
+    show.add_argument("approval_id", metavar="aprovacao")
     for name in ("aprovar", "negar"):
         cmd = sub.add_parser(name)
-        cmd.add_argument("aprovacao")
-        cmd.add_argument("--por", required=True, help="identidade de quem decide (deve estar em APROVADORES)")
-        cmd.add_argument("--motivo", required=True, help="justificativa (lida pelo modelo numa negação)")
+        cmd.add_argument("approval_id", metavar="aprovacao")
+        cmd.add_argument("--por", dest="decided_by", metavar="POR", required=True,
+                         help="identidade de quem decide (deve estar em APROVADORES)")
+        cmd.add_argument("--motivo", dest="reason", metavar="MOTIVO", required=True,
+                         help="justificativa (lida pelo modelo numa negação)")
     return p.parse_args(argv)
 
 
@@ -57,9 +59,9 @@ def event_for(args: argparse.Namespace) -> dict[str, Any]:
     if args.comando == "listar":
         return {"acao": "listar"}
     if args.comando == "mostrar":
-        return {"acao": "mostrar", "aprovacaoId": args.aprovacao}
-    return {"acao": "decidir", "aprovacaoId": args.aprovacao, "decisao": args.comando, "aprovador": args.por,
-            "justificativa": args.motivo}
+        return {"acao": "mostrar", "aprovacaoId": args.approval_id}
+    return {"acao": "decidir", "aprovacaoId": args.approval_id, "decisao": args.comando, "aprovador": args.decided_by,
+            "justificativa": args.reason}
 
 
 def local_environment(state: stack.StackState) -> dict[str, str]:
@@ -112,7 +114,7 @@ def show(answer: dict[str, Any], resumed: Resumed | None) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     event = event_for(args)
-    if args.alvo == "aws":
+    if args.target == "aws":
         return show(run_aws(event), None)
     answer, resumed = run_local(event)
     return show(answer, resumed)

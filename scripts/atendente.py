@@ -72,20 +72,20 @@ SEND_OUTCOMES = {
 }
 
 
-def reference(conversa_id: str) -> str:
-    return hashlib.sha256(conversa_id.encode()).hexdigest()[:12]
+def reference(conversation_id: str) -> str:
+    return hashlib.sha256(conversation_id.encode()).hexdigest()[:12]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--alvo", choices=("local", "aws"), default="local")
+    p.add_argument("--alvo", dest="target", choices=("local", "aws"), default="local")
     sub = p.add_subparsers(dest="comando", required=True)
     sub.add_parser("listar")
     for name in ("mostrar", "devolver"):
         sub.add_parser(name).add_argument("ref")
     reply = sub.add_parser("responder")
     reply.add_argument("ref")
-    reply.add_argument("--texto", required=True)
+    reply.add_argument("--texto", dest="text", metavar="TEXTO", required=True)
     return p.parse_args(argv)
 
 
@@ -122,22 +122,23 @@ def masked_history(messages: list[dict[str, Any]],
 
 
 def find(ledger: Ledger, ref: str) -> str:
-    for conversa_id, _ in ledger.waiting_for_a_person():
-        if reference(conversa_id) == ref:
-            return conversa_id
+    for conversation_id, _ in ledger.waiting_for_a_person():
+        if reference(conversation_id) == ref:
+            return conversation_id
     raise SystemExit(f"nenhuma conversa aguardando um atendente com a referência {ref}")
 
 
-def give_back(ledger: Ledger, conversa_id: str) -> None:
+def give_back(ledger: Ledger, conversation_id: str) -> None:
     """One write under the conversation's lease (a live turn makes this wait)."""
-    current = ledger.read_conversation(conversa_id)
+    current = ledger.read_conversation(conversation_id)
     assert current is not None
     try:
-        state = ledger.acquire_conversation(conversation_id=conversa_id, customer_id=current.customer_id, lease_s=LEASE_S)
+        state = ledger.acquire_conversation(conversation_id=conversation_id, customer_id=current.customer_id,
+                                            lease_s=LEASE_S)
     except ConversationBusy:
         raise SystemExit("a conversa está sendo processada agora; tente de novo em instantes") from None
     ledger.commit_conversation(state, messages=state.messages, status=ConversationStatus.ACTIVE)
-    ledger.append_audit(conversation_id=conversa_id, event="ATENDENTE_DEVOLVEU_AO_AGENTE", details={})
+    ledger.append_audit(conversation_id=conversation_id, event="ATENDENTE_DEVOLVEU_AO_AGENTE", details={})
 
 
 def send_reply_local(ledger: Ledger, event: dict[str, Any]) -> dict[str, Any]:
@@ -174,9 +175,9 @@ def send_reply_aws(event: dict[str, Any]) -> dict[str, Any]:
 
 def show_reply(answer: dict[str, Any]) -> int:
     if not answer.get("ok"):
-        erro = answer.get("erro") or {}
-        detail = erro.get("mensagem") or "; ".join(erro.get("detalhes") or [])
-        console.print(f"[red]recusada ({escape(str(erro.get('codigo')))}):[/] {escape(str(detail))}")
+        error = answer.get("erro") or {}
+        detail = error.get("mensagem") or "; ".join(error.get("detalhes") or [])
+        console.print(f"[red]recusada ({escape(str(error.get('codigo')))}):[/] {escape(str(detail))}")
         return 1
     code, sentence = SEND_OUTCOMES.get(answer["envio"], (2, f"estado do envio: {answer['envio']}"))
     if answer.get("repetida"):
@@ -187,33 +188,33 @@ def show_reply(answer: dict[str, Any]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    ledger = ledger_for(args.alvo)
+    ledger = ledger_for(args.target)
     if args.comando == "listar":
         table = Table(title="conversas aguardando um atendente")
         for col in ("ref", "conversa", "desde"):
             table.add_column(col)
-        for conversa_id, since in ledger.waiting_for_a_person():
-            table.add_row(reference(conversa_id), mask_identifier(conversa_id), since)
+        for conversation_id, since in ledger.waiting_for_a_person():
+            table.add_row(reference(conversation_id), mask_identifier(conversation_id), since)
         console.print(table)
         return 0
-    conversa_id = find(ledger, args.ref)
+    conversation_id = find(ledger, args.ref)
     if args.comando == "mostrar":
-        state = ledger.read_conversation(conversa_id)
+        state = ledger.read_conversation(conversation_id)
         outbox = Outbox(ledger)
 
         def person_reply_status(customer_side: int, text: str) -> str | None:
-            status = outbox.status(reply_id(conversa_id, customer_side, text))
+            status = outbox.status(reply_id(conversation_id, customer_side, text))
             return None if status is None else status.value
 
         for role, text in masked_history(state.messages if state else [], person_reply_status):
             console.print(f"[bold]{role}[/]: {escape(text)}", highlight=False)
         return 0
     if args.comando == "devolver":
-        give_back(ledger, conversa_id)
+        give_back(ledger, conversation_id)
         console.print("devolvida ao agente")
         return 0
-    event = {"conversaId": conversa_id, "texto": args.texto}
-    return show_reply(send_reply_aws(event) if args.alvo == "aws" else send_reply_local(ledger, event))
+    event = {"conversaId": conversation_id, "texto": args.text}
+    return show_reply(send_reply_aws(event) if args.target == "aws" else send_reply_local(ledger, event))
 
 
 if __name__ == "__main__":

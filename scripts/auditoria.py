@@ -35,9 +35,9 @@ from cadencia_shared.catalog import LEDGER_TABLE  # noqa: E402
 from scripts.operator_cli import conversation_argument, dynamodb_client  # noqa: E402
 
 
-def verify(chain: AuditChain, conversa_id: str | None) -> int:
+def verify(chain: AuditChain, conversation_id: str | None) -> int:
     # A chain whose records were all deleted has only its anchor left.
-    chains = [conversa_id] if conversa_id else sorted({*chain.chains(), *chain.anchored_chains()})
+    chains = [conversation_id] if conversation_id else sorted({*chain.chains(), *chain.anchored_chains()})
     broken = 0
     for name in chains:
         checked, problem = chain.verify(name)
@@ -56,14 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/auditoria", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser("verificar", help="verify the hash chains")
-    check.add_argument("--conversa")
+    check.add_argument("--conversa", dest="conversation", metavar="CONVERSA")
     check.add_argument("--local", action="store_true", help="the running local stack")
     args = parser.parse_args(argv)
-    conversa_id = conversation_argument(args.conversa)
+    conversation_id = conversation_argument(args.conversation)
     # The heads are anchored in the ledger table (LEDGER_TABLE; the local stack uses the default).
     chain = AuditChain(os.environ.get("AUDIT_TABLE", AUDIT_TABLE), dynamodb_client(args.local),
                        anchor_table=os.environ.get("LEDGER_TABLE", LEDGER_TABLE))
-    return verify(chain, conversa_id)
+    return verify(chain, conversation_id)
 
 
 if __name__ == "__main__":

@@ -45,19 +45,21 @@ def main(argv: list[str] | None = None) -> int:
     from scripts.reliability.run import FULL, QUICK, measure
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rapido", action="store_true", help="one trial per scenario (for the test suite)")
+    parser.add_argument("--rapido", dest="quick", action="store_true",
+                        help="one trial per scenario (for the test suite)")
     parser.add_argument("--json", type=Path, help="also write every figure as JSON to this file")
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
-    parser.add_argument("--manter", type=Path, help="keep every child's log and result in this directory")
+    parser.add_argument("--manter", dest="keep", metavar="MANTER", type=Path,
+                        help="keep every child's log and result in this directory")
     args = parser.parse_args(argv)
 
     say = _progress(time.monotonic())
     with tempfile.TemporaryDirectory(prefix="confiabilidade-") as scratch:
-        workdir = args.manter or Path(scratch)
+        workdir = args.keep or Path(scratch)
         # A private stack: never the developer's .local-stack, never another run's.
         os.environ["CADENCIA_LOCAL_STACK_DIR"] = str(Path(scratch) / "stack")
         run_reconciler, name, package = reconciler.discover()
-        figures = measure(QUICK if args.rapido else FULL, workdir, run_reconciler, name, package, say)
+        figures = measure(QUICK if args.quick else FULL, workdir, run_reconciler, name, package, say)
     table = report.markdown(figures)
     if args.json:
         args.json.write_text(json.dumps(figures.to_json(), indent=2, ensure_ascii=False))

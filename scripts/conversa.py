@@ -53,22 +53,24 @@ console = Console()
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--numero", choices=sorted(DEMO_NUMBERS), help="the customer's WhatsApp number (wa_id)")
-    p.add_argument("--modelo", default=None,
+    p.add_argument("--numero", dest="number", choices=sorted(DEMO_NUMBERS),
+                   help="the customer's WhatsApp number (wa_id)")
+    p.add_argument("--modelo", dest="model", metavar="MODELO", default=None,
                    help="'roteirizado' (the scripted model; default without ANTHROPIC_API_KEY) or a Claude model id")
-    p.add_argument("--espera", type=float, default=90, help="seconds to wait for each reply")
+    p.add_argument("--espera", dest="wait_s", metavar="ESPERA", type=float, default=90,
+                   help="seconds to wait for each reply")
     return p.parse_args(argv)
 
 
 def model_env(args: argparse.Namespace, exits: ExitStack) -> tuple[dict[str, str], str]:
-    use_claude = args.modelo not in (None, "roteirizado") or (args.modelo is None and os.environ.get("ANTHROPIC_API_KEY"))
+    use_claude = args.model not in (None, "roteirizado") or (args.model is None and os.environ.get("ANTHROPIC_API_KEY"))
     if use_claude:
         if not os.environ.get("ANTHROPIC_API_KEY"):
             raise SystemExit("a Claude model needs ANTHROPIC_API_KEY in the environment")
         env = {"MODEL_PROVIDER": "anthropic", "ANTHROPIC_API_KEY": os.environ["ANTHROPIC_API_KEY"]}
-        if args.modelo:
-            env["MODEL_ID"] = args.modelo
-        return env, f"Claude ({args.modelo or 'modelo padrão do orquestrador'})"
+        if args.model:
+            env["MODEL_ID"] = args.model
+        return env, f"Claude ({args.model or 'modelo padrão do orquestrador'})"
     server = exits.enter_context(ScriptedModelServer())
     server.activate(ChatPolicy())
     return ({"MODEL_PROVIDER": "anthropic", "ANTHROPIC_BASE_URL": server.base_url, "MODEL_ID": "cadencia-roteirizado",
@@ -165,9 +167,9 @@ def main(argv: list[str] | None = None) -> int:
             # Published: scripts/atendente.py (another terminal) sends a person's reply through it.
             channel = exits.enter_context(LocalChannel(state, model_env=env, consumers=1, publish=True))
         console.print(f"canal pronto: webhook {channel.ingress_url} · {label}")
-        number = args.numero or choose_number(None)
+        number = args.number or choose_number(None)
         console.print("Comandos: /numero, /imagem, /repetir, /aguardar, /sair")
-        chat(channel, number, args.espera)
+        chat(channel, number, args.wait_s)
     return 0
 
 

@@ -118,18 +118,18 @@ def measure(endpoint: str, instances: int, limit: int, *, ours: bool = False) ->
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="scripts/medir-disjuntor", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--instancias", default="1,2,4")
-    parser.add_argument("--limite", type=int, default=3)
+    parser.add_argument("--instancias", dest="instances", metavar="INSTANCIAS", default="1,2,4")
+    parser.add_argument("--limite", dest="threshold", metavar="LIMITE", type=int, default=3)
     args = parser.parse_args()
     console = Console()
     with stack_for_a_measurement() as state:
-        table = Table(title=f"Powertools circuit breaker, failure_threshold={args.limite}")
+        table = Table(title=f"Powertools circuit breaker, failure_threshold={args.threshold}")
         for col in ("instances (processes)", "failing calls through Powertools", "through orchestrator.breaker",
                     "bound for a fleet-wide counter (N + K - 1)"):
             table.add_column(col)
-        for k in (int(v) for v in args.instancias.split(",")):
-            table.add_row(str(k), str(measure(state.aws_endpoint, k, args.limite)),
-                          str(measure(state.aws_endpoint, k, args.limite, ours=True)), str(args.limite + k - 1))
+        for k in (int(v) for v in args.instances.split(",")):
+            table.add_row(str(k), str(measure(state.aws_endpoint, k, args.threshold)),
+                          str(measure(state.aws_endpoint, k, args.threshold, ours=True)), str(args.threshold + k - 1))
         console.print(table)
     return 0
 

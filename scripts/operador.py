@@ -28,11 +28,11 @@ from cadencia_shared.settings import LedgerSettings  # noqa: E402
 from scripts.operator_cli import conversation_argument, dynamodb_client  # noqa: E402
 
 
-def cancel(ledger: Ledger, conversa_id: str) -> int:
-    if not ledger.request_cancellation(conversa_id):
-        print(f"conversa {conversa_id}: não encontrada", file=sys.stderr)
+def cancel(ledger: Ledger, conversation_id: str) -> int:
+    if not ledger.request_cancellation(conversation_id):
+        print(f"conversa {conversation_id}: não encontrada", file=sys.stderr)
         return 2
-    print(f"conversa {conversa_id}: cancelamento registrado (o turno em andamento, ou o próximo, é interrompido)")
+    print(f"conversa {conversation_id}: cancelamento registrado (o turno em andamento, ou o próximo, é interrompido)")
     return 0
 
 
@@ -40,12 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/operador", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     cancelar = commands.add_parser("cancelar", help="stop the conversation's automatic turn")
-    cancelar.add_argument("--conversa", required=True)
+    cancelar.add_argument("--conversa", dest="conversation", metavar="CONVERSA", required=True)
     cancelar.add_argument("--local", action="store_true", help="the running local stack's ledger")
     args = parser.parse_args(argv)
-    conversa_id = conversation_argument(args.conversa)
+    conversation_id = conversation_argument(args.conversation)
     # LEDGER_TABLE wins (a test's private ledger on the same server), else the stack's name.
-    return cancel(Ledger(LedgerSettings.from_env().table_name, dynamodb_client(args.local)), conversa_id)
+    return cancel(Ledger(LedgerSettings.from_env().table_name, dynamodb_client(args.local)), conversation_id)
 
 
 if __name__ == "__main__":

@@ -62,13 +62,13 @@ def stack_for_a_measurement() -> Iterator[stack.StackState]:
 class _ConversationArgument(BaseModel):
     model_config = EDGE_CONFIG
 
-    conversaId: ConversationId | None = None
+    conversation_id: ConversationId | None = None
 
 
 def conversation_argument(raw: str | None) -> str | None:
     """``--conversa`` checked like every edge; exits 2 with a fixed message when refused."""
     try:
-        return _ConversationArgument(conversaId=raw).conversaId
+        return _ConversationArgument(conversation_id=raw).conversation_id
     except ValidationError:
         print("conversa: identificador inválido", file=sys.stderr)
         raise SystemExit(EXIT_INVALID_ARGUMENT) from None

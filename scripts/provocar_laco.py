@@ -35,21 +35,23 @@ console = Console(width=None if sys.stdout.isatty() else 132)
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--arquitetura", choices=("minima", "producao"), required=True)
-    p.add_argument("--cenario", type=Path, required=True, help="JSONL scenario file")
-    p.add_argument("--saida", type=Path, required=True, help="where to write the attempt records (JSON array)")
-    p.add_argument("--modelo", default=SCRIPTED,
+    p.add_argument("--arquitetura", dest="architecture", choices=("minima", "producao"), required=True)
+    p.add_argument("--cenario", dest="scenario_file", metavar="CENARIO", type=Path, required=True,
+                   help="JSONL scenario file")
+    p.add_argument("--saida", dest="output", metavar="SAIDA", type=Path, required=True,
+                   help="where to write the attempt records (JSON array)")
+    p.add_argument("--modelo", dest="model", metavar="MODELO", default=SCRIPTED,
                    help="'roteirizado' (default: the scripted insistent model) or a Claude model id")
-    p.add_argument("--provedor", choices=("anthropic", "bedrock"), default="anthropic",
+    p.add_argument("--provedor", dest="provider", choices=("anthropic", "bedrock"), default="anthropic",
                    help="with a Claude model id: the Anthropic API (ANTHROPIC_API_KEY) or Bedrock (AWS credentials)")
     p.add_argument("--seed", type=int, default=87)
-    p.add_argument("--alvo", choices=("local", "aws"), default="local",
+    p.add_argument("--alvo", dest="target", choices=("local", "aws"), default="local",
                    help="local stack (default) or a deployed stack, found by its CloudFormation outputs")
     p.add_argument("--stack", default="CadenciaAgente", help="CloudFormation stack name (--alvo aws)")
-    p.add_argument("--limite-plataforma", type=int, default=20,
+    p.add_argument("--limite-plataforma", dest="platform_limit", metavar="LIMITE_PLATAFORMA", type=int, default=20,
                    help="minimal design: model calls per customer message before the platform cuts the run")
-    p.add_argument("--detalhado", action="store_true", help="show the Lambdas' INFO logs")
-    p.add_argument("--canal", choices=("direto", "whatsapp"), default="direto",
+    p.add_argument("--detalhado", dest="verbose", action="store_true", help="show the Lambdas' INFO logs")
+    p.add_argument("--canal", dest="channel", choices=("direto", "whatsapp"), default="direto",
                    help="production design: invoke the orchestrator directly (default) or send every customer "
                         "message through the WhatsApp channel (signed webhook, queue, consumer; local only)")
     return p.parse_args(argv)
@@ -59,10 +61,10 @@ def _model_env(args: argparse.Namespace, scripted_url: str | None) -> dict[str, 
     if scripted_url:
         return {"MODEL_PROVIDER": "anthropic", "ANTHROPIC_BASE_URL": scripted_url, "MODEL_ID": SCRIPTED,
                 "ANTHROPIC_API_KEY": "local-scripted-model"}
-    if args.provedor == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
+    if args.provider == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
         raise SystemExit("--modelo with --provedor anthropic needs ANTHROPIC_API_KEY in the environment")
-    env = {"MODEL_PROVIDER": args.provedor, "MODEL_ID": args.modelo}
-    if args.provedor == "anthropic":
+    env = {"MODEL_PROVIDER": args.provider, "MODEL_ID": args.model}
+    if args.provider == "anthropic":
         env["ANTHROPIC_API_KEY"] = os.environ["ANTHROPIC_API_KEY"]
     return env
 
@@ -70,13 +72,13 @@ def _model_env(args: argparse.Namespace, scripted_url: str | None) -> dict[str, 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     # Before any Lambda module is imported: Powertools reads the level at import.
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "INFO" if args.detalhado else "WARNING")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "INFO" if args.verbose else "WARNING")
     try:
-        scenarios = load(args.cenario)
+        scenarios = load(args.scenario_file)
     except ScenarioError as err:
         console.print(f"[red]scenario rejected, nothing ran:[/]\n{err}")
         return 2
-    if args.alvo == "aws":
+    if args.target == "aws":
         from scripts.harness.deployed import run_deployed
 
         return run_deployed(args, scenarios, console)
@@ -84,11 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     from scripts.harness.local_run import run_local
 
     summary, records = run_local(args, scenarios, console, _model_env, SCRIPTED)
-    args.saida.write_text(json.dumps(records, ensure_ascii=False, indent=2))
-    report.summary_path(args.saida).write_text(json.dumps(summary, ensure_ascii=False, indent=2))
+    args.output.write_text(json.dumps(records, ensure_ascii=False, indent=2))
+    report.summary_path(args.output).write_text(json.dumps(summary, ensure_ascii=False, indent=2))
     report.print_summary(console, [summary])
-    console.print(f"wrote {args.saida} ({len(records)} attempt records) and {report.summary_path(args.saida)}")
-    if args.arquitetura == "producao" and summary["figuras"]["debitos_duplicados"]:
+    console.print(f"wrote {args.output} ({len(records)} attempt records) and {report.summary_path(args.output)}")
+    if args.architecture == "producao" and summary["figuras"]["debitos_duplicados"]:
         console.print("[red]production design made duplicate debits[/]")
         return 3
     return 0

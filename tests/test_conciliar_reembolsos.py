@@ -88,7 +88,7 @@ def test_in_flight_stays_unknown_and_held_and_a_refused_connection_frees_nothing
     _reserve(erp, key, "30.00")
     # The original request is still being processed at the gateway: 409 to the re-send.
     slow = PaymentGatewayClient(local_stack.gateway_url, 0.5)
-    gateway.inject("processamento_lento", atraso_s=3)
+    gateway.inject("processamento_lento", delay_s=3)
     with pytest.raises(Exception):
         slow.refund(idempotency_key=key, order_id=ORDER, amount=Decimal("30.00"), token=local_stack.gateway_token)
     assert _visit(reconcile_pass(local_stack), key).verdict is Verdict.UNKNOWN
@@ -193,7 +193,7 @@ def test_a_reconciler_killed_mid_send_leaves_the_claim_held_and_the_next_pass_se
 
     key = _claim(local_stack, status=ClaimStatus.UNKNOWN, valor="7.00")
     _reserve(erp, key, "7.00")
-    gateway.inject("processamento_lento", atraso_s=3)
+    gateway.inject("processamento_lento", delay_s=3)
     proc = _reconciler_process(local_stack)
     deadline = time.monotonic() + 60
     while gateway.stats()["reembolso"] < 1:  # its re-send is at the gateway

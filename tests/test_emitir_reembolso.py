@@ -181,7 +181,7 @@ def test_secret_unavailable_releases_the_claim(tools, gateway, mocked_aws):
 @pytest.mark.parametrize("fault", ["erro_500_apos_debito", "timeout_apos_debito"])
 def test_ambiguous_answer_after_the_debit_is_reconciled_not_redebited(tools, gateway, erp, fault):
     tools.overrides[EMITIR_REEMBOLSO.name] = {"GATEWAY_TIMEOUT_S": "1"}
-    gateway.inject(fault, atraso_s=2.5)
+    gateway.inject(fault, delay_s=2.5)
     event = _event()
     out = tools(EMITIR_REEMBOLSO, event)
     # The lookup by key finds the debit the ambiguous answer hid.
@@ -193,7 +193,7 @@ def test_ambiguous_answer_after_the_debit_is_reconciled_not_redebited(tools, gat
 
 
 def test_500_before_any_debit_leaves_an_unknown_claim_that_is_reconciled(tools, gateway, mocked_aws):
-    gateway.inject("erro_500", vezes=2)  # the POST and its immediate re-send both fail
+    gateway.inject("erro_500", times=2)  # the POST and its immediate re-send both fail
     event = _event()
     out = tools(EMITIR_REEMBOLSO, event)
     assert out["resultado"] == "resultado_desconhecido"
@@ -391,14 +391,14 @@ def test_an_unknown_outcome_in_one_conversation_holds_the_balance_for_others(too
     lookup failed too): its reservation keeps holding the amount, so conversation B
     cannot refund the same money again; A's retry reconciles and the ERP adds once."""
     tools.overrides[EMITIR_REEMBOLSO.name] = {"GATEWAY_TIMEOUT_S": "1"}
-    gateway.inject("timeout_apos_debito", atraso_s=2.5)
+    gateway.inject("timeout_apos_debito", delay_s=2.5)
     a, b = _event(valor=189.90), _event(valor=189.90)
     first = tools(EMITIR_REEMBOLSO, a)  # POST times out; the re-send right after gets the original
     assert first["resultado"] == "executado"  # (the timeout path reconciles immediately)
 
     # Now make A's outcome truly unknown: debit lost in a timeout AND the re-send failing.
     c = _event(pedidoId="4822", valor=59.00)
-    gateway.inject("timeout_apos_debito", atraso_s=2.5)
+    gateway.inject("timeout_apos_debito", delay_s=2.5)
     gateway.inject("erro_500")  # the immediate re-send fails too
     unknown = tools(EMITIR_REEMBOLSO, c)
     assert unknown["resultado"] == "resultado_desconhecido"

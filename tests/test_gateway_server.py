@@ -46,7 +46,7 @@ def test_lookup_by_key(client, gateway, local_stack):
 def test_injected_latency_is_applied(client, gateway, local_stack):
     import time
 
-    gateway.inject("latencia", atraso_s=0.6)
+    gateway.inject("latencia", delay_s=0.6)
     start = time.monotonic()
     client.refund(idempotency_key="k-5", order_id="1", amount=Decimal("1.00"), token=local_stack.gateway_token)
     assert time.monotonic() - start >= 0.6

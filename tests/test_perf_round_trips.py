@@ -128,7 +128,7 @@ def test_a_first_call_and_its_repeats_racing_from_separate_processes_debit_once(
     their own processes: they see the claim under a live lease (em_processamento) or
     settled (bloqueado_por_idempotencia) — never a second debit, never a false
     "already issued" before the debit exists."""
-    gateway.inject("latencia", atraso_s=2.0)
+    gateway.inject("latencia", delay_s=2.0)
     event = _event(valor=40.0)
     first = refund_process(local_stack, event, GATEWAY_TIMEOUT_S="10")
     deadline = time.monotonic() + 30
@@ -152,7 +152,7 @@ def test_a_repeat_after_the_first_call_was_sigkilled_mid_send_is_reconciled_not_
     send may have happened. A repeat under the live lease says em_processamento (from
     the claim); after the lease, the claim is not answerable from the claim alone and
     the repeat reconciles by re-sending the same request: one debit in all."""
-    gateway.inject("processamento_lento", atraso_s=1.0)
+    gateway.inject("processamento_lento", delay_s=1.0)
     event = _event(valor=30.0)
     first = refund_process(local_stack, event, **FAST)
     deadline = time.monotonic() + 30

@@ -68,7 +68,7 @@ def test_a_late_release_never_frees_the_reservation_of_a_retaken_key(local_stack
 
         def paused_release(**kwargs):
             # Paused after the ledger says "released": A's retry arrives now.
-            gateway.inject("processamento_lento", atraso_s=4.0)
+            gateway.inject("processamento_lento", delay_s=4.0)
             retry.append(refund_process(local_stack, _event(conv_a, float(ORDER_VALUE))))
             # Paused until the retry has reserved, committed and posted -- or for 10 s,
             # if it cannot get that far while this release is pending.

@@ -153,7 +153,7 @@ def assert_books_agree(local_stack, gateway, erp, convs: list[str]) -> None:
 
 def test_retry_with_another_amount_never_frees_an_in_flight_request(local_stack, gateway, erp):
     a, b = _conv("a"), _conv("b")
-    gateway.inject("processamento_lento", atraso_s=IN_FLIGHT_S)
+    gateway.inject("processamento_lento", delay_s=IN_FLIGHT_S)
     first = refund_here(local_stack, _event(a, 189.90))
     assert first["resultado"] == "resultado_desconhecido"
     retry = refund_here(local_stack, _event(a, 200.00))  # another amount: never sent, never frees A's
@@ -171,7 +171,7 @@ def test_retry_with_another_amount_never_frees_an_in_flight_request(local_stack,
 @pytest.mark.parametrize("killed", ["first_call", "retry"])
 def test_a_killed_process_leaves_the_amount_held_until_the_gateway_answers(local_stack, gateway, erp, killed):
     a, b = _conv("a"), _conv("b")
-    gateway.inject("processamento_lento", atraso_s=IN_FLIGHT_S)
+    gateway.inject("processamento_lento", delay_s=IN_FLIGHT_S)
     if killed == "first_call":  # A dies while its POST is in flight (no timeout of its own)
         kill_when_posted(refund_process(local_stack, _event(a, 189.90), GATEWAY_TIMEOUT_S="10"), gateway, 1)
     else:  # A's POST times out; its retry (another amount) dies mid-way
@@ -189,7 +189,7 @@ def test_a_killed_process_leaves_the_amount_held_until_the_gateway_answers(local
 
 def test_conversations_racing_for_the_order_while_a_request_is_in_flight(local_stack, gateway, erp):
     a = _conv("a")
-    gateway.inject("processamento_lento", atraso_s=IN_FLIGHT_S)
+    gateway.inject("processamento_lento", delay_s=IN_FLIGHT_S)
     assert refund_here(local_stack, _event(a, 189.90))["resultado"] == "resultado_desconhecido"
     racers = [_conv(f"r{i}") for i in range(4)]
     procs = [refund_process(local_stack, _event(a, 50.00))]  # A's retry, another amount

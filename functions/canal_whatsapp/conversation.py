@@ -23,6 +23,6 @@ from datetime import datetime, timedelta, timezone
 SAO_PAULO = timezone(timedelta(hours=-3), "America/Sao_Paulo")
 
 
-def conversation_id(cliente_id: int, message_timestamp: str) -> str:
+def conversation_id(customer_id: int, message_timestamp: str) -> str:
     day = datetime.fromtimestamp(int(message_timestamp), SAO_PAULO).strftime("%Y%m%d")
-    return f"wa-{cliente_id}-{day}"
+    return f"wa-{customer_id}-{day}"

@@ -116,9 +116,9 @@ class Sender:
         count(DeliveryMetric.SENT, {})
         return OutboxStatus.SENT
 
-    def _final(self, claim: SendClaim, status: OutboxStatus, detail: str | None, motivo: str) -> OutboxStatus:
+    def _final(self, claim: SendClaim, status: OutboxStatus, detail: str | None, reason: str) -> OutboxStatus:
         self.outbox.finish(claim, status, detail=detail)
-        count(DeliveryMetric.FAILED, {"Motivo": motivo})
+        count(DeliveryMetric.FAILED, {"Motivo": reason})
         if status is OutboxStatus.OUTSIDE_WINDOW:
             self.outbox.ledger.append_audit(conversation_id=claim.reply.conversa_id, event="RESPOSTA_FORA_DA_JANELA",
                                             details={"mensagemId": claim.key})

@@ -35,4 +35,4 @@ class ErpCustomerDirectory:
         except psycopg.OperationalError:
             conn.close()  # the next call reconnects (db.connection drops closed connections)
             raise
-        return {str(wa_id): int(cliente_id) for wa_id, cliente_id in rows}
+        return {str(wa_id): int(customer_id) for wa_id, customer_id in rows}

@@ -137,14 +137,14 @@ class Ingress:
         self.queue.send_all([_queue_item(m, phone, customers.get(m.from_)) for m, phone in wanted])
 
 
-def _queue_item(message: WebhookMessage, phone_number_id: str, cliente_id: int | None) -> QueueItem:
+def _queue_item(message: WebhookMessage, phone_number_id: str, customer_id: int | None) -> QueueItem:
     common = {"mensagemId": message.id, "waId": message.from_, "phoneNumberId": phone_number_id}
-    if cliente_id is None:
+    if customer_id is None:
         queued = QueuedMessage(tipo=QueuedKind.FIXED_REPLY, motivo=FixedReason.UNKNOWN_NUMBER, **common)
         group = "wa-desconhecido-" + hashlib.sha256(message.from_.encode()).hexdigest()[:40]
     else:
-        group = conversation_id(cliente_id, message.timestamp)
-        queued = _turn_or_fixed(message, group, cliente_id, common)
+        group = conversation_id(customer_id, message.timestamp)
+        queued = _turn_or_fixed(message, group, customer_id, common)
     # The wamid can be longer than SQS allows (128) and has characters it refuses: hash it.
     return QueueItem(queued, group_id=group, deduplication_id=hashlib.sha256(message.id.encode()).hexdigest())
 
@@ -161,21 +161,23 @@ _IGNORED_TYPES = frozenset({"reaction"})
 _CUSTOMER_MESSAGE: TypeAdapter[str] = TypeAdapter(CustomerMessage)
 
 
-def _turn_or_fixed(message: WebhookMessage, conversa: str, cliente_id: int, common: dict[str, str]) -> QueuedMessage:
+def _turn_or_fixed(message: WebhookMessage, conversation: str, customer_id: int,
+                   common: dict[str, str]) -> QueuedMessage:
     text = message.text.body.strip() if message.type == "text" and message.text else ""
     if not text:
-        return QueuedMessage(tipo=QueuedKind.FIXED_REPLY, motivo=FixedReason.UNSUPPORTED_TYPE, conversaId=conversa,
+        return QueuedMessage(tipo=QueuedKind.FIXED_REPLY, motivo=FixedReason.UNSUPPORTED_TYPE, conversaId=conversation,
                              **common)
     if len(text) > MAX_TURN_TEXT:
-        return QueuedMessage(tipo=QueuedKind.FIXED_REPLY, motivo=FixedReason.TOO_LONG, conversaId=conversa, **common)
+        return QueuedMessage(tipo=QueuedKind.FIXED_REPLY, motivo=FixedReason.TOO_LONG, conversaId=conversation,
+                             **common)
     try:
         _CUSTOMER_MESSAGE.validate_python(text)
     except ValidationError:  # a text the turn would refuse: answered now, never retried into the DLQ
-        return QueuedMessage(tipo=QueuedKind.FIXED_REPLY, motivo=FixedReason.INVALID_TEXT, conversaId=conversa,
+        return QueuedMessage(tipo=QueuedKind.FIXED_REPLY, motivo=FixedReason.INVALID_TEXT, conversaId=conversation,
                              **common)
-    return QueuedMessage(tipo=QueuedKind.TEXT, conversaId=conversa, clienteId=cliente_id, mensagem=text, **common)
+    return QueuedMessage(tipo=QueuedKind.TEXT, conversaId=conversation, clienteId=customer_id, mensagem=text, **common)
 
 
-def reject(status: int, motivo: str) -> HttpResponse:
-    count(ChannelMetric.REJECTED, {"Motivo": motivo})
+def reject(status: int, reason: str) -> HttpResponse:
+    count(ChannelMetric.REJECTED, {"Motivo": reason})
     return HttpResponse(status, "")

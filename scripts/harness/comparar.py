@@ -24,15 +24,17 @@ console = Console(width=None if sys.stdout.isatty() else 132)
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("resultados", nargs="+", type=Path, help="result files written by provocar_laco.py")
-    p.add_argument("--grafico", type=Path, help="PNG chart of refund calls and real debits per conversation")
+    p.add_argument("result_files", metavar="resultados", nargs="+", type=Path,
+                   help="result files written by provocar_laco.py")
+    p.add_argument("--grafico", dest="chart", metavar="GRAFICO", type=Path,
+                   help="PNG chart of refund calls and real debits per conversation")
     args = p.parse_args(argv)
-    summaries = [report.load_summary(path) for path in args.resultados]
+    summaries = [report.load_summary(path) for path in args.result_files]
     report.print_summary(console, summaries)
-    if args.grafico:
-        console.print(f"chart: {report.chart(summaries, args.grafico)}")
+    if args.chart:
+        console.print(f"chart: {report.chart(summaries, args.chart)}")
     failed = False
-    for path, s in zip(args.resultados, summaries, strict=True):
+    for path, s in zip(args.result_files, summaries, strict=True):
         f = s["figuras"]
         if s["arquitetura"] == "producao" and f["debitos_duplicados"]:
             console.print(f"[red]FAIL[/] production made {f['debitos_duplicados']} duplicate debit(s)")

@@ -37,10 +37,10 @@ def run_deployed(args: argparse.Namespace, scenarios: list[Scenario], console: C
     import boto3
     from botocore.config import Config
 
-    if args.arquitetura != "producao":
+    if args.architecture != "producao":
         console.print("[red]--alvo aws runs the production design only: the minimal design is never deployed[/]")
         return 2
-    if args.modelo != "roteirizado":
+    if args.model != "roteirizado":
         console.print("[red]--alvo aws uses the model the stack was deployed with; do not pass --modelo[/]")
         return 2
     outputs = stack_outputs(boto3.client("cloudformation"), args.stack)
@@ -74,7 +74,7 @@ def run_deployed(args: argparse.Namespace, scenarios: list[Scenario], console: C
         debits = []
     summary = summarize("producao", "implantado", records, debits, endings, scenarios, set()).to_json()
     summary["debitos_contados_no_gateway"] = bool(admin_url)
-    args.saida.write_text(json.dumps(records, ensure_ascii=False, indent=2))
-    report.summary_path(args.saida).write_text(json.dumps(summary, ensure_ascii=False, indent=2))
+    args.output.write_text(json.dumps(records, ensure_ascii=False, indent=2))
+    report.summary_path(args.output).write_text(json.dumps(summary, ensure_ascii=False, indent=2))
     report.print_summary(console, [summary])
     return 3 if admin_url and summary["figuras"]["debitos_duplicados"] else 0

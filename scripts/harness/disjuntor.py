@@ -92,12 +92,13 @@ def _table(fig: dict[str, Any]) -> Table:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--cenario", type=Path, default=SCENARIO)
-    p.add_argument("--saida", type=Path, default=Path("resultados/resultado-disjuntor.json"))
-    p.add_argument("--falhas", type=int, default=5)
+    p.add_argument("--cenario", dest="scenario_file", metavar="CENARIO", type=Path, default=SCENARIO)
+    p.add_argument("--saida", dest="output", metavar="SAIDA", type=Path,
+                   default=Path("resultados/resultado-disjuntor.json"))
+    p.add_argument("--falhas", dest="failures", metavar="FALHAS", type=int, default=5)
     p.add_argument("--seed", type=int, default=87)
     args = p.parse_args(argv)
-    scenarios = load(args.cenario)
+    scenarios = load(args.scenario_file)
     state = stack.load()
     if state is None:
         console.print("local stack: down (prova.sh starts it; or scripts/local-stack up)")
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         server = exit_stack.enter_context(ScriptedModelServer())
         emf = exit_stack.enter_context(capture_emf(state.metrics_file))
         env = {"MODEL_PROVIDER": "anthropic", "ANTHROPIC_BASE_URL": server.base_url, "MODEL_ID": "roteirizado",
-               "ANTHROPIC_API_KEY": "local-scripted-model", "DISJUNTOR_FALHAS": str(args.falhas),
+               "ANTHROPIC_API_KEY": "local-scripted-model", "DISJUNTOR_FALHAS": str(args.failures),
                "DISJUNTOR_ESPERA_S": "3600"}
         runner = ProductionRunner(state, ledger, env, tool_env_overrides={TOOL: {"DB_HOST": None}})
         exit_stack.callback(runner.close)
@@ -121,15 +122,15 @@ def main(argv: list[str] | None = None) -> int:
                 server.activate(InsistentPolicy(sc, args.seed))
                 for index, text in enumerate(sc.mensagens):
                     endings[runner.turn(sc.conversaId, sc.clienteId, index, text).get("motivo", "")] += 1
-        figures = _figures(ledger, [sc.conversaId for sc in scenarios], endings, emf.totals(), args.falhas)
-    args.saida.parent.mkdir(parents=True, exist_ok=True)
-    args.saida.write_text(json.dumps(figures, ensure_ascii=False, indent=2))
+        figures = _figures(ledger, [sc.conversaId for sc in scenarios], endings, emf.totals(), args.failures)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(figures, ensure_ascii=False, indent=2))
     console.print(_table(figures))
-    if figures["chamadasQueChegaramAFerramenta"] > args.falhas:
+    if figures["chamadasQueChegaramAFerramenta"] > args.failures:
         console.print(f"[red]FAIL[/] {figures['chamadasQueChegaramAFerramenta']} calls reached a tool "
-                      f"whose circuit should have opened after {args.falhas}")
+                      f"whose circuit should have opened after {args.failures}")
         return 1
-    console.print(f"[green]the breaker stopped calling {TOOL} after {args.falhas} consecutive failures[/]")
+    console.print(f"[green]the breaker stopped calling {TOOL} after {args.failures} consecutive failures[/]")
     return 0
 
 

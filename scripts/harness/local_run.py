@@ -59,15 +59,15 @@ def run_local(args: argparse.Namespace, scenarios: list[Scenario], console: Cons
         reset_ledger(ddb, state.ledger_table)
         ledger = Ledger(state.ledger_table, ddb)
 
-        server = stack_exit.enter_context(ScriptedModelServer()) if args.modelo == scripted else None
+        server = stack_exit.enter_context(ScriptedModelServer()) if args.model == scripted else None
         env = model_env(args, server.base_url if server else None)
-        log_level = "INFO" if args.detalhado else "WARNING"
+        log_level = "INFO" if args.verbose else "WARNING"
         emf = stack_exit.enter_context(capture_emf(state.metrics_file))
         endings: dict[str, str] = {}
         as_scenario_debits: Callable[[list[dict[str, Any]]], list[dict[str, Any]]] = list
         total = sum(len(sc.mensagens) for sc in scenarios)
 
-        if args.arquitetura == "minima":
+        if args.architecture == "minima":
             sdk = _sdk(env)
             secrets = session_client("secretsmanager", state.aws_endpoint)
             agent = MinimalAgent(
@@ -75,7 +75,7 @@ def run_local(args: argparse.Namespace, scenarios: list[Scenario], console: Cons
                 gateway=PaymentGatewayClient(state.gateway_url, 5),
                 read_gateway_token=lambda: json.loads(
                     secrets.get_secret_value(SecretId=state.secret_name)["SecretString"])["token"],
-                erp_conninfo=state.postgres.admin_conninfo(), platform_limit=args.limite_plataforma,
+                erp_conninfo=state.postgres.admin_conninfo(), platform_limit=args.platform_limit,
             )
             with progress_bar(console) as bar:
                 task = bar.add_task("minimal design (Figure 1)", total=total)
@@ -88,7 +88,7 @@ def run_local(args: argparse.Namespace, scenarios: list[Scenario], console: Cons
                         bar.advance(task)
             records, cuts = agent.records, agent.platform_cuts
         else:
-            channel = getattr(args, "canal", "direto") == "whatsapp"
+            channel = getattr(args, "channel", "direto") == "whatsapp"
             if channel:
                 from .whatsapp_run import WhatsAppRunner
 
@@ -112,10 +112,10 @@ def run_local(args: argparse.Namespace, scenarios: list[Scenario], console: Cons
 
         debits = gateway.debits()
         debits = as_scenario_debits(debits)
-        summary = summarize(args.arquitetura, "roteirizado" if server else args.modelo, records, debits, endings,
+        summary = summarize(args.architecture, "roteirizado" if server else args.model, records, debits, endings,
                             scenarios, cuts).to_json()
         summary["metricas_emf"] = {f"{name} {dict(dims)}": value for (name, dims), value in emf.totals().items()}
-        if args.arquitetura == "producao":
+        if args.architecture == "producao":
             summary["controles"] = control_counts(emf.totals())
         summary["seed"] = args.seed
         return summary, records

@@ -46,7 +46,7 @@ class MinimalAgent:
     platform_cuts: set[str] = field(default_factory=set)
     _numbers: Counter[tuple[str, str, str]] = field(default_factory=Counter)
 
-    def turn(self, conversa_id: str, cliente_id: int, history: list[dict[str, Any]], text: str) -> tuple[str, str]:
+    def turn(self, conversation_id: str, customer_id: int, history: list[dict[str, Any]], text: str) -> tuple[str, str]:
         """One customer message; returns (reply, how it ended). ``history`` is extended in place."""
         history.append({"role": "user", "content": [{"type": "text", "text": text}]})
         for _ in range(self.platform_limit - 1):
@@ -56,37 +56,38 @@ class MinimalAgent:
             history.append({"role": "assistant", "content": content})
             if response.stop_reason != "tool_use":
                 return "\n".join(b.get("text", "") for b in content if b["type"] == "text"), "resposta"
-            results = [self._run(conversa_id, cliente_id, b) for b in content if b["type"] == "tool_use"]
+            results = [self._run(conversation_id, customer_id, b) for b in content if b["type"] == "tool_use"]
             history.append({"role": "user", "content": results})
         # The platform's own limit cut the run; the application never decided anything.
-        self.platform_cuts.add(conversa_id)
+        self.platform_cuts.add(conversation_id)
         return "", "cortada_pela_plataforma"
 
-    def _run(self, conversa_id: str, cliente_id: int, block: dict[str, Any]) -> dict[str, Any]:
+    def _run(self, conversation_id: str, customer_id: int, block: dict[str, Any]) -> dict[str, Any]:
         name, args = block["name"], block["input"]
-        pedido = str(args.get("pedidoId", ""))
-        self._numbers[(conversa_id, pedido, name)] += 1
-        resultado, detalhe, body = "executado", None, {"ok": True}
+        order_id = str(args.get("pedidoId", ""))
+        self._numbers[(conversation_id, order_id, name)] += 1
+        outcome, detail, body = "executado", None, {"ok": True}
         try:
             if name == "emitir_reembolso":
                 # A fresh key on every call: exactly the missing idempotency of Figure 1.
-                key = f"{conversa_id}#{pedido}#minima#{uuid.uuid4().hex[:12]}"
-                refund = self.gateway.refund(idempotency_key=key, order_id=pedido,
+                key = f"{conversation_id}#{order_id}#minima#{uuid.uuid4().hex[:12]}"
+                refund = self.gateway.refund(idempotency_key=key, order_id=order_id,
                                              amount=Decimal(str(args["valor"])).quantize(Decimal("0.01")),
                                              token=self.read_gateway_token())
                 body = {"ok": True, "resultado": "executado", "transacao": refund.transaction_id}
             elif name == "consultar_status_pedido":
                 with psycopg.connect(self.erp_conninfo) as conn:
-                    row = conn.execute("SELECT status FROM pedidos WHERE id = %s", (pedido,)).fetchone()
+                    row = conn.execute("SELECT status FROM pedidos WHERE id = %s", (order_id,)).fetchone()
                 body = {"ok": True, "status": row[0] if row else None}
             elif name == "atualizar_cadastro":
                 body = {"ok": True, "resultado": "atualizado"}
         except Exception as err:  # the minimal design has no typed errors either
-            resultado, detalhe, body = "erro_da_ferramenta", type(err).__name__, {"ok": False, "erro": str(err)}
+            outcome, detail, body = "erro_da_ferramenta", type(err).__name__, {"ok": False, "erro": str(err)}
         self.records.append(record(
-            evento=ATTEMPT_EVENT, timestamp=_now(), arquitetura="minima", conversaId=conversa_id,
-            pedidoId=pedido or None, ferramenta=name, tentativaNumero=self._numbers[(conversa_id, pedido, name)],
-            resultado=resultado, chaveIdempotencia=None, detalhe=detalhe,
+            evento=ATTEMPT_EVENT, timestamp=_now(), arquitetura="minima", conversaId=conversation_id,
+            pedidoId=order_id or None, ferramenta=name,
+            tentativaNumero=self._numbers[(conversation_id, order_id, name)],
+            resultado=outcome, chaveIdempotencia=None, detalhe=detail,
         ))
         return {"type": "tool_result", "tool_use_id": block["id"], "content": json.dumps(body),
                 "is_error": not body["ok"]}

@@ -58,15 +58,16 @@ class ProductionRunner:
                     "POWERTOOLS_LOG_LEVEL": log_level}
         handler.reset()
 
-    def turn(self, conversa_id: str, cliente_id: int, index: int, text: str) -> dict[str, Any]:
-        event = {"conversaId": conversa_id, "clienteId": cliente_id, "mensagemId": f"{conversa_id}.m{index + 1}",
+    def turn(self, conversation_id: str, customer_id: int, index: int, text: str) -> dict[str, Any]:
+        event = {"conversaId": conversation_id, "clienteId": customer_id,
+                 "mensagemId": f"{conversation_id}.m{index + 1}",
                  "mensagem": text}
         with function_environment(self.env):
             return handler.lambda_handler(event, LocalContext("cadencia-orquestrador", timeout_s=90))
 
-    def records(self, conversa_id: str) -> list[dict[str, Any]]:
+    def records(self, conversation_id: str) -> list[dict[str, Any]]:
         out = []
-        for item in self.ledger.history(conversa_id, item_type=ItemType.ATTEMPT):
+        for item in self.ledger.history(conversation_id, item_type=ItemType.ATTEMPT):
             out.append(record(
                 evento=item["evento"], timestamp=item["timestamp"], arquitetura="producao",
                 conversaId=item["conversaId"], pedidoId=item.get("pedidoId"), ferramenta=item["ferramenta"],

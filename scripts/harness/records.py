@@ -38,44 +38,44 @@ class ConversationOutcome:
 
 @dataclass
 class Summary:
-    arquitetura: str
-    modelo: str
-    conversas: list[ConversationOutcome] = field(default_factory=list)
-    bloqueios: dict[str, int] = field(default_factory=dict)
+    architecture: str
+    model: str
+    conversations: list[ConversationOutcome] = field(default_factory=list)
+    blocks: dict[str, int] = field(default_factory=dict)
 
     @property
     def calls(self) -> list[int]:
-        return [c.chamadasReembolso for c in self.conversas]
+        return [c.chamadasReembolso for c in self.conversations]
 
     def figures(self) -> dict[str, Any]:
         calls = self.calls or [0]
-        debits = sum(c.debitosReais for c in self.conversas)
+        debits = sum(c.debitosReais for c in self.conversations)
         return {
-            "conversas": len(self.conversas),
+            "conversas": len(self.conversations),
             "media_chamadas_reembolso": round(statistics.mean(calls), 2),
             "pior_caso_chamadas_reembolso": max(calls),
             "debitos_reais": debits,
-            "debitos_reais_por_conversa": round(debits / max(len(self.conversas), 1), 2),
-            "debitos_duplicados": sum(max(0, c.debitosReais - 1) for c in self.conversas),
-            "interrompidas_no_teto": sum(c.interrompidaNoTeto for c in self.conversas),
-            "cortadas_pela_plataforma": sum(c.cortadaPelaPlataforma for c in self.conversas),
-            "bloqueios": dict(self.bloqueios),
+            "debitos_reais_por_conversa": round(debits / max(len(self.conversations), 1), 2),
+            "debitos_duplicados": sum(max(0, c.debitosReais - 1) for c in self.conversations),
+            "interrompidas_no_teto": sum(c.interrompidaNoTeto for c in self.conversations),
+            "cortadas_pela_plataforma": sum(c.cortadaPelaPlataforma for c in self.conversations),
+            "bloqueios": dict(self.blocks),
         }
 
     def to_json(self) -> dict[str, Any]:
-        return {"arquitetura": self.arquitetura, "modelo": self.modelo, "figuras": self.figures(),
-                "conversas": [asdict(c) for c in self.conversas]}
+        return {"arquitetura": self.architecture, "modelo": self.model, "figuras": self.figures(),
+                "conversas": [asdict(c) for c in self.conversations]}
 
 
-def summarize(arquitetura: str, modelo: str, records: list[dict[str, Any]], debits: list[dict[str, Any]],
+def summarize(architecture: str, model: str, records: list[dict[str, Any]], debits: list[dict[str, Any]],
               endings: dict[str, str], scenarios: list[Any], platform_cuts: set[str]) -> Summary:
     """Join the attempt records with the debits the gateway really made."""
     by_conversation_debits = Counter(d["idempotencyKey"].split("#", 1)[0] for d in debits)
-    summary = Summary(arquitetura=arquitetura, modelo=modelo)
+    summary = Summary(architecture=architecture, model=model)
     blocks: Counter[str] = Counter()
     for sc in scenarios:
         mine = [r for r in records if r["conversaId"] == sc.conversaId and r["ferramenta"] == REFUND_TOOL]
-        summary.conversas.append(ConversationOutcome(
+        summary.conversations.append(ConversationOutcome(
             conversaId=sc.conversaId,
             pedidoId=sc.pedidoId,
             chamadasReembolso=len(mine),
@@ -85,7 +85,7 @@ def summarize(arquitetura: str, modelo: str, records: list[dict[str, Any]], debi
             encerramento=endings.get(sc.conversaId, ""),
         ))
         blocks.update(r["resultado"] for r in mine if r["resultado"] != "executado")
-    summary.bloqueios = dict(sorted(blocks.items()))
+    summary.blocks = dict(sorted(blocks.items()))
     return summary
 
 

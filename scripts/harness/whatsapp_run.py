@@ -28,8 +28,8 @@ _FIRST_DAY = datetime(2026, 1, 5, 10, 0, tzinfo=timezone(timedelta(hours=-3)))
 REPLY_TIMEOUT_S = 180
 
 
-def wa_id_of(cliente_id: int) -> str:
-    return f"55{cliente_id:011d}"[-13:]
+def wa_id_of(customer_id: int) -> str:
+    return f"55{customer_id:011d}"[-13:]
 
 
 class WhatsAppRunner:
@@ -47,23 +47,23 @@ class WhatsAppRunner:
                              "ON CONFLICT (wa_id) DO UPDATE SET cliente_id = EXCLUDED.cliente_id",
                              (wa_id_of(sc.clienteId), sc.clienteId))
 
-    def _ts(self, conversa_id: str, index: int) -> int:
-        return int((_FIRST_DAY + timedelta(days=self.day[conversa_id], minutes=index)).timestamp())
+    def _ts(self, conversation_id: str, index: int) -> int:
+        return int((_FIRST_DAY + timedelta(days=self.day[conversation_id], minutes=index)).timestamp())
 
-    def turn(self, conversa_id: str, cliente_id: int, index: int, text: str) -> dict[str, Any]:
-        number = wa_id_of(cliente_id)
+    def turn(self, conversation_id: str, customer_id: int, index: int, text: str) -> dict[str, Any]:
+        number = wa_id_of(customer_id)
         seen = len(self.channel.api.sent_to(number))
         status = self.channel.webhook.post(notification([text_message(number, text,
-                                                                       timestamp=self._ts(conversa_id, index))]))
+                                                                       timestamp=self._ts(conversation_id, index))]))
         if status != 200:
             raise RuntimeError(f"the webhook answered {status}")
         if len(self.channel.wait_for_replies(number, seen + 1, REPLY_TIMEOUT_S)) <= seen:
             raise RuntimeError(f"no reply within {REPLY_TIMEOUT_S} s (logs: {self.channel.dir})")
-        state = self.ledger.read_conversation(self.channel_ids[conversa_id])
+        state = self.ledger.read_conversation(self.channel_ids[conversation_id])
         return {"motivo": "aguardando_humano" if state and state.status.value == "aguardando_humano" else "resposta"}
 
-    def records(self, conversa_id: str) -> list[dict[str, Any]]:
-        return [{**r, "conversaId": conversa_id} for r in self._records.records(self.channel_ids[conversa_id])]
+    def records(self, conversation_id: str) -> list[dict[str, Any]]:
+        return [{**r, "conversaId": conversation_id} for r in self._records.records(self.channel_ids[conversation_id])]
 
     def scenario_debits(self, debits: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The gateway's debits with the channel's conversation ids put back to the scenario's."""

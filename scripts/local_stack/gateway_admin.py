@@ -31,8 +31,8 @@ class GatewayAdmin:
     def reset(self) -> None:
         self._call("POST", "/_admin/reset", {})
 
-    def inject(self, modo: str, *, vezes: int = 1, atraso_s: float = 0.0) -> None:
-        self._call("POST", "/_admin/falhas", {"modo": modo, "vezes": vezes, "atraso_s": atraso_s})
+    def inject(self, mode: str, *, times: int = 1, delay_s: float = 0.0) -> None:
+        self._call("POST", "/_admin/falhas", {"modo": mode, "vezes": times, "atraso_s": delay_s})
 
     def debits_for(self, prefix: str) -> list[dict[str, Any]]:
         return [d for d in self.debits() if d["idempotencyKey"].startswith(prefix)]

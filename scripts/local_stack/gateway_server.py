@@ -50,9 +50,9 @@ LOOKUP_FAULTS = {"consulta_erro_500"}
 
 @dataclass
 class Fault:
-    modo: str
-    vezes: int = 1
-    atraso_s: float = 0.0
+    mode: str
+    times: int = 1
+    delay_s: float = 0.0
 
 
 @dataclass
@@ -70,11 +70,11 @@ class GatewayState:
         """The next injected fault for this kind of call (refunds and lookups queue apart)."""
         with self.lock:
             for index, fault in enumerate(self.faults):
-                if (fault.modo in LOOKUP_FAULTS) == lookup:
-                    fault.vezes -= 1
-                    if fault.vezes <= 0:
+                if (fault.mode in LOOKUP_FAULTS) == lookup:
+                    fault.times -= 1
+                    if fault.times <= 0:
                         self.faults.pop(index)
-                    return Fault(fault.modo, 1, fault.atraso_s)
+                    return Fault(fault.mode, 1, fault.delay_s)
             return None
 
     def record_debit(self, refund: dict[str, Any]) -> None:
@@ -204,9 +204,9 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(request, _Answer):
             return request
         fault = self.state.next_fault()
-        mode = fault.modo if fault else None
+        mode = fault.mode if fault else None
         if mode == "latencia":
-            time.sleep(fault.atraso_s)
+            time.sleep(fault.delay_s)
         if mode == "erro_500":
             return _Answer(500, {"erro": "falha_interna"})
         replayed = self._replay_or_take_the_key(request)
@@ -216,7 +216,7 @@ class _Handler(BaseHTTPRequestHandler):
         if mode == "erro_500_apos_debito":
             return _Answer(500, {"erro": "falha_interna"})
         if mode == "timeout_apos_debito":
-            time.sleep(fault.atraso_s or 10)
+            time.sleep(fault.delay_s or 10)
         return _Answer(402 if refund["status"] == "recusado" else 201, refund)
 
     def _refund_request(self) -> _RefundRequest | _Answer:
@@ -253,11 +253,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _process(self, request: _RefundRequest, fault: Fault | None) -> dict[str, Any]:
         """Decide and store the refund (a real debit unless declined); frees the key."""
         try:
-            if fault and fault.modo == "processamento_lento":
-                time.sleep(fault.atraso_s)  # the key stays in flight: a POST meanwhile gets 409
+            if fault and fault.mode == "processamento_lento":
+                time.sleep(fault.delay_s)  # the key stays in flight: a POST meanwhile gets 409
             refund = {
                 "id": "rb_" + secrets.token_hex(8),
-                "status": "recusado" if fault and fault.modo == "recusar" else "aprovado",
+                "status": "recusado" if fault and fault.mode == "recusar" else "aprovado",
                 "pedidoId": request.order_id,
                 "valor": str(request.amount),
                 "moeda": "BRL",

@@ -76,7 +76,7 @@ def _describe(result: dict[str, Any]) -> str:
         payload = json.loads(raw or "{}")
     except ValueError:
         payload = {}
-    dados = payload.get("dados") or {}
-    if payload.get("ok") and dados.get("status"):
-        return f"Seu pedido {dados.get('pedidoId', '')} está com status: {dados['status']}."
+    data = payload.get("dados") or {}
+    if payload.get("ok") and data.get("status"):
+        return f"Seu pedido {data.get('pedidoId', '')} está com status: {data['status']}."
     return "Não encontrei esse pedido no seu cadastro. Pode conferir o número?"

@@ -85,10 +85,10 @@ NEW_PROFILE = {"endereco": "Rua Nova da Confiabilidade, 870, Recife - PE", "tele
 
 
 def _hostile(fleet: Fleet, world: World, mode: Mode, progress: Progress) -> list[HostileRow]:
-    pedido = world.new_order(scenarios.ORDER_VALUE)
-    ident = {"conversaId": f"{pedido}-hostil", "clienteId": CUSTOMER}
-    bases = [(CONSULTAR_STATUS_PEDIDO, {**ident, "pedidoId": pedido}),
-             (EMITIR_REEMBOLSO, {**ident, "pedidoId": pedido, "valor": 10.0}),
+    order_id = world.new_order(scenarios.ORDER_VALUE)
+    ident = {"conversaId": f"{order_id}-hostil", "clienteId": CUSTOMER}
+    bases = [(CONSULTAR_STATUS_PEDIDO, {**ident, "pedidoId": order_id}),
+             (EMITIR_REEMBOLSO, {**ident, "pedidoId": order_id, "valor": 10.0}),
              (ATUALIZAR_CADASTRO, {**ident, "campos": NEW_PROFILE})]
     rows = []
     for tool, base in bases:

@@ -55,43 +55,43 @@ class Tally:
     notes: list[str] = field(default_factory=list)
 
 
-def _event(conv: str, pedido: str, valor: Decimal = ORDER_VALUE) -> dict:
-    return {"conversaId": conv, "clienteId": CUSTOMER, "pedidoId": pedido, "valor": float(valor)}
+def _event(conv: str, order_id: str, amount: Decimal = ORDER_VALUE) -> dict:
+    return {"conversaId": conv, "clienteId": CUSTOMER, "pedidoId": order_id, "valor": float(amount)}
 
 
-def _record(tally: Tally, world: World, pedido: str, convs: list[str], answers: list[Answer]) -> None:
-    book = world.book(pedido, convs)
+def _record(tally: Tally, world: World, order_id: str, convs: list[str], answers: list[Answer]) -> None:
+    book = world.book(order_id, convs)
     tally.trials += 1
     tally.debit_counts.append(len(book.gateway_debits))
     tally.totals.append(book.gateway_total)
-    tally.over_value += book.gateway_total > book.valor_pedido
+    tally.over_value += book.gateway_total > book.order_value
     tally.exactly_one += len(book.gateway_debits) == 1
     if book.consistent:
         tally.consistent += 1
     else:
-        tally.notes.append(f"{pedido}: ledger {book.ledger_total}, gateway {book.gateway_total}, "
+        tally.notes.append(f"{order_id}: ledger {book.ledger_total}, gateway {book.gateway_total}, "
                            f"ERP {book.erp_refunded}")
     judge_all(answers, book, tally.verdicts)
 
 
-def _retries(fleet: Fleet, world: World, pedido: str, a: str, b: str,
+def _retries(fleet: Fleet, world: World, order_id: str, a: str, b: str,
              reconciler: Reconciler | None) -> list[Answer]:
     """The retries AWS would make after a death, in the order they would come."""
-    answers = [fleet.run(EMITIR_REEMBOLSO, _event(a, pedido), label=f"{pedido} A de novo"),
-               fleet.run(EMITIR_REEMBOLSO, _event(b, pedido), label=f"{pedido} B, outra conversa")]
+    answers = [fleet.run(EMITIR_REEMBOLSO, _event(a, order_id), label=f"{order_id} A de novo"),
+               fleet.run(EMITIR_REEMBOLSO, _event(b, order_id), label=f"{order_id} B, outra conversa")]
     time.sleep(world.timing.lease_s + 0.3)
-    answers.append(fleet.run(EMITIR_REEMBOLSO, _event(a, pedido), label=f"{pedido} A após o lease"))
+    answers.append(fleet.run(EMITIR_REEMBOLSO, _event(a, order_id), label=f"{order_id} A após o lease"))
     if reconciler is not None:
         answers += reconciler(fleet, world)
-    answers += [fleet.run(EMITIR_REEMBOLSO, _event(a, pedido), label=f"{pedido} A no fim"),
-                fleet.run(EMITIR_REEMBOLSO, _event(b, pedido), label=f"{pedido} B no fim")]
+    answers += [fleet.run(EMITIR_REEMBOLSO, _event(a, order_id), label=f"{order_id} A no fim"),
+                fleet.run(EMITIR_REEMBOLSO, _event(b, order_id), label=f"{order_id} B no fim")]
     return answers
 
 
 def _die_at(fleet: Fleet, world: World, point: str, event: dict) -> Answer:
     if point != "during_gateway":
         return fleet.run(EMITIR_REEMBOLSO, event, kill_at=point, label=f"{event['pedidoId']} A morre")
-    world.gateway.inject(world.hold_fault(), atraso_s=world.timing.held_s)
+    world.gateway.inject(world.hold_fault(), delay_s=world.timing.held_s)
     running = fleet.start(EMITIR_REEMBOLSO, event, kill_at=point, label=f"{event['pedidoId']} A morre")
     if running.wait_for_seam(15):
         time.sleep(0.2)  # the POST is on the wire and the gateway is holding it
@@ -102,27 +102,27 @@ def _die_at(fleet: Fleet, world: World, point: str, event: dict) -> Answer:
 def crash_point(fleet: Fleet, world: World, point: str, trials: int, reconciler: Reconciler | None) -> Tally:
     tally = Tally(point, CRASH_POINTS[point])
     for trial in range(trials):
-        pedido = world.new_order(ORDER_VALUE)
-        a, b = f"{pedido}-t{trial}-a", f"{pedido}-t{trial}-b"
-        first = _die_at(fleet, world, point, _event(a, pedido))
+        order_id = world.new_order(ORDER_VALUE)
+        a, b = f"{order_id}-t{trial}-a", f"{order_id}-t{trial}-b"
+        first = _die_at(fleet, world, point, _event(a, order_id))
         tally.seam_hits += first.seam_reached and first.killed
-        answers = [first] + _retries(fleet, world, pedido, a, b, reconciler)
+        answers = [first] + _retries(fleet, world, order_id, a, b, reconciler)
         if point == "during_gateway":
             time.sleep(world.timing.held_s)  # what the gateway still held has landed by now
-        _record(tally, world, pedido, [a, b], answers)
+        _record(tally, world, order_id, [a, b], answers)
     return tally
 
 
-def _race_retry(fleet: Fleet, variant: str, a: str, b: str, pedido: str) -> list[Answer]:
+def _race_retry(fleet: Fleet, variant: str, a: str, b: str, order_id: str) -> list[Answer]:
     if variant == "other_amount":
-        return [fleet.run(EMITIR_REEMBOLSO, _event(a, pedido, Decimal("150.00")), label=f"{pedido} A pede 150"),
-                fleet.run(EMITIR_REEMBOLSO, _event(b, pedido), label=f"{pedido} B")]
+        return [fleet.run(EMITIR_REEMBOLSO, _event(a, order_id, Decimal("150.00")), label=f"{order_id} A pede 150"),
+                fleet.run(EMITIR_REEMBOLSO, _event(b, order_id), label=f"{order_id} B")]
     if variant == "retry_killed":
-        dead = fleet.run(EMITIR_REEMBOLSO, _event(a, pedido), kill_at="retry_dies",
-                         label=f"{pedido} A de novo, morre")
-        return [dead, fleet.run(EMITIR_REEMBOLSO, _event(b, pedido), label=f"{pedido} B")]
-    both: list[Running] = [fleet.start(EMITIR_REEMBOLSO, _event(a, pedido), label=f"{pedido} A de novo"),
-                           fleet.start(EMITIR_REEMBOLSO, _event(b, pedido), label=f"{pedido} B")]
+        dead = fleet.run(EMITIR_REEMBOLSO, _event(a, order_id), kill_at="retry_dies",
+                         label=f"{order_id} A de novo, morre")
+        return [dead, fleet.run(EMITIR_REEMBOLSO, _event(b, order_id), label=f"{order_id} B")]
+    both: list[Running] = [fleet.start(EMITIR_REEMBOLSO, _event(a, order_id), label=f"{order_id} A de novo"),
+                           fleet.start(EMITIR_REEMBOLSO, _event(b, order_id), label=f"{order_id} B")]
     return [r.join() for r in both]
 
 
@@ -130,41 +130,42 @@ def in_flight_race(fleet: Fleet, world: World, variant: str, trials: int, reconc
     """A's POST times out while the gateway still holds it; then A retries, B asks too."""
     tally = Tally(variant, RACE_VARIANTS[variant])
     for trial in range(trials):
-        pedido = world.new_order(ORDER_VALUE)
-        a, b = f"{pedido}-r{trial}-a", f"{pedido}-r{trial}-b"
+        order_id = world.new_order(ORDER_VALUE)
+        a, b = f"{order_id}-r{trial}-a", f"{order_id}-r{trial}-b"
         held_since = time.monotonic()
-        world.gateway.inject(world.hold_fault(), atraso_s=world.timing.held_s)
-        answers = [fleet.run(EMITIR_REEMBOLSO, _event(a, pedido), label=f"{pedido} A (POST expira)")]
-        answers += _race_retry(fleet, variant, a, b, pedido)
+        world.gateway.inject(world.hold_fault(), delay_s=world.timing.held_s)
+        answers = [fleet.run(EMITIR_REEMBOLSO, _event(a, order_id), label=f"{order_id} A (POST expira)")]
+        answers += _race_retry(fleet, variant, a, b, order_id)
         tally.seam_hits += any(x.killed and x.seam_reached for x in answers)
         time.sleep(max(0.0, held_since + world.timing.held_s + 0.5 - time.monotonic()))
         time.sleep(world.timing.lease_s + 0.3)
         if reconciler is not None:
             answers += reconciler(fleet, world)
-        answers += [fleet.run(EMITIR_REEMBOLSO, _event(a, pedido), label=f"{pedido} A no fim"),
-                    fleet.run(EMITIR_REEMBOLSO, _event(b, pedido), label=f"{pedido} B no fim")]
-        _record(tally, world, pedido, [a, b], answers)
+        answers += [fleet.run(EMITIR_REEMBOLSO, _event(a, order_id), label=f"{order_id} A no fim"),
+                    fleet.run(EMITIR_REEMBOLSO, _event(b, order_id), label=f"{order_id} B no fim")]
+        _record(tally, world, order_id, [a, b], answers)
     return tally
 
 
 def identical_storm(fleet: Fleet, world: World, processes: int) -> Tally:
     """N processes send the very same refund event at once: one debit."""
     tally = Tally("identical", f"{processes} identical refunds in separate processes")
-    pedido = world.new_order(ORDER_VALUE)
-    conv = f"{pedido}-mesmo"
-    running = [fleet.start(EMITIR_REEMBOLSO, _event(conv, pedido), label=f"{pedido} #{i}") for i in range(processes)]
+    order_id = world.new_order(ORDER_VALUE)
+    conv = f"{order_id}-mesmo"
+    running = [fleet.start(EMITIR_REEMBOLSO, _event(conv, order_id), label=f"{order_id} #{i}")
+               for i in range(processes)]
     answers = [r.join() for r in running]
-    _record(tally, world, pedido, [conv], answers)
+    _record(tally, world, order_id, [conv], answers)
     return tally
 
 
 def conversation_storm(fleet: Fleet, world: World, processes: int) -> Tally:
     """N conversations ask R$ 30.00 of one R$ 100.00 order at once: at most 3 debits."""
     tally = Tally("conversations", f"{processes} conversations on one R$ 100.00 order, R$ 30.00 each")
-    pedido = world.new_order(ORDER_VALUE)
-    convs = [f"{pedido}-c{i}" for i in range(processes)]
-    running = [fleet.start(EMITIR_REEMBOLSO, _event(c, pedido, Decimal("30.00")), label=f"{pedido} {c}")
+    order_id = world.new_order(ORDER_VALUE)
+    convs = [f"{order_id}-c{i}" for i in range(processes)]
+    running = [fleet.start(EMITIR_REEMBOLSO, _event(c, order_id, Decimal("30.00")), label=f"{order_id} {c}")
                for c in convs]
     answers = [r.join() for r in running]
-    _record(tally, world, pedido, convs, answers)
+    _record(tally, world, order_id, convs, answers)
     return tally

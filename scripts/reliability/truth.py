@@ -54,25 +54,25 @@ def judge(answer: Answer, book: OrderBook, verdicts: Verdicts) -> None:
         verdicts.add("sem_resposta", answer)
         return
     event = answer.event
-    chave = refund_idempotency_key(event["conversaId"], event["pedidoId"])
-    debited = book.debited_for(chave)
+    key = refund_idempotency_key(event["conversaId"], event["pedidoId"])
+    debited = book.debited_for(key)
     if response.get("ok"):
         _judge_success(answer, response, debited, verdicts)
     else:
-        _judge_refusal(answer, response, book, chave, verdicts)
+        _judge_refusal(answer, response, book, key, verdicts)
 
 
 def _judge_success(answer: Answer, response: dict, debited: list[dict], verdicts: Verdicts) -> None:
-    dados = response.get("dados") or {}
-    resultado = response.get("resultado")
-    original = dados.get("resultadoOriginal", resultado)
-    says_done = original == "executado" or any(s in str(dados.get("mensagem", "")) for s in SAYS_DONE)
+    data = response.get("dados") or {}
+    outcome = response.get("resultado")
+    original = data.get("resultadoOriginal", outcome)
+    says_done = original == "executado" or any(s in str(data.get("mensagem", "")) for s in SAYS_DONE)
     if says_done:
         amounts = {Decimal(d["valor"]) for d in debited}
         if not debited:
-            verdicts.add("falsa", answer, f"disse '{resultado}/{original}' sem débito no gateway")
-        elif Decimal(dados.get("valor", "0")) not in amounts:
-            verdicts.add("falsa", answer, f"disse R$ {dados.get('valor')}, o gateway debitou {sorted(amounts)}")
+            verdicts.add("falsa", answer, f"disse '{outcome}/{original}' sem débito no gateway")
+        elif Decimal(data.get("valor", "0")) not in amounts:
+            verdicts.add("falsa", answer, f"disse R$ {data.get('valor')}, o gateway debitou {sorted(amounts)}")
         else:
             verdicts.add("verdadeira", answer)
     elif original in ("recusado_pelo_gateway", "recusado"):
@@ -81,21 +81,21 @@ def _judge_success(answer: Answer, response: dict, debited: list[dict], verdicts
         verdicts.add("verdadeira", answer)
 
 
-def _judge_refusal(answer: Answer, response: dict, book: OrderBook, chave: str, verdicts: Verdicts) -> None:
-    codigo = (response.get("erro") or {}).get("codigo")
-    if codigo == "gateway_indisponivel":
-        verdicts.add("falsa" if book.debited_for(chave) else "verdadeira", answer,
+def _judge_refusal(answer: Answer, response: dict, book: OrderBook, key: str, verdicts: Verdicts) -> None:
+    code = (response.get("erro") or {}).get("codigo")
+    if code == "gateway_indisponivel":
+        verdicts.add("falsa" if book.debited_for(key) else "verdadeira", answer,
                      "disse 'nada foi debitado', mas o gateway debitou esta chave")
-    elif codigo == "valor_excede_saldo" and book.debited_for(chave):
+    elif code == "valor_excede_saldo" and book.debited_for(key):
         verdicts.add("falsa", answer, "recusou por saldo, mas o gateway debitou o pedido desta conversa")
-    elif codigo == "valor_excede_saldo":
+    elif code == "valor_excede_saldo":
         asked = Decimal(str(answer.event["valor"]))
-        others = sum((Decimal(d["valor"]) for d in book.gateway_debits if d["idempotencyKey"] != chave), Decimal(0))
-        if asked + others > book.valor_pedido:
+        others = sum((Decimal(d["valor"]) for d in book.gateway_debits if d["idempotencyKey"] != key), Decimal(0))
+        if asked + others > book.order_value:
             verdicts.add("verdadeira", answer)
         else:
             verdicts.add("reserva_pendente", answer)
-    elif codigo == "pedido_nao_encontrado":
+    elif code == "pedido_nao_encontrado":
         verdicts.add("falsa", answer, "disse que o pedido não existe")
     else:
         verdicts.add("verdadeira", answer)  # a typed refusal that claims nothing about money

@@ -37,8 +37,8 @@ class Timing:
 class OrderBook:
     """One order's money as each party records it."""
 
-    pedido_id: str
-    valor_pedido: Decimal
+    order_id: str
+    order_value: Decimal
     gateway_debits: list[dict[str, Any]]
     claims: list[RefundClaim]
     erp_refunded: Decimal
@@ -55,8 +55,8 @@ class OrderBook:
     def consistent(self) -> bool:
         return self.ledger_total == self.gateway_total == self.erp_refunded
 
-    def debited_for(self, chave: str) -> list[dict[str, Any]]:
-        return [d for d in self.gateway_debits if d["idempotencyKey"] == chave]
+    def debited_for(self, key: str) -> list[dict[str, Any]]:
+        return [d for d in self.gateway_debits if d["idempotencyKey"] == key]
 
 
 class World:
@@ -106,12 +106,12 @@ class World:
                 {"id": CUSTOMER, **CUSTOMER_PII},
             )
 
-    def new_order(self, valor: Decimal) -> str:
-        pedido = f"conf-{self.run_id}-{next(self._orders)}"
+    def new_order(self, amount: Decimal) -> str:
+        order_id = f"conf-{self.run_id}-{next(self._orders)}"
         with self._admin() as conn:
             conn.execute("INSERT INTO pedidos (id, cliente_id, status, valor_pedido) VALUES (%s, %s, 'entregue', %s)",
-                         (pedido, CUSTOMER, valor))
-        return pedido
+                         (order_id, CUSTOMER, amount))
+        return order_id
 
     def snapshot(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every row the tools may touch (to prove a run changed nothing)."""
@@ -122,14 +122,14 @@ class World:
             }
 
     # -- what each party says ------------------------------------------------------
-    def book(self, pedido: str, conversations: list[str]) -> OrderBook:
+    def book(self, order_id: str, conversations: list[str]) -> OrderBook:
         with self._admin() as conn:
-            valor_pedido, refunded = conn.execute(
-                "SELECT valor_pedido, valor_reembolsado FROM pedidos WHERE id = %s", (pedido,)).fetchone()
-        claims = [c for c in (self.ledger.get_claim(refund_idempotency_key(conv, pedido)) for conv in conversations)
+            order_value, refunded = conn.execute(
+                "SELECT valor_pedido, valor_reembolsado FROM pedidos WHERE id = %s", (order_id,)).fetchone()
+        claims = [c for c in (self.ledger.get_claim(refund_idempotency_key(conv, order_id)) for conv in conversations)
                   if c is not None]
-        debits = [d for d in self.gateway.debits() if d["pedidoId"] == pedido]
-        return OrderBook(pedido, valor_pedido, debits, claims, refunded)
+        debits = [d for d in self.gateway.debits() if d["pedidoId"] == order_id]
+        return OrderBook(order_id, order_value, debits, claims, refunded)
 
     def debit_count(self) -> int:
         return len(self.gateway.debits())
