@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cadencia_shared.audit_chain import ANCHOR_PREFIX
 from cadencia_shared.catalog import (
     DATABASE_NAME,
     DECISION_FUNCTION_NAME,
@@ -86,14 +87,34 @@ def bedrock_model_arns(config: StackConfig) -> tuple[str, ...]:
     return tuple(arns)
 
 
+LEADING_KEYS = "dynamodb:LeadingKeys"
+LEADING_KEYS_CONDITION = "ForAllValues:StringLike"  # the one condition the contract can express
+
+
+def scoped(resource: str, leading_keys: tuple[str, ...]) -> str:
+    """How a resource narrowed to some partition keys is written (in the contract,
+    the access matrix and what ``policy_check`` reads from the template)."""
+    if not leading_keys:
+        return resource
+    return f"{resource} where {LEADING_KEYS} like {' | '.join(sorted(leading_keys))}"
+
+
+def unscoped(resource: str) -> str:
+    """The ARN of a (possibly scoped) resource."""
+    return resource.split(f" where {LEADING_KEYS} ", 1)[0]
+
+
 @dataclass(frozen=True)
 class Grant:
     actions: tuple[str, ...]
     resources: tuple[str, ...]
     why: str
+    # Set: only items whose partition key matches one of these patterns
+    # (``Condition: {ForAllValues:StringLike: {dynamodb:LeadingKeys: [...]}}``).
+    leading_keys: tuple[str, ...] = ()
 
     def pairs(self) -> set[tuple[str, str]]:
-        return {(a, r) for a in self.actions for r in self.resources}
+        return {(a, scoped(r, self.leading_keys)) for a in self.actions for r in self.resources}
 
 
 @dataclass(frozen=True)
@@ -141,6 +162,23 @@ def _platform(log_group_id: str) -> tuple[Grant, ...]:
 
 
 LEDGER = att(Ids.LEDGER, "Arn")
+AUDIT_TABLE = att(Ids.AUDIT_TABLE, "Arn")
+
+
+def _audit_append(purpose: str) -> Grant:
+    """What appending to the audit hash chain needs on its table (``cadencia_shared.audit_chain``):
+    the conditional PutItem of the record and the Query of the chain's last link."""
+    return Grant(("dynamodb:PutItem", "dynamodb:Query"), (AUDIT_TABLE,),
+                 f"{purpose} on the audit hash chain (PutItem; Query reads its last link); never "
+                 "UpdateItem/DeleteItem")
+
+
+# The chain's head is anchored on ``auditoria-cabeca#{chain}`` ledger items (GetItem,
+# conditional UpdateItem). Roles that write the ledger anyway cover it with their own
+# ledger grant; a role with no other business there gets exactly those keys.
+AUDIT_ANCHOR_ONLY = Grant(("dynamodb:GetItem", "dynamodb:UpdateItem"), (LEDGER,),
+                          "anchor the audit chain's head (auditoria-cabeca#{conversa}); no other ledger item",
+                          leading_keys=(ANCHOR_PREFIX + "*",))
 
 
 @dataclass(frozen=True)
@@ -169,7 +207,8 @@ TOOL_ROLES: tuple[ToolRole, ...] = (
              )),
     ToolRole("atualizar_cadastro", "atualizar_cadastro", "cadencia-atualizar-cadastro",
              "cadencia-agente-cadastro-role", "cadencia_agente_cadastro", (
-                 Grant(("dynamodb:PutItem",), (LEDGER,), "append the audit record of a profile change"),
+                 _audit_append("append the profile change's record (field names only)"),
+                 AUDIT_ANCHOR_ONLY,
              )),
 )
 TOOL_FUNCTION_ARNS = tuple(att(Ids.function(t.package), "Arn") for t in TOOL_ROLES)
@@ -198,8 +237,7 @@ def orchestrator_role(config: StackConfig) -> RoleContract:
               "dead-letter queue of failed asynchronous invocations (a customer message is never dropped)"),
         Grant(("events:PutEvents",), (att(Ids.HANDOFF_BUS, "Arn"),),
               "publish hand-offs and approval requests (masked) on the stack's own bus only"),
-        Grant(("dynamodb:PutItem", "dynamodb:Query"), (att(Ids.AUDIT_TABLE, "Arn"),),
-              "append to the audit hash chain (read its last link); never UpdateItem/DeleteItem"),
+        _audit_append("append every decision of the loop's controls"),
     ]
     grants.append(_model_grant(config))
     return RoleContract(
@@ -246,8 +284,7 @@ def decision_role() -> RoleContract:
                   "read an approval, record one decision (conditional write on its status), append the audit record"),
             Grant(("lambda:InvokeFunction",), (att(Ids.ORCHESTRATOR_FUNCTION, "Arn"),),
                   "resume the conversation: the orchestrator runs the approved call (this role runs no tool)"),
-            Grant(("dynamodb:PutItem", "dynamodb:Query"), (att(Ids.AUDIT_TABLE, "Arn"),),
-                  "append decisions and refused decisions to the audit hash chain; never UpdateItem/DeleteItem"),
+            _audit_append("append decisions and refused decisions"),
         ) + _platform(Ids.DECISION_LOG_GROUP),
     )
 
@@ -293,8 +330,7 @@ def whatsapp_consumer_role(config: StackConfig) -> RoleContract:
                   (att(Ids.WHATSAPP_QUEUE, "Arn"),), "what the event source mapping needs to consume the queue"),
             Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_ACCESS_TOKEN),),
                   "the Cloud API access token, to send the reply"),
-            Grant(("dynamodb:PutItem", "dynamodb:Query"), (att(Ids.AUDIT_TABLE, "Arn"),),
-                  "append to the audit hash chain (read its last link); never UpdateItem/DeleteItem"),
+            _audit_append("append every decision of the loop's controls"),
             _model_grant(config),
         ) + _platform(Ids.WHATSAPP_CONSUMER_LOG_GROUP),
     )
@@ -313,8 +349,7 @@ def whatsapp_human_reply_role() -> RoleContract:
                   "conversation's WhatsApp address, the reply's outbox record"),
             Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_ACCESS_TOKEN),),
                   "the Cloud API access token, to send the reply (the person never holds it)"),
-            Grant(("dynamodb:PutItem", "dynamodb:Query"), (att(Ids.AUDIT_TABLE, "Arn"),),
-                  "append the reply to the audit hash chain (read its last link); never UpdateItem/DeleteItem"),
+            _audit_append("append the reply"),
         ) + _platform(Ids.WHATSAPP_HUMAN_REPLY_LOG_GROUP),
     )
 
