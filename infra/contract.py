@@ -18,7 +18,7 @@ The stack pins the logical ids named here (``Ids``) so they are stable.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from cadencia_shared.audit_chain import ANCHOR_PREFIX
 from cadencia_shared.catalog import (
@@ -32,6 +32,15 @@ from cadencia_shared.catalog import (
 from cadencia_shared.ledger import GSI_UNSETTLED
 
 from .config import StackConfig
+from .grants import (  # re-exported: the contract's vocabulary, used as `contract.Grant` etc.
+    LEADING_KEYS,
+    LEADING_KEYS_CONDITION,
+    Grant,
+    ManagedPolicy,
+    RoleContract,
+    scoped,
+    unscoped,
+)
 from .logical_ids import Ids, pascal  # re-exported: `from infra.contract import Ids` keeps working
 
 WILDCARD = "*"
@@ -87,47 +96,6 @@ def bedrock_model_arns(config: StackConfig) -> tuple[str, ...]:
     return tuple(arns)
 
 
-LEADING_KEYS = "dynamodb:LeadingKeys"
-LEADING_KEYS_CONDITION = "ForAllValues:StringLike"  # the one condition the contract can express
-
-
-def scoped(resource: str, leading_keys: tuple[str, ...]) -> str:
-    """How a resource narrowed to some partition keys is written (in the contract,
-    the access matrix and what ``policy_check`` reads from the template)."""
-    if not leading_keys:
-        return resource
-    return f"{resource} where {LEADING_KEYS} like {' | '.join(sorted(leading_keys))}"
-
-
-def unscoped(resource: str) -> str:
-    """The ARN of a (possibly scoped) resource."""
-    return resource.split(f" where {LEADING_KEYS} ", 1)[0]
-
-
-@dataclass(frozen=True)
-class Grant:
-    actions: tuple[str, ...]
-    resources: tuple[str, ...]
-    why: str
-    # Set: only items whose partition key matches one of these patterns
-    # (``Condition: {ForAllValues:StringLike: {dynamodb:LeadingKeys: [...]}}``).
-    leading_keys: tuple[str, ...] = ()
-
-    def pairs(self) -> set[tuple[str, str]]:
-        return {(a, scoped(r, self.leading_keys)) for a in self.actions for r in self.resources}
-
-
-@dataclass(frozen=True)
-class ManagedPolicy:
-    name: str  # as in the ARN after arn:aws:iam::aws:policy/
-    grants: tuple[str, ...]  # what AWS's document allows (for the README; AWS owns the text)
-    why: str
-
-    @property
-    def arn_suffix(self) -> str:
-        return f":iam::aws:policy/{self.name}"
-
-
 ENI_MANAGEMENT = ManagedPolicy(
     name="service-role/AWSLambdaENIManagementAccess",
     grants=("ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DeleteNetworkInterface",
@@ -136,22 +104,6 @@ ENI_MANAGEMENT = ManagedPolicy(
         "resource ARNs that the function could name in advance (Describe* accepts only \"*\"); this AWS policy "
         "holds exactly those five and no CloudWatch Logs wildcard (unlike AWSLambdaVPCAccessExecutionRole).",
 )
-
-
-@dataclass(frozen=True)
-class RoleContract:
-    logical_id: str
-    role_name: str | None
-    service: str  # the only principal allowed to assume it
-    purpose: str
-    grants: tuple[Grant, ...]
-    managed_policies: tuple[ManagedPolicy, ...] = field(default_factory=tuple)
-
-    def pairs(self) -> set[tuple[str, str]]:
-        out: set[tuple[str, str]] = set()
-        for grant in self.grants:
-            out |= grant.pairs()
-        return out
 
 
 def _platform(log_group_id: str) -> tuple[Grant, ...]:

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .contract import LEADING_KEYS, LEADING_KEYS_CONDITION, RoleContract, scoped
+from .grants import LEADING_KEYS, LEADING_KEYS_CONDITION, RoleContract, scoped
 
 
 class Unrenderable(ValueError):
