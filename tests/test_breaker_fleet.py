@@ -6,7 +6,9 @@ tables and the wall clock.
 - closed → open → half-open → closed across two orchestrator processes, the state
   changes on the audit chain and as EMF metrics, each exactly once;
 - the probe after the cooldown raced from six processes in lock-step, round after
-  round: exactly one call passes each round.
+  round: exactly one call passes each round;
+- an instance SIGKILLed between its failure's count and the trip: the next failure
+  from another process opens the circuit.
 """
 
 from __future__ import annotations
@@ -213,5 +215,66 @@ def test_the_probe_after_the_cooldown_raced_from_six_processes_lets_exactly_one_
         assert [racer.exitcode for racer in racers] == [0] * PROBE_RACERS
         assert list(passed) == [1] * PROBE_ROUNDS  # exactly one probe per round
         assert CircuitStore(Ledger(table, ddb)).read(TOOL).state is CircuitState.CLOSED
+    finally:
+        ddb.delete_table(TableName=table)
+
+
+def _fail_then_hang_before_the_trip(endpoint: str, table: str, ready) -> None:
+    """An orchestrator whose tool call failed: its ``ADD falhas`` lands, and it is
+    killed before the conditional trip (the write that opens the circuit)."""
+    from orchestrator.breaker import CircuitBreaker
+    from orchestrator.controls import CallOutcome
+    from orchestrator.invokers import Invocation, InvocationStatus
+    from tests.test_orchestrator_breaker import _ctx
+
+    breaker = CircuitBreaker(Ledger(table, session_client("dynamodb", endpoint)), failures=2, cooldown_s=30)
+
+    def hang(*_args) -> bool:
+        ready.set()
+        time.sleep(600)  # SIGKILLed here
+        return False
+
+    breaker.store.trip = hang
+    ctx = _ctx()
+    assert breaker.before(ctx) is None
+    breaker.after(ctx, CallOutcome(invocation=Invocation(InvocationStatus.FUNCTION_ERROR)))
+
+
+def test_an_instance_sigkilled_between_its_failure_and_the_trip_leaves_the_next_failure_to_open_it(local_stack):
+    """Two failures counted (N = 2), the second's writer SIGKILLed before its trip: the
+    circuit is still closed with ``falhas = 2``. The next failure, from another
+    process, opens it (its count is 3 ≥ N) — one call later than N, never lost."""
+    import os
+    import signal
+
+    from orchestrator.breaker import CircuitBreaker
+    from orchestrator.circuit_store import CircuitState, CircuitStore
+    from orchestrator.controls import CallOutcome
+    from orchestrator.invokers import Invocation, InvocationStatus
+    from tests.test_orchestrator_breaker import _ctx
+
+    ddb = session_client("dynamodb", local_stack.aws_endpoint)
+    table = f"disjuntor-morto-{uuid.uuid4().hex[:10]}"
+    ddb.create_table(**table_definition(table))
+    store = CircuitStore(Ledger(table, ddb))
+    try:
+        store.add_failure(TOOL)  # the first failure, from anyone
+        spawn = mp.get_context("spawn")
+        ready = spawn.Event()
+        victim = spawn.Process(target=_fail_then_hang_before_the_trip, args=(local_stack.aws_endpoint, table, ready))
+        victim.start()
+        assert ready.wait(120)
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.join(30)
+        assert victim.exitcode == -signal.SIGKILL
+        left = store.read(TOOL)
+        assert (left.state, left.failures) == (CircuitState.CLOSED, 2)
+
+        survivor = CircuitBreaker(Ledger(table, ddb), failures=2, cooldown_s=30, closed_cache_s=2)
+        ctx = _ctx()
+        assert survivor.before(ctx) is None  # closed: the call goes out
+        survivor.after(ctx, CallOutcome(invocation=Invocation(InvocationStatus.TIMEOUT)))
+        assert store.read(TOOL).state is CircuitState.OPEN
+        assert survivor.before(_ctx()) is not None
     finally:
         ddb.delete_table(TableName=table)
