@@ -14,6 +14,10 @@ tool would have done (it was not called). Each state change is audited
 (``DISJUNTOR_ABERTO`` / ``_MEIO_ABERTO`` / ``_FECHADO``) and counted
 (``TransicoesDoDisjuntor{Ferramenta,Estado}``, alarmed on ``aberto``); each
 refusal is counted (``RecusasPorDisjuntor{Ferramenta}``).
+
+Each instance keeps the state it read for a few seconds (``circuit_store.StateCache``,
+``DISJUNTOR_CACHE_S``): a healthy tool's call then costs no read, and after another
+instance opens the circuit this one sends at most one more failing call.
 """
 
 from __future__ import annotations

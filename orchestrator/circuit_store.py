@@ -162,8 +162,7 @@ class StateCache:
       the cache off). The cost: for that long after ANOTHER environment opened the
       circuit, this one still calls the tool. The breaker forgets the entry as soon as
       a call fails here, so against a tool that keeps failing each warm environment
-      sends at most one more call (the one that fails) — measured in
-      tests/test_orchestrator_breaker.py. A success inside the window also does not
+      sends at most one more call (the one that fails) — tests/test_breaker_cache.py. A success inside the window also does not
       reset failures other environments counted meanwhile (it read none), so the
       circuit may open early when failures and successes interleave across
       environments, never late.
@@ -180,14 +179,12 @@ class StateCache:
         self.closed_ttl_ms = closed_ttl_ms
         self.cooldown_ms = cooldown_ms
         self._kept: dict[str, tuple[CircuitRecord, int]] = {}
-        self.reads = 0  # GetItems actually sent (the benchmark and the tests count them)
 
     def read(self, tool: str) -> CircuitRecord:
         now = self.store.now_ms()
         kept = self._kept.get(tool)
         if kept is not None and now < kept[1]:
             return kept[0]
-        self.reads += 1
         record = self.store.read(tool)
         until = self._keep_until(record, now)
         if until > now:
