@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from .config import StackConfig
-from .contract import ARN_PREFIX, REGION_ACCOUNT, build, orchestrator_role
+from .contract import ARN_PREFIX, REGION_ACCOUNT, build, orchestrator_role, scoped
 
 
 def _cell(text: str) -> str:
@@ -41,7 +41,8 @@ def render_markdown() -> str:
         for grant in role.grants:
             for resource in grant.resources:
                 actions = "<br>".join(_code(a) for a in grant.actions)
-                lines.append(f"| {title if first else ''} | {actions} | {_code(resource)} | {_cell(grant.why)} |")
+                where = _code(scoped(resource, grant.leading_keys))
+                lines.append(f"| {title if first else ''} | {actions} | {where} | {_cell(grant.why)} |")
                 first = False
         for policy in role.managed_policies:
             granted = "<br>".join(_code(a) for a in policy.grants)

@@ -18,8 +18,9 @@ The stack pins the logical ids named here (``Ids``) so they are stable.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from cadencia_shared.audit_chain import ANCHOR_PREFIX
 from cadencia_shared.catalog import (
     DATABASE_NAME,
     DECISION_FUNCTION_NAME,
@@ -31,6 +32,15 @@ from cadencia_shared.catalog import (
 from cadencia_shared.ledger import GSI_UNSETTLED
 
 from .config import StackConfig
+from .grants import (  # re-exported: the contract's vocabulary, used as `contract.Grant` etc.
+    LEADING_KEYS,
+    LEADING_KEYS_CONDITION,
+    Grant,
+    ManagedPolicy,
+    RoleContract,
+    scoped,
+    unscoped,
+)
 from .logical_ids import Ids, pascal  # re-exported: `from infra.contract import Ids` keeps working
 
 WILDCARD = "*"
@@ -86,27 +96,6 @@ def bedrock_model_arns(config: StackConfig) -> tuple[str, ...]:
     return tuple(arns)
 
 
-@dataclass(frozen=True)
-class Grant:
-    actions: tuple[str, ...]
-    resources: tuple[str, ...]
-    why: str
-
-    def pairs(self) -> set[tuple[str, str]]:
-        return {(a, r) for a in self.actions for r in self.resources}
-
-
-@dataclass(frozen=True)
-class ManagedPolicy:
-    name: str  # as in the ARN after arn:aws:iam::aws:policy/
-    grants: tuple[str, ...]  # what AWS's document allows (for the README; AWS owns the text)
-    why: str
-
-    @property
-    def arn_suffix(self) -> str:
-        return f":iam::aws:policy/{self.name}"
-
-
 ENI_MANAGEMENT = ManagedPolicy(
     name="service-role/AWSLambdaENIManagementAccess",
     grants=("ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DeleteNetworkInterface",
@@ -117,22 +106,6 @@ ENI_MANAGEMENT = ManagedPolicy(
 )
 
 
-@dataclass(frozen=True)
-class RoleContract:
-    logical_id: str
-    role_name: str | None
-    service: str  # the only principal allowed to assume it
-    purpose: str
-    grants: tuple[Grant, ...]
-    managed_policies: tuple[ManagedPolicy, ...] = field(default_factory=tuple)
-
-    def pairs(self) -> set[tuple[str, str]]:
-        out: set[tuple[str, str]] = set()
-        for grant in self.grants:
-            out |= grant.pairs()
-        return out
-
-
 def _platform(log_group_id: str) -> tuple[Grant, ...]:
     return (
         Grant(LOG_ACTIONS, (att(log_group_id, "Arn"),), "write its own log group (created by the stack, 30-day retention)"),
@@ -141,6 +114,23 @@ def _platform(log_group_id: str) -> tuple[Grant, ...]:
 
 
 LEDGER = att(Ids.LEDGER, "Arn")
+AUDIT_TABLE = att(Ids.AUDIT_TABLE, "Arn")
+
+
+def _audit_append(purpose: str) -> Grant:
+    """What appending to the audit hash chain needs on its table (``cadencia_shared.audit_chain``):
+    the conditional PutItem of the record and the Query of the chain's last link."""
+    return Grant(("dynamodb:PutItem", "dynamodb:Query"), (AUDIT_TABLE,),
+                 f"{purpose} on the audit hash chain (PutItem; Query reads its last link); never "
+                 "UpdateItem/DeleteItem")
+
+
+# The chain's head is anchored on ``auditoria-cabeca#{chain}`` ledger items (GetItem,
+# conditional UpdateItem). Roles that write the ledger anyway cover it with their own
+# ledger grant; a role with no other business there gets exactly those keys.
+AUDIT_ANCHOR_ONLY = Grant(("dynamodb:GetItem", "dynamodb:UpdateItem"), (LEDGER,),
+                          "anchor the audit chain's head (auditoria-cabeca#{conversa}); no other ledger item",
+                          leading_keys=(ANCHOR_PREFIX + "*",))
 
 
 @dataclass(frozen=True)
@@ -179,7 +169,8 @@ TOOL_ROLES: tuple[ToolRole, ...] = (
                  "UPDATE (valor, status, atualizado_em) ON reembolsos")),
     ToolRole("atualizar_cadastro", "atualizar_cadastro", "cadencia-atualizar-cadastro",
              "cadencia-agente-cadastro-role", "cadencia_agente_cadastro", (
-                 Grant(("dynamodb:PutItem",), (LEDGER,), "append the audit record of a profile change"),
+                 _audit_append("append the profile change's record (field names only)"),
+                 AUDIT_ANCHOR_ONLY,
              ), db_privileges=("SELECT (id) ON clientes", "UPDATE (endereco, telefone, email) ON clientes")),
 )
 TOOL_FUNCTION_ARNS = tuple(att(Ids.function(t.package), "Arn") for t in TOOL_ROLES)
@@ -208,8 +199,7 @@ def orchestrator_role(config: StackConfig) -> RoleContract:
               "dead-letter queue of failed asynchronous invocations (a customer message is never dropped)"),
         Grant(("events:PutEvents",), (att(Ids.HANDOFF_BUS, "Arn"),),
               "publish hand-offs and approval requests (masked) on the stack's own bus only"),
-        Grant(("dynamodb:PutItem", "dynamodb:Query"), (att(Ids.AUDIT_TABLE, "Arn"),),
-              "append to the audit hash chain (read its last link); never UpdateItem/DeleteItem"),
+        _audit_append("append every decision of the loop's controls"),
     ]
     grants.append(_model_grant(config))
     return RoleContract(
@@ -256,8 +246,7 @@ def decision_role() -> RoleContract:
                   "read an approval, record one decision (conditional write on its status), append the audit record"),
             Grant(("lambda:InvokeFunction",), (att(Ids.ORCHESTRATOR_FUNCTION, "Arn"),),
                   "resume the conversation: the orchestrator runs the approved call (this role runs no tool)"),
-            Grant(("dynamodb:PutItem", "dynamodb:Query"), (att(Ids.AUDIT_TABLE, "Arn"),),
-                  "append decisions and refused decisions to the audit hash chain; never UpdateItem/DeleteItem"),
+            _audit_append("append decisions and refused decisions"),
         ) + _platform(Ids.DECISION_LOG_GROUP),
     )
 
@@ -303,8 +292,7 @@ def whatsapp_consumer_role(config: StackConfig) -> RoleContract:
                   (att(Ids.WHATSAPP_QUEUE, "Arn"),), "what the event source mapping needs to consume the queue"),
             Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_ACCESS_TOKEN),),
                   "the Cloud API access token, to send the reply"),
-            Grant(("dynamodb:PutItem", "dynamodb:Query"), (att(Ids.AUDIT_TABLE, "Arn"),),
-                  "append to the audit hash chain (read its last link); never UpdateItem/DeleteItem"),
+            _audit_append("append every decision of the loop's controls"),
             _model_grant(config),
         ) + _platform(Ids.WHATSAPP_CONSUMER_LOG_GROUP),
     )
@@ -323,8 +311,7 @@ def whatsapp_human_reply_role() -> RoleContract:
                   "conversation's WhatsApp address, the reply's outbox record"),
             Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_ACCESS_TOKEN),),
                   "the Cloud API access token, to send the reply (the person never holds it)"),
-            Grant(("dynamodb:PutItem", "dynamodb:Query"), (att(Ids.AUDIT_TABLE, "Arn"),),
-                  "append the reply to the audit hash chain (read its last link); never UpdateItem/DeleteItem"),
+            _audit_append("append the reply"),
         ) + _platform(Ids.WHATSAPP_HUMAN_REPLY_LOG_GROUP),
     )
 

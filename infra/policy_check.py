@@ -5,8 +5,10 @@ inline policies and of every ``AWS::IAM::Policy``/``AWS::IAM::ManagedPolicy``
 attached to it, plus its AWS managed policy ARNs and trust principals.
 Intrinsic functions are flattened into the contract's notation
 (``${LogicalId}``, ``${LogicalId.Attr}``, ``${AWS::Region}``). Anything the
-contract cannot express (Deny, NotAction, NotResource, Condition, an
-unflattenable intrinsic) is reported as a difference rather than ignored.
+contract cannot express (Deny, NotAction, NotResource, a Condition other than
+``ForAllValues:StringLike`` on ``dynamodb:LeadingKeys`` — which becomes part of
+the resource, ``contract.scoped`` — an unflattenable intrinsic) is reported as a
+difference rather than ignored.
 
 ``python -m infra.policy_check cdk.out/CadenciaAgente.template.json`` prints the
 comparison for the default configuration.
@@ -20,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .contract import RoleContract
+from .grants import LEADING_KEYS, LEADING_KEYS_CONDITION, RoleContract, scoped
 
 
 class Unrenderable(ValueError):
@@ -66,16 +68,31 @@ def _statements(document: dict[str, Any]) -> list[dict[str, Any]]:
     return _as_list(document.get("Statement", []))
 
 
+def _leading_keys(stmt: dict[str, Any]) -> tuple[str, ...] | None:
+    """The partition-key patterns of the one condition the contract expresses
+    (``ForAllValues:StringLike`` on ``dynamodb:LeadingKeys``, nothing else in it);
+    () without a condition; None for any other condition."""
+    if "Condition" not in stmt:
+        return ()
+    condition = stmt["Condition"]
+    operator = condition.get(LEADING_KEYS_CONDITION) if isinstance(condition, dict) and len(condition) == 1 else None
+    if not isinstance(operator, dict) or set(operator) != {LEADING_KEYS}:
+        return None
+    keys = _as_list(operator[LEADING_KEYS])
+    return tuple(keys) if keys and all(isinstance(k, str) for k in keys) else None
+
+
 def _add_statements(grants: RoleGrants, document: dict[str, Any], where: str) -> None:
     for stmt in _statements(document):
-        shape = sorted(set(stmt) - {"Effect", "Action", "Resource", "Sid"})
-        if stmt.get("Effect") != "Allow" or shape:
+        shape = sorted(set(stmt) - {"Effect", "Action", "Resource", "Sid", "Condition"})
+        keys = _leading_keys(stmt)
+        if stmt.get("Effect") != "Allow" or shape or keys is None:
             grants.problems.append(f"{where}: statement the contract cannot express: {json.dumps(stmt)}")
             continue
         for action in _as_list(stmt.get("Action", [])):
             for resource in _as_list(stmt.get("Resource", [])):
                 try:
-                    grants.pairs.add((action, render(resource)))
+                    grants.pairs.add((action, scoped(render(resource), keys)))
                 except Unrenderable as err:
                     grants.problems.append(f"{where}: resource not comparable: {err}")
 

@@ -79,9 +79,10 @@ class CadenciaStack(Stack):
         add_whatsapp_channel(self)
         self.decisions = add_approval_decisions(self)
         add_control_alarms(self)
-        # every turn runner and the approval decisions audit on the same hash chain
+        # every turn runner, the approval decisions and each tool that audits append to the same hash chain
         self.audit_table = add_audit_table(self, self.orchestrator, self.whatsapp_consumer,
-                                           self.whatsapp_human_reply, self.decisions)
+                                           self.whatsapp_human_reply, self.decisions,
+                                           *(t.function for t in self.tools.values() if t.tool.appends_audit))
 
     def _allocate_logical_id(self, cfn_element: CfnElement) -> str:
         """CDK's own rule over the construct path, with ``Flat`` constructs left out

@@ -9,9 +9,11 @@ from collections.abc import Mapping
 
 from aws_cdk import Duration
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from cadencia_shared.audit_chain import ANCHOR_PREFIX
 from cadencia_shared.catalog import ToolSpec
 
 from .base import Flat, FunctionSpec, LambdaFunction, Placement, depends_on, lambda_role
@@ -59,6 +61,9 @@ class ToolFunction(Flat):
         if tool.ledger_actions:
             parts.allow(tool.ledger_actions, [ledger.table.table_arn])
             env["LEDGER_TABLE"] = ledger.table.table_name
+        if tool.appends_audit:  # the audit table's PutItem/Query and AUDIT_TABLE: infra.controls.add_audit_table
+            parts.role.add_to_policy(audit_anchor_statement(ledger.table.table_arn))
+            env["LEDGER_TABLE"] = ledger.table.table_name
         for name in tool.secrets:
             parts.allow(["secretsmanager:GetSecretValue"], [_secret(secrets, name, tool).secret_arn])
         if tool.calls_payment_gateway:
@@ -83,6 +88,17 @@ class ToolFunction(Flat):
     @property
     def function_arn(self) -> str:
         return self.function.function_arn
+
+
+def audit_anchor_statement(ledger_arn: str) -> iam.PolicyStatement:
+    """The chain's head anchor (``cadencia_shared.audit_chain``: a GetItem and a
+    conditional UpdateItem of ``auditoria-cabeca#{chain}``), for a role that has no
+    other business in the ledger: any other key (a refund claim, an approval) is
+    denied by ``dynamodb:LeadingKeys``. ``ForAllValues`` holds vacuously for a request
+    without a key, which GetItem and UpdateItem never are."""
+    return iam.PolicyStatement(
+        actions=["dynamodb:GetItem", "dynamodb:UpdateItem"], resources=[ledger_arn],
+        conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [ANCHOR_PREFIX + "*"]}})
 
 
 def _secret(secrets: Mapping[str, secretsmanager.ISecret], name: str, tool: ToolSpec) -> secretsmanager.ISecret:

@@ -14,6 +14,10 @@ tool would have done (it was not called). Each state change is audited
 (``DISJUNTOR_ABERTO`` / ``_MEIO_ABERTO`` / ``_FECHADO``) and counted
 (``TransicoesDoDisjuntor{Ferramenta,Estado}``, alarmed on ``aberto``); each
 refusal is counted (``RecusasPorDisjuntor{Ferramenta}``).
+
+Each instance keeps the state it read for a few seconds (``circuit_store.StateCache``,
+``DISJUNTOR_CACHE_S``): a healthy tool's call then costs no read, and after another
+instance opens the circuit this one sends at most one more failing call.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from cadencia_shared.ledger import Ledger
 from cadencia_shared.observability import Metric, count, count_for_tool
 
 from . import texts
-from .circuit_store import CircuitRecord, CircuitState, CircuitStore
+from .circuit_store import CircuitRecord, CircuitState, CircuitStore, StateCache
 from .controls import CallContext, CallOutcome, Refusal
 from .steps import Reply
 
@@ -46,20 +50,25 @@ class _Pass:
 
 
 class CircuitBreaker:
-    def __init__(self, ledger: Ledger, *, failures: int, cooldown_s: float, probe_margin_s: float = 5.0) -> None:
+    def __init__(self, ledger: Ledger, *, failures: int, cooldown_s: float, probe_margin_s: float = 5.0,
+                 closed_cache_s: float = 0.0) -> None:
+        """``closed_cache_s``: how long this environment trusts a CLOSED state it read
+        (``circuit_store.StateCache``: what that costs); 0 reads before every call."""
         self.ledger = ledger
         self.store = CircuitStore(ledger)
         self.failures = failures
         self.cooldown_ms = int(cooldown_s * 1000)
         self.probe_margin_ms = int(probe_margin_s * 1000)
+        self.states = StateCache(self.store, closed_ttl_ms=int(closed_cache_s * 1000), cooldown_ms=self.cooldown_ms)
 
     def before(self, ctx: CallContext) -> Refusal | None:
         tool = ctx.call.spec.name
-        record = self.store.read(tool)
+        record = self.states.read(tool)
         if record.state is CircuitState.CLOSED:
             ctx.notes[CircuitBreaker] = _Pass(None, record.failures)
             return None
         if self._probe_due(record):
+            self.states.forget(tool)
             owner = self.store.new_owner()
             # A probe lease outlives the probe's own invocation (the tool's timeout).
             lease_ms = int(ctx.call.spec.timeout_s * 1000) + self.probe_margin_ms
@@ -73,6 +82,9 @@ class CircuitBreaker:
         tool = ctx.call.spec.name
         seen: _Pass = ctx.notes[CircuitBreaker]
         probe = seen.probe_owner
+        if probe is not None or outcome.invocation is None or not outcome.invocation.answered:
+            # It failed here, or this call moves the state: the next call reads it.
+            self.states.forget(tool)
         if outcome.invocation is None:
             if probe is not None:  # never sent: the next call probes instead
                 self.store.reopen(tool, probe, restart_cooldown=False)

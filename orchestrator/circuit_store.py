@@ -17,6 +17,10 @@ conditional write:
   read — one instance gets it, with a lease (``sondaAteMs``) so a probe whose
   orchestrator died does not keep the circuit half-open forever;
 - the probe's answer: close or reopen, conditioned on still owning the probe.
+
+``StateCache`` keeps the last state read in the execution environment for a few
+seconds, so a healthy tool's call does not pay a GetItem each time (its module doc
+below says which states, for how long, and what that costs).
 """
 
 from __future__ import annotations
@@ -145,3 +149,59 @@ def _key(tool: str) -> dict[str, Any]:
 
 def _values(values: dict[str, Any]) -> dict[str, Any]:
     return {k: _ser.serialize(v) for k, v in values.items()}
+
+
+class StateCache:
+    """The circuit state last read, kept in this execution environment (the
+    orchestrator is built once per environment, and so is its breaker) so a healthy
+    tool's call does not pay a consistent GetItem every time.
+
+    What is kept, and for how long:
+
+    - CLOSED with no failure streak: ``closed_ttl_ms`` (``DISJUNTOR_CACHE_S``; 0 turns
+      the cache off). The cost: for that long after ANOTHER environment opened the
+      circuit, this one still calls the tool. The breaker forgets the entry as soon as
+      a call fails here, so against a tool that keeps failing each warm environment
+      sends at most one more call (the one that fails) — tests/test_breaker_cache.py. A success inside the window also does not
+      reset failures other environments counted meanwhile (it read none), so the
+      circuit may open early when failures and successes interleave across
+      environments, never late.
+    - OPEN: until ``min(ttl, the cooldown's end)`` — it cannot change before its
+      cooldown ends (only a probe moves it, and a probe waits for the cooldown), so
+      the refusals of an outage cost no reads and the first call after the cooldown
+      reads again and may probe.
+    - HALF_OPEN, and CLOSED with a failure streak: never (the probe may close it at
+      any moment; a streak's successes must reset it).
+    """
+
+    def __init__(self, store: CircuitStore, *, closed_ttl_ms: int, cooldown_ms: int) -> None:
+        self.store = store
+        self.closed_ttl_ms = closed_ttl_ms
+        self.cooldown_ms = cooldown_ms
+        self._kept: dict[str, tuple[CircuitRecord, int]] = {}
+
+    def read(self, tool: str) -> CircuitRecord:
+        now = self.store.now_ms()
+        kept = self._kept.get(tool)
+        if kept is not None and now < kept[1]:
+            return kept[0]
+        record = self.store.read(tool)
+        until = self._keep_until(record, now)
+        if until > now:
+            self._kept[tool] = (record, until)
+        else:
+            self._kept.pop(tool, None)
+        return record
+
+    def forget(self, tool: str) -> None:
+        """This environment saw the tool fail or moved the state: the next call reads."""
+        self._kept.pop(tool, None)
+
+    def _keep_until(self, record: CircuitRecord, now: int) -> int:
+        if self.closed_ttl_ms <= 0:
+            return now
+        if record.state is CircuitState.CLOSED and record.failures == 0:
+            return now + self.closed_ttl_ms
+        if record.state is CircuitState.OPEN:
+            return min(now + self.closed_ttl_ms, record.opened_at_ms + self.cooldown_ms)
+        return now

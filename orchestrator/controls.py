@@ -226,7 +226,7 @@ class RetryCeiling:
 
 def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float, invoker: ToolInvoker,
                      approval: ApprovalSettings, breaker_failures: int = 5,
-                     breaker_cooldown_s: float = 30.0) -> list[Control]:
+                     breaker_cooldown_s: float = 30.0, breaker_cache_s: float = 0.0) -> list[Control]:
     """The chain, in order (see the module doc). One line per control."""
     from .approval_gate import ConfirmationGate  # it builds on this module's types
     from .breaker import CircuitBreaker  # its own module (it imports this one)
@@ -235,7 +235,8 @@ def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float, invoker:
         CallTimeBudget(reserve_s),
         ToolCallBudget(),
         Cancellation(ledger),
-        CircuitBreaker(ledger, failures=breaker_failures, cooldown_s=breaker_cooldown_s),
+        CircuitBreaker(ledger, failures=breaker_failures, cooldown_s=breaker_cooldown_s,
+                       closed_cache_s=breaker_cache_s),
         RetryCeiling(ledger, ceiling),
         ConfirmationGate(ledger, invoker, approval, reserve_s=reserve_s),
     ]

@@ -112,7 +112,8 @@ class Orchestrator:
             controls = default_controls(ledger, ceiling=settings.ceiling, reserve_s=settings.reserve_s,
                                         invoker=invoker, approval=settings.approval,
                                         breaker_failures=settings.breaker_failures,
-                                        breaker_cooldown_s=settings.breaker_cooldown_s)
+                                        breaker_cooldown_s=settings.breaker_cooldown_s,
+                                        breaker_cache_s=settings.breaker_cache_s)
         self.tool_round = ToolRound(invoker, controls)
         # The model's tools plus the final-answer tool of the output contract.
         self.tools = [*definitions(strict=settings.strict_tools), tool_definition(strict=settings.strict_tools)]

@@ -85,7 +85,8 @@ class Resumer:
     def build(cls, settings: OrchestratorSettings, ledger: Ledger, invoker: ToolInvoker) -> Resumer:
         controls = default_controls(ledger, ceiling=settings.ceiling, reserve_s=settings.reserve_s, invoker=invoker,
                                     approval=settings.approval, breaker_failures=settings.breaker_failures,
-                                    breaker_cooldown_s=settings.breaker_cooldown_s)
+                                    breaker_cooldown_s=settings.breaker_cooldown_s,
+                                    breaker_cache_s=settings.breaker_cache_s)
         return cls(settings, ledger, ToolRound(invoker, controls), handoffs.publisher_for(settings))
 
     def resume(self, approval: str, deadline: Deadline) -> Resumed:

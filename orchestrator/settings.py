@@ -35,6 +35,10 @@ class OrchestratorSettings(EnvSettings):
     breaker_failures: int = Field(5, alias="DISJUNTOR_FALHAS", ge=1, le=100)
     # ... and lets one probe through this long after opening.
     breaker_cooldown_s: float = Field(30.0, alias="DISJUNTOR_ESPERA_S", gt=0, le=3600)
+    # How long an execution environment trusts a CLOSED circuit it read (0: read before
+    # every call). For that long after another environment opened it, this one may still
+    # call the tool — one failing call at most (orchestrator/circuit_store.py, StateCache).
+    breaker_cache_s: float = Field(2.0, alias="DISJUNTOR_CACHE_S", ge=0, le=30)
     # Model rounds a single customer message may take before a human takes over.
     # (This is the turn's model-call budget: one model request per round.)
     max_rounds: int = Field(8, alias="MAX_RODADAS_POR_TURNO", ge=1, le=50)

@@ -36,6 +36,7 @@ import pytest
 from moto import mock_aws
 
 from cadencia_shared import db
+from cadencia_shared.audit_chain import table_definition as audit_table_definition
 from cadencia_shared.catalog import GATEWAY_SECRET_NAME, LEDGER_TABLE, TOOLS, ToolSpec
 from cadencia_shared.ledger import Ledger, table_definition
 from orchestrator.invokers.local import LocalContext, function_environment
@@ -134,6 +135,7 @@ def mocked_aws(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     with mock_aws(config={"core": {"reset_boto3_session": False}}):
         ddb = boto3.client("dynamodb", region_name=REGION)
         ddb.create_table(**table_definition(LEDGER_TABLE))
+        ddb.create_table(**audit_table_definition())  # the hash chain the profile tool appends to
         sm = boto3.client("secretsmanager", region_name=REGION)
         sm.create_secret(Name=GATEWAY_SECRET_NAME, SecretString=json.dumps({"token": gateway_token}))
         yield {"dynamodb": ddb, "secretsmanager": sm, "ledger": Ledger(LEDGER_TABLE, ddb)}

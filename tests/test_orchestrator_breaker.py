@@ -9,6 +9,8 @@ import json
 import uuid
 from collections import Counter
 
+import pytest
+
 from cadencia_shared.catalog import LEDGER_TABLE, ToolSpec
 from cadencia_shared.ledger import ItemType, Ledger
 from orchestrator import texts
@@ -222,6 +224,25 @@ def _ctx():
     return CallContext(call, Deadline.after(60))
 
 
+def opened_on_a_fresh_table(endpoint: str, failure: InvocationStatus, **breaker_args):
+    """A ledger table of its own on the moto server, its circuit opened by one
+    ``failure`` (threshold 1): (client, table, the breaker that opened it)."""
+    from cadencia_shared.ledger import table_definition
+    from orchestrator.breaker import CircuitBreaker
+    from orchestrator.controls import CallOutcome
+    from scripts.local_stack.aws import session_client
+
+    ddb = session_client("dynamodb", endpoint)
+    table = f"cadencia-teste-{uuid.uuid4().hex[:10]}"
+    ddb.create_table(**table_definition(table))
+    breaker = CircuitBreaker(Ledger(table, ddb), failures=1, **breaker_args)
+    ctx = _ctx()
+    assert breaker.before(ctx) is None
+    breaker.after(ctx, CallOutcome(invocation=Invocation(failure)))
+    assert CircuitStore(Ledger(table, ddb)).read(TOOL).state is CircuitState.OPEN
+    return ddb, table, breaker
+
+
 def test_a_prober_sigkilled_mid_invoke_is_taken_over_after_its_lease(local_stack):
     """Real processes, real SIGKILL: while the dead prober's lease (the status tool's
     5 s timeout + 0.5 s) runs, every call is refused; after it, another instance
@@ -231,20 +252,11 @@ def test_a_prober_sigkilled_mid_invoke_is_taken_over_after_its_lease(local_stack
     import signal
     import time
 
-    from cadencia_shared.ledger import table_definition
-    from orchestrator.breaker import CircuitBreaker
     from orchestrator.controls import CallOutcome
-    from scripts.local_stack.aws import session_client
 
-    ddb = session_client("dynamodb", local_stack.aws_endpoint)
-    table = f"cadencia-teste-{uuid.uuid4().hex[:10]}"
-    ddb.create_table(**table_definition(table))
+    ddb, table, breaker = opened_on_a_fresh_table(local_stack.aws_endpoint, InvocationStatus.TIMEOUT,
+                                                  cooldown_s=0.01, probe_margin_s=0.5)
     try:
-        breaker = CircuitBreaker(Ledger(table, ddb), failures=1, cooldown_s=0.01, probe_margin_s=0.5)
-        ctx = _ctx()
-        assert breaker.before(ctx) is None
-        breaker.after(ctx, CallOutcome(invocation=Invocation(InvocationStatus.TIMEOUT)))
-        assert CircuitStore(Ledger(table, ddb)).read(TOOL).state is CircuitState.OPEN
         time.sleep(0.05)
 
         spawn = mp.get_context("spawn")
@@ -266,3 +278,26 @@ def test_a_prober_sigkilled_mid_invoke_is_taken_over_after_its_lease(local_stack
         assert CircuitStore(Ledger(table, ddb)).read(TOOL).state is CircuitState.CLOSED
     finally:
         ddb.delete_table(TableName=table)
+
+
+@pytest.mark.parametrize("status", [InvocationStatus.FUNCTION_ERROR, InvocationStatus.TIMEOUT,
+                                    InvocationStatus.THROTTLED, InvocationStatus.INVOKE_FAILED])
+def test_every_kind_of_failure_counts_and_opens_it(mocked_aws, status):
+    """A crash, a timeout, a throttle and a failed invoke each count: three in a row open
+    the circuit. A typed refusal answered in between would have reset the streak."""
+    from orchestrator.breaker import CircuitBreaker
+    from orchestrator.controls import CallOutcome
+
+    ledger: Ledger = mocked_aws["ledger"]
+    breaker = CircuitBreaker(ledger, failures=3, cooldown_s=30, closed_cache_s=2)
+    outcomes = [Invocation(status), Invocation(status),
+                Invocation(InvocationStatus.OK, payload={"ok": False, "erro": {"codigo": "PEDIDO_NAO_ENCONTRADO"}}),
+                Invocation(status), Invocation(status), Invocation(status)]
+    states = []
+    for invocation in outcomes:
+        ctx = _ctx()
+        assert breaker.before(ctx) is None
+        breaker.after(ctx, CallOutcome(invocation=invocation))
+        states.append(_state(ledger))
+    assert states == [CircuitState.CLOSED] * 5 + [CircuitState.OPEN]
+    assert breaker.before(_ctx()) is not None  # refused before any invoke

@@ -31,6 +31,7 @@ def test_the_model_sees_each_row_with_its_description_and_derived_schema():
 
 @pytest.mark.parametrize("change", [
     {"ledger_actions": ("dynamodb:PutItem",), "egress": Egress.POSTGRES_ONLY},
+    {"appends_audit": True, "egress": Egress.POSTGRES_ONLY},
     {"secrets": ("cadencia/gateway-pagamento",), "egress": Egress.LEDGER_ENDPOINT},
     {"calls_payment_gateway": True, "egress": Egress.POSTGRES_ONLY},
 ])

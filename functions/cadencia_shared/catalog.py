@@ -91,6 +91,9 @@ class ToolSpec:
     egress: Egress = Egress.POSTGRES_ONLY
     # The ledger table's item actions its role gets (exactly these, on the table's ARN).
     ledger_actions: tuple[str, ...] = ()
+    # Appends to the audit hash chain (cadencia_shared.audit_chain): PutItem/Query on the
+    # audit table and its head's anchor in the ledger (``auditoria-cabeca#`` keys only).
+    appends_audit: bool = False
     secrets: tuple[str, ...] = ()  # Secrets Manager names it may read (GetSecretValue)
     calls_payment_gateway: bool = False  # gets the gateway's URL, timeouts and claim lease
     # Irreversible: the confirmation gate applies ``approval``, and the orchestrator
@@ -104,8 +107,9 @@ class ToolSpec:
     def __post_init__(self) -> None:
         # A row whose network cannot reach what it asks for would deploy and then time
         # out at run time: refuse it when the registry is read.
-        if self.ledger_actions and not self.egress.https:
-            raise ValueError(f"{self.name}: ledger_actions need HTTPS egress (the DynamoDB endpoint)")
+        if (self.ledger_actions or self.appends_audit) and not self.egress.https:
+            raise ValueError(f"{self.name}: ledger_actions and appends_audit need HTTPS egress (the DynamoDB "
+                             "endpoint)")
         if (self.secrets or self.calls_payment_gateway) and not self.egress.through_nat:
             raise ValueError(f"{self.name}: secrets and the payment gateway are reached through the NAT "
                              "(Egress.INTERNET)")
@@ -222,7 +226,7 @@ ATUALIZAR_CADASTRO = ToolSpec(
     timeout_s=5,
     reserved_concurrency=5,
     egress=Egress.LEDGER_ENDPOINT,
-    ledger_actions=("dynamodb:PutItem",),  # the audit record of a profile change
+    appends_audit=True,  # the profile change's record, on the hash chain (no other ledger access)
     subject_field=None,  # no order: the ceiling is scoped to the customer record
 )
 

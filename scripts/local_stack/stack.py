@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cadencia_shared.audit_chain import AUDIT_TABLE
 from cadencia_shared.catalog import (
     EMITIR_REEMBOLSO,
     GATEWAY_SECRET_NAME,
@@ -83,6 +84,8 @@ class StackState:
         }
         if tool is EMITIR_REEMBOLSO:
             env.update(GATEWAY_URL=self.gateway_url, GATEWAY_SECRET_NAME=self.secret_name)
+        if tool.appends_audit:
+            env["AUDIT_TABLE"] = AUDIT_TABLE  # the hash chain (provisioned beside the ledger)
         return env
 
     def reconciler_environment(self) -> dict[str, str]:

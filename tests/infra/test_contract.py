@@ -46,7 +46,8 @@ def test_no_wildcards_beyond_xray_and_no_service_wildcards(all_synths):
             else:
                 # A "*" anywhere in an ARN widens it (".../index/*", "function:x:*"),
                 # except the ":*" CloudFormation puts at the end of a log group's Arn attribute.
-                assert "*" not in resource, (name, role, action, resource)
+                # (A key pattern after the ARN narrows it: contract.scoped.)
+                assert "*" not in contract.unscoped(resource), (name, role, action, resource)
 
 
 @pytest.mark.infra
@@ -141,7 +142,7 @@ def _widen_action(t):
 
 def _dynamodb_star(t):
     for stmt in _policy_of(t, Ids.role(TOOLS["atualizar_cadastro"])):
-        if stmt["Action"] == "dynamodb:PutItem":
+        if "dynamodb:PutItem" in stmt["Action"]:
             stmt["Action"] = "dynamodb:*"
 
 
@@ -367,6 +368,53 @@ def _human_reply_audit_update(t):
     raise AssertionError("no audit-table statement on the human reply role")
 
 
+def _profile_anchor_statement(t):
+    for stmt in _policy_of(t, Ids.role(TOOLS["atualizar_cadastro"])):
+        if "Condition" in stmt:
+            return stmt
+    raise AssertionError("no conditioned (anchor) statement on the profile tool's role")
+
+
+def _profile_anchor_condition_dropped(t):
+    del _profile_anchor_statement(t)["Condition"]  # UpdateItem on every ledger item (refund claims included)
+
+
+def _profile_anchor_any_key(t):
+    _profile_anchor_statement(t)["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"] = ["*"]
+
+
+def _profile_anchor_extra_key(t):
+    keys = _profile_anchor_statement(t)["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]
+    keys.append("reembolso#*")
+
+
+def _profile_anchor_if_exists(t):
+    stmt = _profile_anchor_statement(t)
+    stmt["Condition"] = {"ForAllValues:StringLikeIfExists": stmt["Condition"]["ForAllValues:StringLike"]}
+
+
+def _profile_anchor_second_condition(t):
+    _profile_anchor_statement(t)["Condition"]["Bool"] = {"aws:SecureTransport": "true"}
+
+
+def _profile_anchor_put_item(t):
+    stmt = _profile_anchor_statement(t)
+    stmt["Action"] = [*stmt["Action"], "dynamodb:PutItem"]
+
+
+def _profile_plain_ledger_put(t):
+    _policy_of(t, Ids.role(TOOLS["atualizar_cadastro"])).append(
+        {"Effect": "Allow", "Action": "dynamodb:PutItem", "Resource": {"Fn::GetAtt": [Ids.LEDGER, "Arn"]}})
+
+
+def _profile_audit_update(t):
+    for stmt in _policy_of(t, Ids.role(TOOLS["atualizar_cadastro"])):
+        if stmt["Resource"] == {"Fn::GetAtt": [Ids.AUDIT_TABLE, "Arn"]}:
+            stmt["Action"] = [*stmt["Action"], "dynamodb:UpdateItem"]
+            return
+    raise AssertionError("no audit-table statement on the profile tool's role")
+
+
 def _new_role(t):
     t["Resources"]["ShadowRole"] = copy.deepcopy(t["Resources"][Ids.role(EMITIR_REEMBOLSO)])
 
@@ -409,6 +457,14 @@ MUTATIONS = {
     "human reply: DeleteItem on the ledger": _human_reply_deletes_ledger_items,
     "human reply: Query on the ledger": _human_reply_queries_the_ledger,
     "audit: the human reply role updates": _human_reply_audit_update,
+    "profile: anchor condition dropped": _profile_anchor_condition_dropped,
+    "profile: anchor on any key": _profile_anchor_any_key,
+    "profile: anchor plus refund keys": _profile_anchor_extra_key,
+    "profile: anchor condition IfExists": _profile_anchor_if_exists,
+    "profile: a second condition": _profile_anchor_second_condition,
+    "profile: PutItem under the anchor condition": _profile_anchor_put_item,
+    "profile: PutItem on the ledger": _profile_plain_ledger_put,
+    "audit: the profile tool updates": _profile_audit_update,
 }
 
 
@@ -431,7 +487,7 @@ def test_widening_the_contract_itself_breaks_its_own_rules():
             for action, resource in role.pairs():
                 assert "*" not in action
                 assert resource != "*" or action in XRAY
-                assert resource == "*" or "*" not in resource
+                assert resource == "*" or "*" not in contract.unscoped(resource)
             for policy in role.managed_policies:
                 assert policy is contract.ENI_MANAGEMENT
 
@@ -457,9 +513,9 @@ def test_no_role_may_update_or_delete_an_audit_record(all_synths, variant):
                 assert not any(a.startswith("dynamodb:") and a not in ("dynamodb:PutItem", "dynamodb:Query")
                                for a in actions), stmt
     if Ids.AUDIT_TABLE in synth.template["Resources"]:
-        # four writers: the orchestrator, the WhatsApp queue's consumer (the same loop), a
-        # person's reply and the approval decisions (issue 10's audit records)
-        assert seen == [["dynamodb:PutItem", "dynamodb:Query"]] * 4
+        # five writers: the orchestrator, the WhatsApp queue's consumer (the same loop), a
+        # person's reply, the approval decisions (issue 10's audit records) and the profile tool
+        assert seen == [["dynamodb:PutItem", "dynamodb:Query"]] * 5
         props = synth.template["Resources"][Ids.AUDIT_TABLE]["Properties"]
         assert props["DeletionProtectionEnabled"] is True
         assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}

@@ -57,8 +57,10 @@ def test_tool_functions_names_handlers_runtime_and_environment(default_synth):
         env = props["Environment"]["Variables"]
         expected = {"DB_HOST", "DB_PORT", "DB_NAME", "DB_USER", "DB_AUTH", "POWERTOOLS_LOG_LEVEL",
                     "DB_SSL_MODE", "DB_SSL_ROOT_CERT"}
-        if tool.ledger_actions:  # the registry row: only a tool that writes the ledger knows the table
-            expected.add("LEDGER_TABLE")
+        if tool.ledger_actions or tool.appends_audit:  # the registry row: only a tool that writes the ledger
+            expected.add("LEDGER_TABLE")                 # (or anchors the audit chain there) knows the table
+        if tool.appends_audit:
+            expected.add("AUDIT_TABLE")
         if tool.calls_payment_gateway:
             expected |= {"GATEWAY_URL", "GATEWAY_SECRET_NAME", "GATEWAY_TIMEOUT_S", "REFUND_CLAIM_LEASE_S",
                          "GATEWAY_IDEMPOTENCY_WINDOW_H"}
