@@ -45,7 +45,8 @@ def replies() -> HumanReplies:
     key = "".join(s.model_dump_json() for s in (aws, ledger_cfg, settings, channel))
     if key not in _built:
         dynamodb = client("dynamodb", aws)
-        chain = AuditChain(settings.audit_table, dynamodb) if settings.audit_table else None
+        chain = (AuditChain(settings.audit_table, dynamodb, anchor_table=ledger_cfg.table_name)
+                 if settings.audit_table else None)
         ledger = Ledger(ledger_cfg.table_name, dynamodb, audit_chain=chain)
         _built[key] = HumanReplies(ledger=ledger, contacts=ChannelContacts(ledger),
                                    sender=Sender.configured(Outbox(ledger), channel, client("secretsmanager", aws)))

@@ -38,6 +38,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from cadencia_shared.audit_chain import AUDIT_TABLE
 from cadencia_shared.catalog import LEDGER_TABLE
 from cadencia_shared.ledger import ConversationBusy, ConversationStatus, Ledger
 from cadencia_shared.masking import mask_arguments, mask_free_text, mask_identifier
@@ -151,8 +152,9 @@ def send_reply_local(ledger: Ledger, event: dict[str, Any]) -> dict[str, Any]:
                          "em outro terminal): nada foi gravado")
     from orchestrator import human_reply_handler
 
-    env = {**state.aws_environment(), "LEDGER_TABLE": state.ledger_table, "POWERTOOLS_LOG_LEVEL": "WARNING",
-           **(channel or {})}
+    # AUDIT_TABLE as the stack gives this Lambda (infra.controls.add_audit_table): the reply's link is on the chain.
+    env = {**state.aws_environment(), "LEDGER_TABLE": state.ledger_table, "AUDIT_TABLE": AUDIT_TABLE,
+           "POWERTOOLS_LOG_LEVEL": "WARNING", **(channel or {})}
     with function_environment(env):
         human_reply_handler.reset()
         try:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from cadencia_shared.audit_chain import AUDIT_TABLE, AuditChain
 from cadencia_shared.ledger import ConversationStatus, Ledger
 from canal_whatsapp.conversation import conversation_id
 from orchestrator.human_reply import customer_side_messages, reply_id
@@ -110,6 +111,25 @@ def test_a_persons_reply_reaches_the_customer_once_and_a_rerun_sends_nothing(cha
     shown = subprocess.run([sys.executable, "-m", "scripts.atendente", "mostrar", atendente.reference(conv)],
                            cwd=ROOT, env=process_env(), capture_output=True, text=True, timeout=120)
     assert f"atendente: {text} [envio: enviado]" in shown.stdout, shown.stdout
+    assert_the_reply_is_the_anchored_tail(ledger, conv)
+
+
+def verify_chain(conv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "scripts.auditoria", "verificar", "--local", "--conversa", conv],
+                          cwd=ROOT, env=process_env(), capture_output=True, text=True, timeout=120)
+
+
+def assert_the_reply_is_the_anchored_tail(ledger: Ledger, conv: str) -> None:
+    """The reply's link is on the conversation's hash chain and moved its head anchor, as the
+    orchestrator's do: deleting that last link is reported (an unanchored tail would not be)."""
+    checked = verify_chain(conv)
+    assert checked.returncode == 0 and "0 quebrada(s)" in checked.stdout, checked.stdout + checked.stderr
+    chain = AuditChain(AUDIT_TABLE, ledger.client, anchor_table=ledger.table.name)
+    last = list(chain.records(conv))[-1]
+    assert last["evento"] == "ATENDENTE_RESPONDEU"
+    ledger.client.delete_item(TableName=AUDIT_TABLE, Key={"cadeia": {"S": conv}, "seq": {"N": str(last["seq"])}})
+    broken = verify_chain(conv)
+    assert broken.returncode == 1 and f"seq={last['seq']}" in broken.stdout, broken.stdout + broken.stderr
 
 
 def test_the_same_text_after_the_customer_wrote_again_is_a_new_reply(channel, ledger):
