@@ -219,7 +219,7 @@ def test_outside_the_24h_window_it_is_not_sent_and_the_person_is_told(channel, l
     assert done.returncode == 2 and "24 horas" in done.stdout
     assert channel.api.sent_to(ANA) == []
     assert outbox(ledger, conv, text)["status"] == "fora_da_janela"
-    audit = [i.get("evento") for i in ledger.history(conv) if i.get("tipo") == "auditoria"]
+    audit = [r["evento"] for r in AuditChain(AUDIT_TABLE, ledger.client).records(conv)]  # the hash chain
     assert "RESPOSTA_FORA_DA_JANELA" in audit and "ATENDENTE_RESPONDEU" in audit
     assert person_texts(ledger, conv, text) == 1  # kept in the conversation: a person decided it
 

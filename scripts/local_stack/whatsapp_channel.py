@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from cadencia_shared.audit_chain import AUDIT_TABLE
 from cadencia_shared.catalog import WHATSAPP_DB_USER
 
 from .aws import session_client
@@ -224,7 +225,8 @@ class LocalChannel:
         tools = self.dir / "tool-environments.json"
         tools.write_text(json.dumps({n: {**e, "POWERTOOLS_LOG_LEVEL": self.log_level}
                                      for n, e in self.state.function_environments().items()}))
-        return {**self._common(), **self.model_env, "LEDGER_TABLE": self.state.ledger_table,
+        # AUDIT_TABLE as infra.controls.add_audit_table gives the consumer: its decisions go on the hash chain.
+        return {**self._common(), **self.model_env, "LEDGER_TABLE": self.state.ledger_table, "AUDIT_TABLE": AUDIT_TABLE,
                 "TOOL_INVOKER": "local", "LOCAL_TOOL_ENVIRONMENTS": str(tools),
                 "WHATSAPP_GRAPH_URL": self._fake.graph_url, "WHATSAPP_ACCESS_TOKEN_NAME": self.names["access-token"],
                 "WHATSAPP_SEND_TIMEOUT_S": "2", "WHATSAPP_BACKOFF_BASE_S": "0.05", **self.sender_env}
