@@ -17,7 +17,7 @@ def test_a_deleted_tail_stays_reported_when_the_conversation_goes_on(anchored, d
     _fill(anchored)
     _delete(anchored, *deleted)
     for i in range(appended_after):  # the orchestrator keeps auditing the conversation
-        anchored.append(conversa_id=CONV, evento="DECISAO", detalhes={"depois": i})
+        anchored.append(conversation_id=CONV, event="DECISAO", details={"depois": i})
     checked, broken = anchored.verify(CONV)
     assert broken is not None and broken.problem == "ancora_divergente" and broken.seq == 5
 
@@ -26,7 +26,7 @@ def test_the_verifier_reports_it_too(anchored, local_stack):
     _fill(anchored)
     _delete(anchored, 5)
     for i in range(2):
-        anchored.append(conversa_id=CONV, evento="DECISAO", detalhes={"depois": i})
+        anchored.append(conversation_id=CONV, event="DECISAO", details={"depois": i})
     out = _anchored_verifier(local_stack, anchored, "--conversa", CONV)
     assert out.returncode == 1 and "seq=5 (ancora_divergente)" in out.stdout, out.stdout
 
@@ -37,7 +37,7 @@ def _append_anchored(endpoint: str, table: str, ledger_table: str, writer: int, 
 
     chain = AuditChain(table, session_client("dynamodb", endpoint), anchor_table=ledger_table)
     for i in range(n):
-        chain.append(conversa_id=CONV, evento="DECISAO", detalhes={"escritor": writer, "i": i})
+        chain.append(conversation_id=CONV, event="DECISAO", details={"escritor": writer, "i": i})
 
 
 def test_concurrent_anchored_writers_leave_the_anchor_at_the_last_record(anchored, local_stack):

@@ -130,14 +130,14 @@ class AuditChain:
         self._clock = clock
         self.anchor_table = anchor_table
 
-    def append(self, *, conversa_id: str | None, evento: str, detalhes: dict[str, Any]) -> int:
+    def append(self, *, conversation_id: str | None, event: str, details: dict[str, Any]) -> int:
         """Append one record at the end of the conversation's chain; its ``seq``."""
-        chain = conversa_id or NO_CONVERSATION
-        details = json.dumps(mask(detalhes), ensure_ascii=False, sort_keys=True, default=str)
+        chain = conversation_id or NO_CONVERSATION
+        stored_details = json.dumps(mask(details), ensure_ascii=False, sort_keys=True, default=str)
         for _ in range(MAX_APPEND_ATTEMPTS):
             last = self._last(chain)
-            record = {CHAIN_KEY: chain, SEQ_KEY: (last[SEQ_KEY] + 1) if last else 1, "evento": evento,
-                      "registradoEm": self._now(), "detalhes": details,
+            record = {CHAIN_KEY: chain, SEQ_KEY: (last[SEQ_KEY] + 1) if last else 1, "evento": event,
+                      "registradoEm": self._now(), "detalhes": stored_details,
                       "hashAnterior": last["hash"] if last else GENESIS}
             record["hash"] = record_hash(record)
             try:

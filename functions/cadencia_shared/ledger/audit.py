@@ -30,7 +30,7 @@ from .table import (
 class AuditChain(Protocol):
     """The hash-chained audit table's writer (``cadencia_shared.audit_chain``)."""
 
-    def append(self, *, conversa_id: str | None, evento: str, detalhes: dict[str, Any]) -> int: ...
+    def append(self, *, conversation_id: str | None, event: str, details: dict[str, Any]) -> int: ...
 
 
 class AuditTrail(Protocol):
@@ -48,7 +48,7 @@ class AuditStore:
     def append_audit(self, *, conversation_id: str | None, event: str, details: dict[str, Any]) -> str:
         """Append one audit event; never overwrites. Returns its id (the chain's seq, or the item's uuid)."""
         if self.audit_chain is not None:
-            return str(self.audit_chain.append(conversa_id=conversation_id, evento=event, detalhes=details))
+            return str(self.audit_chain.append(conversation_id=conversation_id, event=event, details=details))
         event_id = uuid.uuid4().hex
         now = self.table.iso()
         self.table.put_new({
