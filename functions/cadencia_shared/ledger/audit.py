@@ -4,8 +4,9 @@
 ``audit_chain`` (``cadencia_shared.audit_chain.AuditChain``), events go to its
 hash-chained table (invariant 12); without one, to ``auditoria#{uuid}`` items here
 (``PutItem attribute_not_exists``). ``history`` reads one conversation's indexed
-items (claims, attempts, audit items) in time order from the ``porConversa`` GSI:
-what operators and the harness print.
+items (claims, attempts, audit items) in time order: their keys from the
+``historicoPorConversa`` GSI (keys and ``tipo`` only), the items by key — what
+operators and the harness print.
 """
 
 from __future__ import annotations
@@ -60,5 +61,10 @@ class AuditStore:
         return event_id
 
     def history(self, conversation_id: str, *, item_type: ItemType | None = None) -> Iterator[dict[str, Any]]:
-        """Every indexed item of one conversation in time order (GSI ``porConversa``)."""
-        return self.table.query_index(GSI_BY_CONVERSATION, GSI_PARTITION, conversation_id, item_type=item_type)
+        """Every indexed item of one conversation in time order: the index gives the
+        keys in order, one BatchGetItem per 100 keys the items (strongly consistent,
+        so an update the index never saw is read as written)."""
+        entries = self.table.query_index(GSI_BY_CONVERSATION, GSI_PARTITION, conversation_id, item_type=item_type)
+        keys = [entry[TABLE_KEY] for entry in entries]
+        items = self.table.get_many(keys)
+        return iter([items[key] for key in keys if key in items])
