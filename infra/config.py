@@ -65,6 +65,9 @@ class StackConfig:
     alarm_email: str | None = None
     reserved_concurrency: bool = True
     ledger_deletion_protection: bool = True
+    # One deploy of a stack created before the history index was narrowed keeps the
+    # old ``porConversa`` beside the new one (docs/performance.md, *Migrating*).
+    keep_legacy_history_index: bool = False
     teardown: str = ""
     # The tools verify the database server with the RDS CA bundle (verify-full);
     # without the bundle the build fails unless this explicit opt-out is given.
@@ -226,6 +229,7 @@ def from_context(get: Callable[[str], Any]) -> StackConfig:
         alarm_email=opt("alarmEmail"),
         reserved_concurrency=_bool(opt("reservedConcurrency", True), "reservedConcurrency"),
         ledger_deletion_protection=_bool(opt("ledgerDeletionProtection", True), "ledgerDeletionProtection"),
+        keep_legacy_history_index=_bool(opt("keepLegacyHistoryIndex", False), "keepLegacyHistoryIndex"),
         teardown=_choice(opt, "teardown", TEARDOWN_PHASES, ""),
         allow_unverified_db_tls=_bool(opt("allowUnverifiedDbTls", False), "allowUnverifiedDbTls"),
         tool_concurrency=_tool_concurrency(opt),

@@ -20,9 +20,12 @@ _TYPES = {"S": dynamodb.AttributeType.STRING, "N": dynamodb.AttributeType.NUMBER
 
 
 class Ledger(Flat):
-    def __init__(self, scope: Construct, construct_id: str, *, deletion_protection: bool) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, deletion_protection: bool,
+                 keep_legacy_history_index: bool = False) -> None:
+        """``keep_legacy_history_index``: keep the retired ``porConversa`` index for one
+        deploy (CloudFormation creates or deletes one GSI per update: docs/performance.md)."""
         super().__init__(scope, construct_id)
-        definition = ledger_schema.table_definition(LEDGER_TABLE)
+        definition = ledger_schema.table_definition(LEDGER_TABLE, legacy_history_index=keep_legacy_history_index)
         types = {a["AttributeName"]: _TYPES[a["AttributeType"]] for a in definition["AttributeDefinitions"]}
 
         def attribute(name: str) -> dynamodb.Attribute:
@@ -47,6 +50,7 @@ class Ledger(Flat):
                 partition_key=attribute(keys["HASH"]),
                 sort_key=attribute(keys["RANGE"]) if "RANGE" in keys else None,
                 projection_type=dynamodb.ProjectionType(gsi["Projection"]["ProjectionType"]),
+                non_key_attributes=gsi["Projection"].get("NonKeyAttributes"),
             )
         pin(self.table, Ids.LEDGER)
 

@@ -49,7 +49,8 @@ class CadenciaStack(Stack):
                          **kwargs)
         self.config = config
         self.assets = assets
-        self.ledger_construct = Ledger(self, "LedgerTable", deletion_protection=config.ledger_deletion_protection)
+        self.ledger_construct = Ledger(self, "LedgerTable", deletion_protection=config.ledger_deletion_protection,
+                                       keep_legacy_history_index=config.keep_legacy_history_index)
         self.ledger = self.ledger_construct.table
         self.gateway_secret = gateway_secret(self)
         self.network = Network(self, config=config, ledger=self.ledger_construct)

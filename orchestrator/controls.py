@@ -14,6 +14,9 @@ The chain is ``default_controls()``: adding a control is a class here (or in its
 own module) and one line in that list, never a branch in the tool round or the
 loop. Issue 11's order: deadline and budgets → cancellation → circuit breaker →
 retry ceiling → confirmation gate (issue 10) → invoke → after-steps.
+``DecisionAudit`` heads the list, so its after-step runs last: every call that
+was invoked leaves one link on the conversation's audit chain with its decision
+and its outcome; a refused call leaves the refusing control's own link.
 """
 
 from __future__ import annotations
@@ -224,6 +227,41 @@ class RetryCeiling:
         self.ledger.record_attempt_result(ctx.notes[RetryCeiling], AttemptResult(result), detail)
 
 
+CALL_DECIDED_EVENT = "CHAMADA_DE_FERRAMENTA"
+
+
+class DecisionAudit:
+    """One audit-chain link per invoked tool call (issue 11 point 5): the decision
+    (``permitida``) and its outcome — the attempt record's ``resultado`` enum
+    (``AttemptResult``: executed, refused by the tool, tool error, unknown...) —
+    with the tool, the order and the attempt number. Never the arguments: the
+    link proves what was decided and what came back, not the customer's data.
+
+    A refused call is not linked here: the control that refused it appended its
+    own link (ceiling, breaker, approval) or the turn's ending is audited with
+    its limit (deadline, budgets, cancellation), so each decision is ONE link.
+    The link follows the invocation: a process killed in between leaves the
+    attempt record (written before the invoke, ``resultado`` ``pendente``) as
+    the write-ahead evidence, and the chain simply has no link for that call.
+    """
+
+    def __init__(self, trail: AuditTrail) -> None:
+        self.trail = trail
+
+    def before(self, ctx: CallContext) -> Refusal | None:
+        return None
+
+    def after(self, ctx: CallContext, outcome: CallOutcome) -> None:
+        if outcome.invocation is None:
+            return
+        result, detail = _recorded_outcome(outcome.invocation)
+        attempt: Attempt | None = ctx.notes.get(RetryCeiling)
+        self.trail.append_audit(conversation_id=ctx.call.conversation_id, event=CALL_DECIDED_EVENT, details={
+            "ferramenta": ctx.call.spec.name, "pedidoId": ctx.call.order_id, "decisao": "permitida",
+            "resultado": AttemptResult(result).value, "detalhe": detail,
+            "tentativaNumero": attempt.number if attempt else None})
+
+
 def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float, invoker: ToolInvoker,
                      approval: ApprovalSettings, breaker_failures: int = 5,
                      breaker_cooldown_s: float = 30.0, breaker_cache_s: float = 0.0) -> list[Control]:
@@ -232,6 +270,7 @@ def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float, invoker:
     from .breaker import CircuitBreaker  # its own module (it imports this one)
 
     return [
+        DecisionAudit(ledger),
         CallTimeBudget(reserve_s),
         ToolCallBudget(),
         Cancellation(ledger),

@@ -41,7 +41,7 @@ def audit(local_stack):
 
 def _fill(chain: AuditChain, n: int = 5) -> None:
     for i in range(n):
-        chain.append(conversa_id=CONV, evento="DECISAO", detalhes={"i": i})
+        chain.append(conversation_id=CONV, event="DECISAO", details={"i": i})
 
 
 def _raw(chain: AuditChain, seq: int) -> dict:
@@ -109,8 +109,8 @@ def test_reordered_records_are_reported(audit):
 
 
 def test_personal_data_is_masked_and_the_verifier_refuses_hostile_ids(audit, local_stack):
-    audit.append(conversa_id=CONV, evento="CADASTRO_ATUALIZADO",
-                 detalhes={"campos": {"email": "ana@example.com", "telefone": "+5511999998888"}, "cpf": "12345678909"})
+    audit.append(conversation_id=CONV, event="CADASTRO_ATUALIZADO",
+                 details={"campos": {"email": "ana@example.com", "telefone": "+5511999998888"}, "cpf": "12345678909"})
     (record,) = audit.records(CONV)
     assert "ana@example.com" not in json.dumps(record) and "999998888" not in json.dumps(record)
     assert "12345678909" not in json.dumps(record)
@@ -123,7 +123,7 @@ def test_personal_data_is_masked_and_the_verifier_refuses_hostile_ids(audit, loc
 def _append_many(endpoint: str, table: str, writer: int, n: int) -> None:
     chain = AuditChain(table, session_client("dynamodb", endpoint))
     for i in range(n):
-        chain.append(conversa_id=CONV, evento="DECISAO", detalhes={"escritor": writer, "i": i})
+        chain.append(conversation_id=CONV, event="DECISAO", details={"escritor": writer, "i": i})
 
 
 def test_concurrent_appends_from_separate_processes_never_fork(audit, local_stack):
@@ -142,8 +142,9 @@ def test_concurrent_appends_from_separate_processes_never_fork(audit, local_stac
 
 
 def test_the_orchestrators_records_go_through_the_chain(audit, local_stack):
-    """The fifth refund attempt is refused by the ceiling and handed off: both
-    records are links of the conversation's chain, none is a ledger item."""
+    """Each of the four allowed refund calls leaves one link (decision and
+    outcome); the fifth is refused by the ceiling and handed off: every record
+    is a link of the conversation's chain, none is a ledger item."""
     ddb = audit.client
     ledger_name = f"cadencia-teste-{uuid.uuid4().hex[:10]}"
     ddb.create_table(**ledger_definition(ledger_name))
@@ -156,9 +157,13 @@ def test_the_orchestrators_records_go_through_the_chain(audit, local_stack):
         reply = orch.handle(TurnRequest(conversaId=CONV, clienteId=1001, mensagemId="wamid.a1", mensagem="reembolso"),
                             Deadline.after(60))
         assert reply.motivo == "teto"
-        events = [r["evento"] for r in audit.records(CONV)]
-        assert events == ["TETO_DE_TENTATIVAS_ATINGIDO", "ENCAMINHADO_PARA_HUMANO"]
-        assert audit.verify(CONV) == (2, None)
+        records = list(audit.records(CONV))
+        assert [r["evento"] for r in records] == ["CHAMADA_DE_FERRAMENTA"] * 4 + [
+            "TETO_DE_TENTATIVAS_ATINGIDO", "ENCAMINHADO_PARA_HUMANO"]
+        calls = [json.loads(r["detalhes"]) for r in records[:4]]
+        assert [(c["ferramenta"], c["pedidoId"], c["decisao"], c["resultado"], c["tentativaNumero"]) for c in calls] == [
+            ("emitir_reembolso", "4821", "permitida", "executado", n) for n in range(1, 5)]
+        assert audit.verify(CONV) == (6, None)
         assert list(ledger.history(CONV, item_type=None)) and not [
             i for i in ledger.history(CONV) if i.get("tipo") == "auditoria"]
     finally:
@@ -219,8 +224,8 @@ def test_a_deleted_and_rewritten_tail_is_reported(anchored):
     _fill(anchored)
     _delete(anchored, 4, 5)
     forger = AuditChain(anchored.table_name, anchored.client)  # no anchor table: the deleter's reach
-    forger.append(conversa_id=CONV, evento="DECISAO", detalhes={"i": "forjado-4"})
-    forger.append(conversa_id=CONV, evento="DECISAO", detalhes={"i": "forjado-5"})
+    forger.append(conversation_id=CONV, event="DECISAO", details={"i": "forjado-4"})
+    forger.append(conversation_id=CONV, event="DECISAO", details={"i": "forjado-5"})
     checked, broken = anchored.verify(CONV)
     assert (checked, broken.seq, broken.problem) == (5, 5, "ancora_divergente")
 
@@ -229,14 +234,14 @@ def test_an_anchor_behind_the_chain_is_accepted(anchored):
     """A writer killed between its record and its anchor leaves the anchor one link
     behind: not a truncation, and the links after it are still hash-checked."""
     _fill(anchored, 3)
-    AuditChain(anchored.table_name, anchored.client).append(conversa_id=CONV, evento="DECISAO", detalhes={})
+    AuditChain(anchored.table_name, anchored.client).append(conversation_id=CONV, event="DECISAO", details={})
     assert anchored.head(CONV).seq == 3 and anchored.verify(CONV) == (4, None)
 
 
 def _append_anchored_forever(endpoint: str, table: str, ledger_table: str) -> None:
     chain = AuditChain(table, session_client("dynamodb", endpoint), anchor_table=ledger_table)
     for i in range(10_000):
-        chain.append(conversa_id=CONV, evento="DECISAO", detalhes={"i": i})
+        chain.append(conversation_id=CONV, event="DECISAO", details={"i": i})
 
 
 def test_writers_sigkilled_mid_append_never_leave_a_false_truncation(anchored, local_stack):

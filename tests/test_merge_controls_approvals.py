@@ -19,7 +19,14 @@ from cadencia_shared.ledger import GSI_UNSETTLED_SORT, ConversationStatus, ItemT
 from cadencia_shared.settings import ApprovalSettings
 from orchestrator.approval_gate import ConfirmationGate
 from orchestrator.breaker import CircuitBreaker
-from orchestrator.controls import CallTimeBudget, Cancellation, RetryCeiling, ToolCallBudget, default_controls
+from orchestrator.controls import (
+    CallTimeBudget,
+    Cancellation,
+    DecisionAudit,
+    RetryCeiling,
+    ToolCallBudget,
+    default_controls,
+)
 from orchestrator.events import TurnRequest
 from orchestrator.model import Deadline
 from scripts.local_stack.aws import REGION, provision_handoffs
@@ -56,7 +63,7 @@ def _turn(conv: str, text: str = "oi") -> TurnRequest:
 def test_the_default_chain_is_designs_order_with_the_gate_last(mocked_aws):
     chain = default_controls(mocked_aws["ledger"], ceiling=4, reserve_s=3.0, invoker=CountingInvoker(),
                              approval=ApprovalSettings())
-    assert [type(c) for c in chain] == [CallTimeBudget, ToolCallBudget, Cancellation, CircuitBreaker,
+    assert [type(c) for c in chain] == [DecisionAudit, CallTimeBudget, ToolCallBudget, Cancellation, CircuitBreaker,
                                         RetryCeiling, ConfirmationGate]
 
 

@@ -35,6 +35,14 @@ written after the record: a writer killed in between leaves the anchor one link
 behind (never ahead), which ``verify`` accepts — the links after it are still
 checked by their hashes.
 
+A writer remembers the last link it appended to each chain for ``HEAD_MEMORY_S``
+and links the next one after it without reading (a turn's several links cost one
+Query, not one each). A remembered head is only a guess: the put's condition is
+what decides — if another writer took that ``seq`` meanwhile, the put fails, the
+writer forgets the head and reads the chain's last link, as without a memory.
+Records are never updated, so a link the writer itself appended is still the
+record at its ``seq`` (or the chain was tampered with, which ``verify`` reports).
+
 Personal data never enters a record in clear: values under keys that name contact
 data (CPF, phone, e-mail, address, at any depth) are MASKED — all but their last two
 characters starred (``cadencia_shared.masking``) — not hashed. A hash of a phone
@@ -69,6 +77,11 @@ CHAIN_KEY, SEQ_KEY = "cadeia", "seq"
 NO_CONVERSATION = "-"
 GENESIS = "0" * 64
 MAX_APPEND_ATTEMPTS = 20
+# How long a writer trusts the head it appended last (about one turn): beyond it,
+# other writers (tools, another orchestrator instance) have likely moved the chain,
+# and a failed conditional put costs a write where a read costs half a read unit.
+HEAD_MEMORY_S = 60.0
+HEAD_MEMORY_CHAINS = 256  # chains remembered at most (bounded memory in a warm container)
 ANCHOR_PREFIX = "auditoria-cabeca#"  # the ledger item that anchors a chain's head
 LEDGER_KEY = "pk"  # the ledger table's partition key (cadencia_shared.ledger.TABLE_KEY)
 PERSONAL_KEYS = frozenset({"cpf", "telefone", "celular", "email", "e-mail", "endereco", "cep", "phone", "address"})
@@ -129,15 +142,17 @@ class AuditChain:
         self.client = client
         self._clock = clock
         self.anchor_table = anchor_table
+        self._appended: dict[str, tuple[dict[str, Any], float]] = {}  # chain -> (last link appended, when)
 
-    def append(self, *, conversa_id: str | None, evento: str, detalhes: dict[str, Any]) -> int:
+    def append(self, *, conversation_id: str | None, event: str, details: dict[str, Any]) -> int:
         """Append one record at the end of the conversation's chain; its ``seq``."""
-        chain = conversa_id or NO_CONVERSATION
-        details = json.dumps(mask(detalhes), ensure_ascii=False, sort_keys=True, default=str)
+        chain = conversation_id or NO_CONVERSATION
+        stored_details = json.dumps(mask(details), ensure_ascii=False, sort_keys=True, default=str)
+        last = self._remembered(chain)
         for _ in range(MAX_APPEND_ATTEMPTS):
-            last = self._last(chain)
-            record = {CHAIN_KEY: chain, SEQ_KEY: (last[SEQ_KEY] + 1) if last else 1, "evento": evento,
-                      "registradoEm": self._now(), "detalhes": details,
+            last = last if last is not None else self._last(chain)
+            record = {CHAIN_KEY: chain, SEQ_KEY: (last[SEQ_KEY] + 1) if last else 1, "evento": event,
+                      "registradoEm": self._now(), "detalhes": stored_details,
                       "hashAnterior": last["hash"] if last else GENESIS}
             record["hash"] = record_hash(record)
             try:
@@ -145,11 +160,27 @@ class AuditChain:
                                      ConditionExpression=f"attribute_not_exists({SEQ_KEY})")
             except ClientError as err:
                 if _condition_failed(err):
-                    continue  # another writer took this seq: link after it
+                    self._appended.pop(chain, None)  # another writer took this seq:
+                    last = None  # read the chain's last link and link after it
+                    continue
                 raise
+            self._remember(chain, record)
             self._anchor(chain, Head(record[SEQ_KEY], record["hash"]), record["hashAnterior"])
             return record[SEQ_KEY]
         raise ChainContention(chain)
+
+    def _remembered(self, chain: str) -> dict[str, Any] | None:
+        """The last link this writer appended to ``chain``, if recent enough to guess on."""
+        link, at = self._appended.get(chain, (None, 0.0))
+        return link if link is not None and self._clock() - at <= HEAD_MEMORY_S else None
+
+    def _remember(self, chain: str, link: dict[str, Any]) -> None:
+        now = self._clock()
+        if len(self._appended) >= HEAD_MEMORY_CHAINS:  # a warm container sees many conversations
+            self._appended = {c: (k, at) for c, (k, at) in self._appended.items() if now - at <= HEAD_MEMORY_S}
+            if len(self._appended) >= HEAD_MEMORY_CHAINS:
+                self._appended.clear()
+        self._appended[chain] = (link, now)
 
     def _anchor(self, chain: str, head: Head, previous_hash: str) -> None:
         """Move the anchor to ``head`` only along the chain: from the link before it,

@@ -4,8 +4,8 @@ Every item kind the agent writes lives here, with its key format and the single
 conditional write that makes each decision race-free. The orchestrator, the tool
 Lambdas and the scripts all go through it, so no key is spelled in two places.
 
-Table ``cadencia-agente-execucoes`` (partition key ``pk``; GSI ``porConversa`` on
-``conversaId`` + ``registradoEm`` for one conversation's history; sparse GSI
+Table ``cadencia-agente-execucoes`` (partition key ``pk``; GSI ``historicoPorConversa``
+on ``conversaId`` + ``registradoEm``, keys and ``tipo`` only, for one conversation's history; sparse GSI
 ``reembolsosPendentes`` on ``pendencia`` + ``visitadoEm`` for the work lists).
 
 =====================  ===========================================  =================  ==================
@@ -73,6 +73,7 @@ from .table import (
     GSI_UNSETTLED_PARTITION,
     GSI_UNSETTLED_SORT,
     HUMAN_PENDING_MARK,
+    LEGACY_GSI_BY_CONVERSATION,
     TABLE_KEY,
     TTL_ATTRIBUTE,
     UNSETTLED_MARK,
@@ -88,7 +89,7 @@ from .table import (
 __all__ = [
     "APPROVAL_PENDING_MARK", "ATTEMPT_EVENT", "CANCELLATION_ATTRIBUTE", "DETAIL_MAX", "FINAL_CLAIM_STATUSES",
     "GSI_BY_CONVERSATION", "GSI_PARTITION", "GSI_SORT", "GSI_UNSETTLED", "GSI_UNSETTLED_PARTITION",
-    "GSI_UNSETTLED_SORT", "HUMAN_PENDING_MARK", "INBOUND_TTL_S", "SETTLED_CLAIM_STATUSES", "TABLE_KEY",
+    "GSI_UNSETTLED_SORT", "HUMAN_PENDING_MARK", "INBOUND_TTL_S", "LEGACY_GSI_BY_CONVERSATION", "SETTLED_CLAIM_STATUSES", "TABLE_KEY",
     "TTL_ATTRIBUTE", "UNSETTLED_MARK", "Attempt", "AttemptRecorder", "AttemptResult", "AttemptStore", "AuditChain",
     "AuditStore", "AuditTrail", "CancellationPending", "ClaimLost", "ClaimStatus", "ClaimStore", "ClaimTaken",
     "ConversationBusy", "ConversationCancellation", "ConversationOfAnotherCustomer", "ConversationState",

@@ -4,8 +4,9 @@
 ``audit_chain`` (``cadencia_shared.audit_chain.AuditChain``), events go to its
 hash-chained table (invariant 12); without one, to ``auditoria#{uuid}`` items here
 (``PutItem attribute_not_exists``). ``history`` reads one conversation's indexed
-items (claims, attempts, audit items) in time order from the ``porConversa`` GSI:
-what operators and the harness print.
+items (claims, attempts, audit items) in time order: their keys from the
+``historicoPorConversa`` GSI (keys and ``tipo`` only), the items by key — what
+operators and the harness print.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from .table import (
 class AuditChain(Protocol):
     """The hash-chained audit table's writer (``cadencia_shared.audit_chain``)."""
 
-    def append(self, *, conversa_id: str | None, evento: str, detalhes: dict[str, Any]) -> int: ...
+    def append(self, *, conversation_id: str | None, event: str, details: dict[str, Any]) -> int: ...
 
 
 class AuditTrail(Protocol):
@@ -48,7 +49,7 @@ class AuditStore:
     def append_audit(self, *, conversation_id: str | None, event: str, details: dict[str, Any]) -> str:
         """Append one audit event; never overwrites. Returns its id (the chain's seq, or the item's uuid)."""
         if self.audit_chain is not None:
-            return str(self.audit_chain.append(conversa_id=conversation_id, evento=event, detalhes=details))
+            return str(self.audit_chain.append(conversation_id=conversation_id, event=event, details=details))
         event_id = uuid.uuid4().hex
         now = self.table.iso()
         self.table.put_new({
@@ -60,5 +61,10 @@ class AuditStore:
         return event_id
 
     def history(self, conversation_id: str, *, item_type: ItemType | None = None) -> Iterator[dict[str, Any]]:
-        """Every indexed item of one conversation in time order (GSI ``porConversa``)."""
-        return self.table.query_index(GSI_BY_CONVERSATION, GSI_PARTITION, conversation_id, item_type=item_type)
+        """Every indexed item of one conversation in time order: the index gives the
+        keys in order, one BatchGetItem per 100 keys the items (strongly consistent,
+        so an update the index never saw is read as written)."""
+        entries = self.table.query_index(GSI_BY_CONVERSATION, GSI_PARTITION, conversation_id, item_type=item_type)
+        keys = [entry[TABLE_KEY] for entry in entries]
+        items = self.table.get_many(keys)
+        return iter([items[key] for key in keys if key in items])

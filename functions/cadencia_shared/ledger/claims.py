@@ -178,6 +178,11 @@ def _settlement(claim: RefundClaim, status: ClaimStatus, now: str, optional: dic
                           {":st": status.value, ":agora": now, ":dono": claim.owner})
     if status in SETTLED_CLAIM_STATUSES:
         update.tail = " REMOVE #pend"
+    elif status is ClaimStatus.SENDING:
+        # Only from IN_PROGRESS, by the owner whose claim or retake wrote
+        # ``visitadoEm`` moments ago: moving it again would change nothing in the
+        # reconciler's order but cost the index a delete and a put.
+        update.add("#pend = :pend", ":pend", UNSETTLED_MARK)
     else:  # still pending: this visit sends it to the back of the reconciler's list
         update.names["#visita"] = GSI_UNSETTLED_SORT
         update.sets.append("#visita = :agora")

@@ -24,7 +24,17 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 TABLE_KEY = "pk"
-GSI_BY_CONVERSATION = "porConversa"
+# One conversation's history in time order. Projects only the keys and ``tipo``
+# (which never changes once written): an update that moves no index key — an
+# attempt's ``resultado``, a claim's settlement, an approval's decision — then
+# writes nothing to this index (with ALL it rewrote the entry every time). The
+# readers (operators, the harness) fetch the items by key (``history``).
+GSI_BY_CONVERSATION = "historicoPorConversa"
+GSI_BY_CONVERSATION_INCLUDES = ("tipo",)
+# Its predecessor (projection ALL). CloudFormation changes no existing GSI's
+# projection and creates or deletes one GSI per update: an existing deployment
+# keeps it for one deploy (``-c keepLegacyHistoryIndex=true``), then drops it.
+LEGACY_GSI_BY_CONVERSATION = "porConversa"
 GSI_PARTITION = "conversaId"
 GSI_SORT = "registradoEm"
 # Sparse GSI of refund claims not yet settled with the gateway: only those items
@@ -34,7 +44,7 @@ GSI_UNSETTLED_PARTITION = "pendencia"
 # The unsettled index's sort key: when the claim was last written by a visit (its
 # creation, a retake, an unsettled outcome). Oldest visit first, so a claim the
 # gateway keeps unknown goes to the back after each visit and can never starve the
-# claims behind it. ``registradoEm`` keeps its meaning (creation, ``porConversa``).
+# claims behind it. ``registradoEm`` keeps its meaning (creation, the history index).
 GSI_UNSETTLED_SORT = "visitadoEm"
 UNSETTLED_MARK = "reembolso"
 # Approval requests awaiting a decision share that sparse index under their own
@@ -44,6 +54,8 @@ APPROVAL_PENDING_MARK = "aprovacao"
 HUMAN_PENDING_MARK = "humano"
 TTL_ATTRIBUTE = "expiraEm"
 ITEM_TYPE_ATTRIBUTE = "tipo"
+
+BATCH_GET_MAX = 100  # DynamoDB's limit of keys per BatchGetItem
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -141,7 +153,7 @@ def audit_pk(event_id: str) -> str:
 
 
 def history_sort(at: str, item_type: ItemType, suffix: str) -> str:
-    """``registradoEm`` of an item in the ``porConversa`` history: time first (the
+    """``registradoEm`` of an item in the conversation's history: time first (the
     order operators read), then the kind and a unique suffix (no two items tie)."""
     return f"{at}#{item_type.value}#{suffix}"
 
@@ -209,6 +221,21 @@ class LedgerTable:
         )
         return deserialize(resp["Item"]) if "Item" in resp else {}
 
+    def get_many(self, pks: list[str]) -> dict[str, dict[str, Any]]:
+        """Items by key, strongly consistent (BatchGetItem, 100 keys a request; keys
+        DynamoDB leaves unprocessed are asked again). Missing items are absent."""
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(pks), BATCH_GET_MAX):
+            request: dict[str, Any] = {self.name: {"Keys": [self.key(pk) for pk in pks[start:start + BATCH_GET_MAX]],
+                                                   "ConsistentRead": True}}
+            while request:
+                resp = self.client.batch_get_item(RequestItems=request)
+                for item in resp.get("Responses", {}).get(self.name, []):
+                    decoded = deserialize(item)
+                    found[decoded[TABLE_KEY]] = decoded
+                request = resp.get("UnprocessedKeys") or {}
+        return found
+
     def put_new(self, item: dict[str, Any]) -> None:
         """Write an item that must not exist yet (append-only records)."""
         self.client.put_item(TableName=self.name, Item=serialize(item), ConditionExpression="attribute_not_exists(pk)")
@@ -242,8 +269,10 @@ class LedgerTable:
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
 
-def table_definition(table_name: str) -> dict[str, Any]:
-    """CreateTable arguments (local stack, tests); the CDK stack mirrors them."""
+def table_definition(table_name: str, *, legacy_history_index: bool = False) -> dict[str, Any]:
+    """CreateTable arguments (local stack, tests); the CDK stack mirrors them.
+    ``legacy_history_index``: also the retired ``porConversa`` (a migrating stack)."""
+    legacy = [_index(LEGACY_GSI_BY_CONVERSATION, GSI_PARTITION, GSI_SORT)] if legacy_history_index else []
     return {
         "TableName": table_name,
         "BillingMode": "PAY_PER_REQUEST",
@@ -253,16 +282,20 @@ def table_definition(table_name: str) -> dict[str, Any]:
         ],
         "KeySchema": [{"AttributeName": TABLE_KEY, "KeyType": "HASH"}],
         "GlobalSecondaryIndexes": [
-            _index(GSI_BY_CONVERSATION, GSI_PARTITION, GSI_SORT),
+            *legacy,
+            _index(GSI_BY_CONVERSATION, GSI_PARTITION, GSI_SORT, include=GSI_BY_CONVERSATION_INCLUDES),
             _index(GSI_UNSETTLED, GSI_UNSETTLED_PARTITION, GSI_UNSETTLED_SORT),
         ],
     }
 
 
-def _index(name: str, partition: str, sort: str) -> dict[str, Any]:
+def _index(name: str, partition: str, sort: str, *, include: tuple[str, ...] = ()) -> dict[str, Any]:
+    projection: dict[str, Any] = {"ProjectionType": "ALL"}
+    if include:
+        projection = {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(include)}
     return {
         "IndexName": name,
         "KeySchema": [{"AttributeName": partition, "KeyType": "HASH"},
                       {"AttributeName": sort, "KeyType": "RANGE"}],
-        "Projection": {"ProjectionType": "ALL"},
+        "Projection": projection,
     }
