@@ -177,7 +177,7 @@ class ConfirmationGate:
         return Refusal(ApprovalRefusal.DENIED,
                        {"aprovacaoId": record.id, "motivo": record.justification,
                         "mensagem": "A aprovação foi negada; a chamada não foi executada. Não tente novamente."},
-                       ending=Reply(texts.APPROVAL_DENIED.format(pedidoId=call.order_id), "aprovacao_negada"))
+                       ending=Reply(texts.APPROVAL_DENIED.format(order_id=call.order_id), "aprovacao_negada"))
 
     def _audit(self, call: ToolCall, event: str, details: dict[str, Any]) -> None:
         self.ledger.append_audit(conversation_id=call.conversation_id, event=event,

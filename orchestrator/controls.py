@@ -210,7 +210,7 @@ class RetryCeiling:
             ctx.notes[RetryCeiling] = attempt
             return None
         order_id = ctx.call.order_id
-        text = texts.HANDOFF_CEILING_ORDER.format(pedidoId=order_id) if order_id else texts.HANDOFF_CEILING_PROFILE
+        text = texts.HANDOFF_CEILING_ORDER.format(order_id=order_id) if order_id else texts.HANDOFF_CEILING_PROFILE
         return Refusal(
             RefusalReason.CEILING,
             {"tentativaNumero": attempt.number, "teto": attempt.ceiling,

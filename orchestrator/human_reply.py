@@ -72,22 +72,24 @@ class HumanReplyRequest(BaseModel):
 
 
 class HumanReplyRefused(Exception):
-    """Nothing was written or sent; ``codigo`` says why (the attendant reads ``mensagem``)."""
+    """Nothing was written or sent; ``code`` says why (the attendant reads ``message``);
+    the handler answers them as ``erro.codigo`` / ``erro.mensagem``."""
 
-    def __init__(self, codigo: str, mensagem: str) -> None:
-        super().__init__(codigo)
-        self.codigo = codigo
-        self.mensagem = mensagem
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(code)
+        self.code = code
+        self.message = message
 
 
 @dataclass(frozen=True)
 class HumanReplyOutcome:
-    resposta_id: str
-    envio: str  # an OutboxStatus value, or NOT_SENT_NO_CHANNEL / SEND_PENDING / SEND_ELSEWHERE
-    repetida: bool  # this reply had already been written (a re-run): nothing new in the history
+    reply_id: str
+    delivery: str  # an OutboxStatus value, or NOT_SENT_NO_CHANNEL / SEND_PENDING / SEND_ELSEWHERE
+    repeated: bool  # this reply had already been written (a re-run): nothing new in the history
 
     def as_answer(self) -> dict[str, Any]:
-        return {"ok": True, "respostaId": self.resposta_id, "envio": self.envio, "repetida": self.repetida}
+        """The Lambda's answer: its wire fields stay Lab 87's (respostaId, envio, repetida)."""
+        return {"ok": True, "respostaId": self.reply_id, "envio": self.delivery, "repetida": self.repeated}
 
 
 def reply_id(conversation_id: str, customer_side_count: int, text: str) -> str:
@@ -116,7 +118,7 @@ class HumanReplies:
         written, repeated = self._write_once(request, rid)
         if not written:  # no channel address: the text is in the history only
             return HumanReplyOutcome(rid, NOT_SENT_NO_CHANNEL, repeated)
-        outgoing = OutgoingReply(key=rid, conversa_id=request.conversaId, phone_number_id=written["phoneNumberId"],
+        outgoing = OutgoingReply(key=rid, conversation_id=request.conversaId, phone_number_id=written["phoneNumberId"],
                                  to=written["para"], body=request.texto, reply_to=None)
         try:
             status = self.sender.deliver(outgoing, time_left_s=time_left_s).value

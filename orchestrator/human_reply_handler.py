@@ -62,8 +62,8 @@ def _invalid(problems: list[str]) -> dict[str, Any]:
 
 
 def _refused(refused: HumanReplyRefused) -> dict[str, Any]:
-    logger.info("reply refused", extra={"codigo": refused.codigo})
-    return {"ok": False, "erro": {"codigo": refused.codigo, "mensagem": refused.mensagem}}
+    logger.info("reply refused", extra={"codigo": refused.code})
+    return {"ok": False, "erro": {"codigo": refused.code, "mensagem": refused.message}}
 
 
 @strict_handler(model=HumanReplyRequest, logger=logger, invalid=_invalid, refusal=HumanReplyRefused,
@@ -71,6 +71,6 @@ def _refused(refused: HumanReplyRefused) -> dict[str, Any]:
 def lambda_handler(request: HumanReplyRequest, context: LambdaContext) -> dict[str, Any]:
     outcome = replies().reply(request, time_left_s=lambda: context.get_remaining_time_in_millis() / 1000)
     # The text and the recipient are never logged: the reply id and the outcome are enough.
-    logger.info("reply handled", extra={"respostaId": outcome.resposta_id, "envio": outcome.envio,
-                                        "repetida": outcome.repetida})
+    logger.info("reply handled", extra={"respostaId": outcome.reply_id, "envio": outcome.delivery,
+                                        "repetida": outcome.repeated})
     return outcome.as_answer()

@@ -143,7 +143,7 @@ class Resumer:
             body = {"erro": "aprovacao_negada", "aprovacaoId": record.id, "motivo": record.justification,
                     "mensagem": "A aprovação foi negada; a chamada não foi executada. Não tente novamente."}
             messages.append({"role": "user", "content": [history.tool_result(block.id, _json(body), is_error=True)]})
-            return messages, ConversationStatus.ACTIVE, texts.APPROVAL_DENIED.format(pedidoId=order), "aprovacao_negada"
+            return messages, ConversationStatus.ACTIVE, texts.APPROVAL_DENIED.format(order_id=order), "aprovacao_negada"
         request = TurnRequest(conversaId=record.conversation_id, clienteId=record.customer_id,
                               mensagemId=f"aprovacao-{record.id}", mensagem="(aprovação)")
         done = self.tool_round.run(request, [block], deadline, seen)
@@ -159,7 +159,7 @@ def _after_approved_call(done: RoundResult, record: ApprovalRecord) -> tuple[Con
     if isinstance(done.ending, HandOff):
         return ConversationStatus.WAITING_HUMAN, done.ending.text, "aprovada_nao_executada"
     if result.get("is_error"):
-        return ConversationStatus.WAITING_HUMAN, texts.APPROVED_NOT_DONE.format(pedidoId=order), \
+        return ConversationStatus.WAITING_HUMAN, texts.APPROVED_NOT_DONE.format(order_id=order), \
             "aprovada_nao_executada"
     answer = json.loads(result["content"])
     answered = answer.get("resultado", "")
@@ -168,7 +168,7 @@ def _after_approved_call(done: RoundResult, record: ApprovalRecord) -> tuple[Con
         # A repeat answers the key's ORIGINAL outcome, which may be a decline.
         original = (answer.get("dados") or {}).get("resultadoOriginal")
         template = _REPEATED_TEXT.get(original, texts.APPROVED_UNCONFIRMED)
-    text = template.format(pedidoId=order, valor=_amount_in_reais(record))
+    text = template.format(order_id=order, amount=_amount_in_reais(record))
     return ConversationStatus.ACTIVE, text, "aprovada_executada"
 
 

@@ -1,9 +1,10 @@
 """Everything the customer reads that the code (not the model) writes.
-Brazilian Portuguese; Lab 87's handoff sentence kept word for word."""
+Brazilian Portuguese; Lab 87's handoff sentence kept word for word. The ``{order_id}`` and
+``{amount}`` placeholders are Python's (``str.format`` keywords), never seen by the customer."""
 
 HANDOFF_CEILING_ORDER = (
     "Não consigo confirmar isso automaticamente depois de várias tentativas — "
-    "vou encaminhar para um atendente humano revisar o pedido {pedidoId}."
+    "vou encaminhar para um atendente humano revisar o pedido {order_id}."
 )
 HANDOFF_CEILING_PROFILE = (
     "Não consigo confirmar isso automaticamente depois de várias tentativas — "
@@ -53,26 +54,26 @@ NO_APPROVER = (
     "Esse reembolso precisa da aprovação de uma pessoa, e não consigo concluí-lo automaticamente — "
     "vou encaminhar para um atendente humano. Nenhum valor foi movimentado."
 )
-APPROVAL_DENIED = "Seu pedido de reembolso do pedido {pedidoId} foi analisado e não foi aprovado. Nenhum valor foi movimentado."
+APPROVAL_DENIED = "Seu pedido de reembolso do pedido {order_id} foi analisado e não foi aprovado. Nenhum valor foi movimentado."
 APPROVAL_UNUSABLE = (
     "A aprovação do seu pedido de reembolso não pôde ser usada (expirou ou não confere com o pedido) — "
     "vou encaminhar para um atendente humano. Nenhum valor foi movimentado."
 )
 # After an approved call ran: by what the tool answered (its outcome), never more.
-APPROVED_EXECUTED = "Seu reembolso de R$ {valor} do pedido {pedidoId} foi aprovado e emitido."
-APPROVED_ALREADY = "O reembolso do pedido {pedidoId} já tinha sido processado; nenhum valor novo foi movimentado."
+APPROVED_EXECUTED = "Seu reembolso de R$ {amount} do pedido {order_id} foi aprovado e emitido."
+APPROVED_ALREADY = "O reembolso do pedido {order_id} já tinha sido processado; nenhum valor novo foi movimentado."
 # The same key already held a declined refund: the tool answers it, nothing is sent.
 APPROVED_ALREADY_DECLINED = (
-    "O reembolso do pedido {pedidoId} já tinha sido recusado pelo meio de pagamento nesta conversa. "
+    "O reembolso do pedido {order_id} já tinha sido recusado pelo meio de pagamento nesta conversa. "
     "Nenhum valor foi movimentado."
 )
 APPROVED_UNCONFIRMED = (
-    "Seu reembolso do pedido {pedidoId} foi aprovado. Ainda estou aguardando a confirmação do meio de pagamento "
+    "Seu reembolso do pedido {order_id} foi aprovado. Ainda estou aguardando a confirmação do meio de pagamento "
     "e te aviso assim que ela chegar."
 )
 # Not "nothing moved": a tool that timed out may have reached the gateway.
 APPROVED_NOT_DONE = (
-    "Seu reembolso do pedido {pedidoId} foi aprovado, mas não consegui confirmar a emissão agora — "
+    "Seu reembolso do pedido {order_id} foi aprovado, mas não consegui confirmar a emissão agora — "
     "vou encaminhar para um atendente humano conferir."
 )
 

@@ -69,7 +69,7 @@ def handle_message(message: QueuedMessage, deadline: Deadline) -> None:
         # Where a person's reply to this conversation goes (orchestrator.human_reply).
         ChannelContacts(out.outbox.ledger).remember(
             message.conversaId, Contact(wa_id=message.waId, phone_number_id=message.phoneNumberId))
-    common = {"conversa_id": message.conversaId, "phone_number_id": message.phoneNumberId, "to": message.waId}
+    common = {"conversation_id": message.conversaId, "phone_number_id": message.phoneNumberId, "to": message.waId}
     if message.tipo is QueuedKind.FIXED_REPLY:
         assert message.motivo is not None  # enforced by QueuedMessage
         out.deliver(OutgoingReply.answering(message.mensagemId, body=FIXED_REPLIES[message.motivo], **common),

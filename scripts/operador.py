@@ -39,9 +39,9 @@ def cancel(ledger: Ledger, conversation_id: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/operador", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    cancelar = commands.add_parser("cancelar", help="stop the conversation's automatic turn")
-    cancelar.add_argument("--conversa", dest="conversation", metavar="CONVERSA", required=True)
-    cancelar.add_argument("--local", action="store_true", help="the running local stack's ledger")
+    cancel_command = commands.add_parser("cancelar", help="stop the conversation's automatic turn")
+    cancel_command.add_argument("--conversa", dest="conversation", metavar="CONVERSA", required=True)
+    cancel_command.add_argument("--local", action="store_true", help="the running local stack's ledger")
     args = parser.parse_args(argv)
     conversation_id = conversation_argument(args.conversation)
     # LEDGER_TABLE wins (a test's private ledger on the same server), else the stack's name.

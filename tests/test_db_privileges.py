@@ -198,7 +198,7 @@ def test_the_status_tool_query_runs_under_its_grants(local_stack, erp):
 
     order_id, customer_id = erp.execute("SELECT id, cliente_id FROM pedidos ORDER BY id LIMIT 1").fetchone()
     with psycopg.connect(local_stack.postgres.user_conninfo("cadencia_agente_consulta")) as conn:
-        row = fetch_own_order(conn, pedido_id=order_id, cliente_id=customer_id)
+        row = fetch_own_order(conn, order_id=order_id, customer_id=customer_id)
     assert row is not None and row["id"] == order_id
 
 

@@ -31,21 +31,21 @@ class ChannelContacts:
         self.ledger = ledger
         self.table = ledger.table  # the ledger's table module: its clock, reads and serializer
 
-    def remember(self, conversa_id: str, contact: Contact) -> None:
+    def remember(self, conversation_id: str, contact: Contact) -> None:
         """Record (or refresh) the conversation's address: one unconditional write,
         so the number the customer wrote from last is the one a person answers."""
         now = self.table.now_ms()
         self.table.client.put_item(
             TableName=self.table.name,
             Item=serialize({
-                TABLE_KEY: f"{ITEM_TYPE}#{conversa_id}", "tipo": ITEM_TYPE, "waId": contact.wa_id,
+                TABLE_KEY: f"{ITEM_TYPE}#{conversation_id}", "tipo": ITEM_TYPE, "waId": contact.wa_id,
                 "phoneNumberId": contact.phone_number_id, "atualizadoEm": self.table.iso(now),
                 TTL_ATTRIBUTE: now // 1000 + INBOUND_TTL_S,
             }),
         )
 
-    def find(self, conversa_id: str) -> Contact | None:
-        item = self.table.get(f"{ITEM_TYPE}#{conversa_id}")
+    def find(self, conversation_id: str) -> Contact | None:
+        item = self.table.get(f"{ITEM_TYPE}#{conversation_id}")
         if item is None:
             return None
         return Contact(wa_id=str(item["waId"]), phone_number_id=str(item["phoneNumberId"]))

@@ -50,17 +50,17 @@ SENDABLE = (OutboxStatus.PENDING, OutboxStatus.RETRY)
 @dataclass(frozen=True)
 class OutgoingReply:
     key: str  # the record's key: the customer's wamid for the agent's reply to it
-    conversa_id: str | None
+    conversation_id: str | None
     phone_number_id: str
     to: str
     body: str
     reply_to: str | None  # context.message_id: the customer message quoted, if any
 
     @classmethod
-    def answering(cls, wamid: str, *, conversa_id: str | None, phone_number_id: str, to: str,
+    def answering(cls, wamid: str, *, conversation_id: str | None, phone_number_id: str, to: str,
                   body: str) -> OutgoingReply:
         """The agent's reply to one customer message: keyed by it and quoting it."""
-        return cls(key=wamid, conversa_id=conversa_id, phone_number_id=phone_number_id, to=to, body=body,
+        return cls(key=wamid, conversation_id=conversation_id, phone_number_id=phone_number_id, to=to, body=body,
                    reply_to=wamid)
 
 
@@ -94,7 +94,7 @@ class Outbox:
                 Item=serialize({
                     TABLE_KEY: f"{ITEM_TYPE}#{reply.key}", "tipo": ITEM_TYPE,
                     "status": OutboxStatus.PENDING.value, "tentativas": 0,
-                    "conversa": reply.conversa_id, "phoneNumberId": reply.phone_number_id,
+                    "conversa": reply.conversation_id, "phoneNumberId": reply.phone_number_id,
                     "para": reply.to, "texto": reply.body, "contexto": reply.reply_to or "", "criadoEm": self.table.iso(now),
                     TTL_ATTRIBUTE: now // 1000 + INBOUND_TTL_S,
                 }),
@@ -131,7 +131,7 @@ class Outbox:
         item = deserialize(resp["Attributes"])
         # Records written before person's replies existed have no ``contexto``: they
         # were all agent replies, which quote the message they are keyed by.
-        stored = OutgoingReply(key=key, conversa_id=item.get("conversa"), phone_number_id=item["phoneNumberId"],
+        stored = OutgoingReply(key=key, conversation_id=item.get("conversa"), phone_number_id=item["phoneNumberId"],
                                to=item["para"], body=item["texto"], reply_to=item.get("contexto", key) or None)
         return SendClaim(owner=owner, attempt=int(item["tentativas"]), reply=stored)
 

@@ -13,7 +13,7 @@ TOOL = "consultar_status_pedido"
 def order_status(
     req: OrderStatusRequest, fetch: Callable[..., dict[str, Any] | None]
 ) -> ToolResponse:
-    row = fetch(pedido_id=req.pedidoId, cliente_id=req.clienteId)
+    row = fetch(order_id=req.pedidoId, customer_id=req.clienteId)
     if row is None:
         raise ToolError(ErrorCode.ORDER_NOT_FOUND, f"Pedido {req.pedidoId} não encontrado para este cliente.")
     return ToolResponse.success(

@@ -14,7 +14,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 
-def fetch_own_order(conn: psycopg.Connection, *, pedido_id: str, cliente_id: int) -> dict[str, Any] | None:
+def fetch_own_order(conn: psycopg.Connection, *, order_id: str, customer_id: int) -> dict[str, Any] | None:
     # Ownership is part of the WHERE clause: an order of another customer and an
     # order that does not exist are the same empty result.
     with conn.cursor(row_factory=dict_row) as cur:
@@ -25,5 +25,5 @@ def fetch_own_order(conn: psycopg.Connection, *, pedido_id: str, cliente_id: int
               FROM pedidos
              WHERE id = %s AND cliente_id = %s
             """,
-            (pedido_id, cliente_id),
+            (order_id, customer_id),
         ).fetchone()
