@@ -40,16 +40,16 @@ FILES = {
     ),
     "repository.py": (
         "from psycopg.rows import dict_row\n\n\n"
-        "def fetch_tracking(conn, *, pedido_id, cliente_id):\n"
+        "def fetch_tracking(conn, *, order_id, customer_id):\n"
         "    with conn.cursor(row_factory=dict_row) as cur:\n"
         '        return cur.execute("SELECT id, codigo_rastreio FROM pedidos WHERE id = %s AND cliente_id = %s",\n'
-        "                           (pedido_id, cliente_id)).fetchone()\n"
+        "                           (order_id, customer_id)).fetchone()\n"
     ),
     "logic.py": (
         "from cadencia_shared.results import ErrorCode, ToolError, ToolResponse\n\n"
         'TOOL = "consultar_rastreio"\n\n\n'
         "def tracking(req, fetch):\n"
-        "    row = fetch(pedido_id=req.pedidoId, cliente_id=req.clienteId)\n"
+        "    row = fetch(order_id=req.pedidoId, customer_id=req.clienteId)\n"
         "    if row is None:\n"
         '        raise ToolError(ErrorCode.ORDER_NOT_FOUND, f"Pedido {req.pedidoId} não encontrado para este cliente.")\n'
         '    return ToolResponse.success(TOOL, "consultado", {"pedidoId": row["id"], '
