@@ -1,0 +1,33 @@
+"""Red team (issue 11): the half-open probe stays single under the per-environment
+state cache. ``DISJUNTOR_CACHE_S`` may be up to 30 s and ``DISJUNTOR_ESPERA_S`` as
+short as a fraction of a second; an environment that cached CLOSED just before
+another opened the circuit must not still trust that CLOSED once the cooldown is
+over and a probe is in flight — else two calls reach the half-open tool. Each
+orchestrator instance has its own cache, as each execution environment does."""
+
+from __future__ import annotations
+
+from orchestrator.circuit_store import CircuitState, CircuitStore
+
+from .test_breaker_cache import _instance
+from .test_orchestrator_breaker import TOOL, Clock, Tool
+
+
+def test_a_closed_state_cached_longer_than_the_cooldown_does_not_make_a_second_probe(mocked_aws):
+    clock, tool = Clock(), Tool()
+    turn_a, counted = _instance(mocked_aws, clock, tool, "30", cooldown_s="1.5")
+    turn_c, _ = _instance(mocked_aws, clock, tool, "30", cooldown_s="1.5")
+    tool.mode = "ok"
+    assert turn_c() == "resposta"  # C reads a healthy CLOSED circuit
+    tool.mode = "crash"
+    for _ in range(3):
+        turn_a()  # A opens it
+    assert CircuitStore(counted.ledger).read(TOOL).state is CircuitState.OPEN and tool.calls == 4
+    clock.now += 1.6  # the cooldown is over
+    store = CircuitStore(counted.ledger)
+    # The probe is in flight (A took it; its answer has not come back yet).
+    assert store.take_probe(TOOL, store.read(TOOL), store.new_owner(), lease_ms=60_000)
+    assert store.read(TOOL).state is CircuitState.HALF_OPEN
+    # C must read the half-open circuit and be refused, not call the tool from its cache.
+    assert turn_c() == "disjuntor_aberto"
+    assert tool.calls == 4
