@@ -52,3 +52,29 @@ def test_across_processes_a_long_cache_does_not_send_a_call_beside_the_probe(loc
     finally:
         fleet.close()
         _drop(local_stack.aws_endpoint, ledger_table, audit_table)
+
+
+FLEET = 4
+
+
+def test_after_one_process_opens_it_each_warm_process_sends_at_most_one_more_call(local_stack, tmp_path):
+    """Four spawned orchestrator processes, each holding a healthy CLOSED state (default
+    2 s cache); process 0 opens the circuit with three crashes; then every process
+    takes three turns against the still-failing tool at once. Calls that reach the
+    tool after the opening: at most one per other warm process (3), never more."""
+    from .test_breaker_fleet import _drop, _Fleet, _tables
+
+    ledger_table, audit_table = _tables(local_stack.aws_endpoint)
+    fleet = _Fleet(local_stack.aws_endpoint, ledger_table, audit_table, tmp_path, FLEET)
+    try:
+        assert fleet.together("ok") == [("resposta", 1)] * FLEET  # every process caches CLOSED
+        assert [fleet.turn(0, "crash") for _ in range(3)] == [("resposta", 1)] * 3  # process 0 opens it
+        after_open = [fleet.together("crash") for _ in range(3)]
+    finally:
+        fleet.close()
+        _drop(local_stack.aws_endpoint, ledger_table, audit_table)
+    leaked = sum(calls for round_ in after_open for _, calls in round_)
+    print(f"calls reaching the failing tool after another process opened the circuit: {leaked} "
+          f"({FLEET - 1} other warm processes)")
+    assert leaked <= FLEET - 1
+    assert all(reply == ("disjuntor_aberto", 0) for reply in after_open[-1])
