@@ -34,3 +34,19 @@ def test_a_row_asking_for_more_than_item_reads_and_writes_is_refused(action):
 def test_any_other_action_string_is_refused(action):
     with pytest.raises(ValueError, match="ledger_actions"):
         dataclasses.replace(ROW, ledger_actions=(action,))
+
+
+@pytest.mark.parametrize("hidden", ["\r", "\r\n", "\n"])
+def test_a_grant_hidden_after_a_line_comment_is_refused(tmp_path, hidden):
+    """PostgreSQL ends a ``--`` comment at CR as well as LF: a table-wide GRANT after
+    "-- why<CR>" would run as the master inside grants.sql's DO block while a splitter
+    that ends comments at LF only saw a comment. package_grants must see the statement
+    (it reads the file with universal newlines) and refuse it."""
+    from infra.derived import DerivedFileError, package_grants
+
+    path = tmp_path / "functions" / "consultar_status_pedido" / "grants.sql"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(("-- why" + hidden + "GRANT ALL ON clientes TO cadencia_agente_consulta;\n"
+                      "GRANT SELECT (id) ON pedidos TO cadencia_agente_consulta;\n").encode())
+    with pytest.raises(DerivedFileError):
+        package_grants("consultar_status_pedido", "cadencia_agente_consulta", tmp_path)
