@@ -50,3 +50,12 @@ def test_a_grant_hidden_after_a_line_comment_is_refused(tmp_path, hidden):
                       "GRANT SELECT (id) ON pedidos TO cadencia_agente_consulta;\n").encode())
     with pytest.raises(DerivedFileError):
         package_grants("consultar_status_pedido", "cadencia_agente_consulta", tmp_path)
+
+
+def test_the_splitter_ends_a_line_comment_at_cr_as_postgresql_does():
+    """Whatever reads the script, a statement after "--...<CR>" is a statement (the
+    PostgreSQL lexer: ``--`` runs to the first LF or CR)."""
+    from infra.sqlsplit import split_statements
+
+    assert split_statements("-- why\rGRANT ALL ON clientes TO x;\nSELECT 1;") == ["GRANT ALL ON clientes TO x",
+                                                                                  "SELECT 1"]
