@@ -56,8 +56,10 @@ def _token(script: str, i: int) -> tuple[int, str]:
     a dollar-quoted body, or one character): where it ends, and the text it keeps."""
     ch, nxt = script[i], script[i + 1: i + 2]
     if ch == "-" and nxt == "-":
-        end = script.find("\n", i)
-        return (len(script) if end < 0 else end), ""  # keep the newline as a separator
+        # PostgreSQL's lexer ends a line comment at LF or CR: ending it at LF only would
+        # hide a statement after "-- ...<CR>" that the database runs.
+        ends = [e for e in (script.find("\n", i), script.find("\r", i)) if e >= 0]
+        return (min(ends) if ends else len(script)), ""  # keep the newline as a separator
     if ch == "/" and nxt == "*":
         return _skip_block_comment(script, i), " "
     if ch == "'":

@@ -159,7 +159,8 @@ class StateCache:
     What is kept, and for how long:
 
     - CLOSED with no failure streak: ``closed_ttl_ms`` (``DISJUNTOR_CACHE_S``; 0 turns
-      the cache off). The cost: for that long after ANOTHER environment opened the
+      the cache off), capped at half the cooldown so no probe can start while it is
+      still trusted (the probe stays single). The cost: for that long after ANOTHER environment opened the
       circuit, this one still calls the tool. The breaker forgets the entry as soon as
       a call fails here, so against a tool that keeps failing each warm environment
       sends at most one more call (the one that fails) — tests/test_breaker_cache.py. A success inside the window also does not
@@ -201,7 +202,11 @@ class StateCache:
         if self.closed_ttl_ms <= 0:
             return now
         if record.state is CircuitState.CLOSED and record.failures == 0:
-            return now + self.closed_ttl_ms
+            # Never as long as the cooldown: a circuit opened just after this read may
+            # be probed one cooldown later, and a CLOSED still trusted then would send a
+            # second call to the half-open tool. Half of it leaves room for the clock
+            # skew between environments (abertoEmMs is the opener's clock).
+            return now + min(self.closed_ttl_ms, self.cooldown_ms // 2)
         if record.state is CircuitState.OPEN:
             return min(now + self.closed_ttl_ms, record.opened_at_ms + self.cooldown_ms)
         return now

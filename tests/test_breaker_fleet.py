@@ -63,7 +63,8 @@ class _Tool:
                                                         "resultado": "consultado", "dados": {}})
 
 
-def _orchestrator_process(endpoint: str, ledger_table: str, audit_table: str, emf_path: str, conn) -> None:
+def _orchestrator_process(endpoint: str, ledger_table: str, audit_table: str, emf_path: str, conn,
+                          cache_s: str = "2") -> None:
     """One warm orchestrator instance: runs a status turn per command, answers
     (motivo, tool calls made)."""
     from orchestrator.events import TurnRequest
@@ -76,7 +77,7 @@ def _orchestrator_process(endpoint: str, ledger_table: str, audit_table: str, em
     ledger = Ledger(ledger_table, ddb, audit_chain=AuditChain(audit_table, ddb, anchor_table=ledger_table))
     tool, model = _Tool(), ScriptedModel()
     orch, _ = build(model, ledger, tool, DISJUNTOR_FALHAS="3", DISJUNTOR_ESPERA_S=str(COOLDOWN_S),
-                    DISJUNTOR_CACHE_S="2")
+                    DISJUNTOR_CACHE_S=cache_s)
     conn.send("pronto")
     while (command := conn.recv()) != "fim":
         tool.mode, before = command, tool.calls
@@ -89,14 +90,15 @@ def _orchestrator_process(endpoint: str, ledger_table: str, audit_table: str, em
 
 
 class _Fleet:
-    def __init__(self, endpoint: str, ledger_table: str, audit_table: str, directory: Path, size: int) -> None:
+    def __init__(self, endpoint: str, ledger_table: str, audit_table: str, directory: Path, size: int,
+                 cache_s: str = "2") -> None:
         spawn = mp.get_context("spawn")
         self.emf = [directory / f"emf-{i}.jsonl" for i in range(size)]
         self.pipes, self.procs = [], []
         for path in self.emf:
             ours, theirs = spawn.Pipe()
             proc = spawn.Process(target=_orchestrator_process,
-                                 args=(endpoint, ledger_table, audit_table, str(path), theirs))
+                                 args=(endpoint, ledger_table, audit_table, str(path), theirs, cache_s))
             proc.start()
             self.pipes.append(ours)
             self.procs.append(proc)

@@ -113,6 +113,11 @@ class ToolSpec:
         if (self.secrets or self.calls_payment_gateway) and not self.egress.through_nat:
             raise ValueError(f"{self.name}: secrets and the payment gateway are reached through the NAT "
                              "(Egress.INTERNET)")
+        # The ledger holds refund claims and the audit chain's head anchors: no row may
+        # ask to delete or batch-rewrite them (the hand-written contract row could ask
+        # for the same and the contract check would pass both).
+        if not set(self.ledger_actions) <= set(LEDGER_ITEM_ACTIONS):
+            raise ValueError(f"{self.name}: ledger_actions beyond {LEDGER_ITEM_ACTIONS}: {self.ledger_actions}")
         if self.approval is not None and not self.irreversible:
             raise ValueError(f"{self.name}: an approval policy applies to irreversible tools only")
 
