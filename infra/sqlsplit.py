@@ -56,10 +56,7 @@ def _token(script: str, i: int) -> tuple[int, str]:
     a dollar-quoted body, or one character): where it ends, and the text it keeps."""
     ch, nxt = script[i], script[i + 1: i + 2]
     if ch == "-" and nxt == "-":
-        # PostgreSQL's lexer ends a line comment at LF or CR: ending it at LF only would
-        # hide a statement after "-- ...<CR>" that the database runs.
-        ends = [e for e in (script.find("\n", i), script.find("\r", i)) if e >= 0]
-        return (min(ends) if ends else len(script)), ""  # keep the newline as a separator
+        return _end_of_line_comment(script, i), ""  # keep the newline as a separator
     if ch == "/" and nxt == "*":
         return _skip_block_comment(script, i), " "
     if ch == "'":
@@ -74,6 +71,13 @@ def _token(script: str, i: int) -> tuple[int, str]:
         if end is not None:
             return end, script[i:end]
     return i + 1, ch
+
+
+def _end_of_line_comment(script: str, i: int) -> int:
+    # PostgreSQL's lexer ends a line comment at LF or CR: ending it at LF only would
+    # hide a statement after "-- ...<CR>" that the database runs.
+    ends = [e for e in (script.find("\n", i), script.find("\r", i)) if e >= 0]
+    return min(ends) if ends else len(script)
 
 
 def _end_of_dollar_quote(script: str, i: int) -> int | None:
