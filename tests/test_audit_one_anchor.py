@@ -6,10 +6,6 @@ after a block is still reported. Real moto server, separate OS processes."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
-import signal
-import time
 import uuid
 
 import pytest
@@ -19,7 +15,7 @@ from cadencia_shared.ledger import Ledger, table_definition as ledger_definition
 from orchestrator.events import TurnRequest
 from orchestrator.model import Deadline
 from scripts.local_stack.aws import session_client
-from tests.test_audit_chain import CONV, _delete, _fill, anchored, audit  # noqa: F401
+from tests.test_audit_chain import CONV, _delete, _fill, anchored, audit, sigkill_writers_after  # noqa: F401
 
 from .support.anthropic_fake import ScriptedModel, text_reply, tool_use
 from .support.orchestrators import CountingInvoker, build
@@ -98,18 +94,7 @@ def _blocks_forever(endpoint: str, table: str, ledger_table: str) -> None:
 
 
 def test_writers_sigkilled_inside_blocks_never_leave_a_false_truncation(anchored, local_stack):
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_blocks_forever,
-                         args=(local_stack.aws_endpoint, anchored.table_name, anchored.anchor_table))
-             for _ in range(3)]
-    for proc in procs:
-        proc.start()
-    deadline = time.monotonic() + 120
-    while len(list(anchored.records(CONV))) < 30 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    for proc in procs:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.join(timeout=30)
+    sigkill_writers_after(anchored, local_stack.aws_endpoint, _blocks_forever, records=30)
     checked, broken = anchored.verify(CONV)
     assert checked >= 30 and broken is None
     head = anchored.head(CONV).seq
