@@ -122,6 +122,13 @@ class Orchestrator:
 
     # -- the turn ---------------------------------------------------------------
     def handle(self, req: TurnRequest, deadline: Deadline) -> TurnReply:
+        # The turn's audit links (one per tool call, the contract's, the limits')
+        # move the chain's head anchor once, after the last (audit_chain module doc):
+        # one anchor UpdateItem per turn instead of one per link.
+        with self.ledger.one_anchor_per_block():
+            return self._handle(req, deadline)
+
+    def _handle(self, req: TurnRequest, deadline: Deadline) -> TurnReply:
         # Leases outlive this invocation whatever the configuration says, so a live
         # turn never loses its message or its conversation to a redelivery.
         lease_s = max(self.settings.conversation_lease_s, int(deadline.remaining_s()) + 30)

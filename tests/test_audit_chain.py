@@ -244,23 +244,27 @@ def _append_anchored_forever(endpoint: str, table: str, ledger_table: str) -> No
         chain.append(conversation_id=CONV, event="DECISAO", details={"i": i})
 
 
+def sigkill_writers_after(chain: AuditChain, endpoint: str, writer, *, records: int) -> None:  # noqa: ANN001
+    """Three spawned processes run ``writer(endpoint, table, anchor table)`` on one
+    chain; each is SIGKILLed once the chain holds ``records`` records (or after 120 s)."""
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=writer, args=(endpoint, chain.table_name, chain.anchor_table)) for _ in range(3)]
+    for proc in procs:
+        proc.start()
+    deadline = time.monotonic() + 120
+    while len(list(chain.records(CONV))) < records and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for proc in procs:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.join(timeout=30)
+
+
 def test_writers_sigkilled_mid_append_never_leave_a_false_truncation(anchored, local_stack):
     """Three processes append to one chain and are SIGKILLed mid-flight (between a
     record and its anchor, or inside either write): the chain verifies, its anchor
     never ahead of it (each writer killed between its record and its anchor leaves it
     at most one link further behind); then the tail deleted from the head is reported."""
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_append_anchored_forever,
-                         args=(local_stack.aws_endpoint, anchored.table_name, anchored.anchor_table))
-             for _ in range(3)]
-    for proc in procs:
-        proc.start()
-    deadline = time.monotonic() + 120
-    while len(list(anchored.records(CONV))) < 30 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    for proc in procs:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.join(timeout=30)
+    sigkill_writers_after(anchored, local_stack.aws_endpoint, _append_anchored_forever, records=30)
     checked, broken = anchored.verify(CONV)
     assert checked >= 30 and broken is None
     assert anchored.head(CONV).seq <= checked

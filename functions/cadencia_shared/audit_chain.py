@@ -35,6 +35,14 @@ written after the record: a writer killed in between leaves the anchor one link
 behind (never ahead), which ``verify`` accepts — the links after it are still
 checked by their hashes.
 
+Inside ``one_anchor()`` (the orchestrator wraps each turn in it) the anchor is moved
+once, after the block's last link, from where it stood before the block's first: a
+turn's k links cost k PutItems and one anchor UpdateItem instead of k. The price is
+the window: until the block ends (a turn: seconds), or forever if its process is
+killed inside it, the anchor lags by the block's links — the state a kill between
+record and anchor already leaves, which ``verify`` accepts; a tail deleted inside
+that window and re-appended over is not caught by the anchor (a gap still is).
+
 A writer remembers the last link it appended to each chain for ``HEAD_MEMORY_S``
 and links the next one after it without reading (a turn's several links cost one
 Query, not one each). A remembered head is only a guess: the put's condition is
@@ -61,14 +69,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from .masking import mask_identifier
 
@@ -143,6 +153,45 @@ class AuditChain:
         self._clock = clock
         self.anchor_table = anchor_table
         self._appended: dict[str, tuple[dict[str, Any], float]] = {}  # chain -> (last link appended, when)
+        # Per thread: a writer shared by threads (tests, the local runner) defers only
+        # the links of the thread inside ``one_anchor``.
+        self._deferral = threading.local()
+
+    @contextmanager
+    def one_anchor(self) -> Iterator[None]:
+        """Anchor each chain appended to inside the block once, after its last link
+        (module doc). Nested blocks anchor at the outermost's end. A block left by an
+        exception still anchors; an anchor failure then does not mask the exception
+        (the anchor only lags, which ``verify`` accepts and the next append repairs)."""
+        if getattr(self._deferral, "heads", None) is not None:
+            yield
+            return
+        self._deferral.heads = {}
+        try:
+            yield
+        except BaseException:
+            self._anchor_deferred(quiet=True)
+            raise
+        self._anchor_deferred(quiet=False)
+
+    def _anchor_deferred(self, *, quiet: bool) -> None:
+        heads: dict[str, tuple[Head, Head]] = self._deferral.heads
+        self._deferral.heads = None
+        for chain, (head, before) in heads.items():
+            try:
+                self._anchor(chain, head, before)
+            except (ClientError, BotoCoreError):
+                if not quiet:
+                    raise
+
+    def _anchor_or_defer(self, chain: str, record: dict[str, Any]) -> None:
+        head = Head(record[SEQ_KEY], record["hash"])
+        before = Head(head.seq - 1, record["hashAnterior"])  # where the anchor should stand now
+        heads = getattr(self._deferral, "heads", None)
+        if heads is None:
+            self._anchor(chain, head, before)
+        else:  # keep the block's first "before": the anchor moves from there in one step
+            heads[chain] = (head, heads[chain][1] if chain in heads else before)
 
     def append(self, *, conversation_id: str | None, event: str, details: dict[str, Any]) -> int:
         """Append one record at the end of the conversation's chain; its ``seq``."""
@@ -165,7 +214,7 @@ class AuditChain:
                     continue
                 raise
             self._remember(chain, record)
-            self._anchor(chain, Head(record[SEQ_KEY], record["hash"]), record["hashAnterior"])
+            self._anchor_or_defer(chain, record)
             return record[SEQ_KEY]
         raise ChainContention(chain)
 
@@ -182,16 +231,15 @@ class AuditChain:
                 self._appended.clear()
         self._appended[chain] = (link, now)
 
-    def _anchor(self, chain: str, head: Head, previous_hash: str) -> None:
-        """Move the anchor to ``head`` only along the chain: from the link before it,
-        or, when the anchor lags (a writer killed between record and anchor, or a
+    def _anchor(self, chain: str, head: Head, expected: Head) -> None:
+        """Move the anchor to ``head`` only along the chain: from ``expected`` (the
+        link before it, or before a ``one_anchor`` block's first link), or, when the anchor lags (a writer killed between record and anchor, or a
         later writer anchoring first), from an anchored record still in the chain.
         So a deleted tail that the writers re-append never moves it (a bare
         ``seqCabeca < :s`` did, two appends later): it keeps the deleted record's
         hash and ``verify`` keeps reporting ``ancora_divergente``."""
         if self.anchor_table is None:
             return
-        expected = Head(head.seq - 1, previous_hash)
         for _ in range(MAX_APPEND_ATTEMPTS):
             current = self._move_anchor(chain, head, expected)
             if current is None or current.seq >= head.seq or not self._holds(chain, current):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
 from .table import (
@@ -32,6 +33,8 @@ class AuditChain(Protocol):
     """The hash-chained audit table's writer (``cadencia_shared.audit_chain``)."""
 
     def append(self, *, conversation_id: str | None, event: str, details: dict[str, Any]) -> int: ...
+
+    def one_anchor(self) -> AbstractContextManager[None]: ...
 
 
 class AuditTrail(Protocol):
@@ -59,6 +62,11 @@ class AuditStore:
             GSI_SORT: history_sort(now, ItemType.AUDIT, event_id) if conversation_id else None,
         })
         return event_id
+
+    def one_anchor_per_block(self) -> AbstractContextManager[None]:
+        """A block whose chain links move the head's anchor once, at its end (a turn:
+        ``AuditChain.one_anchor``); nothing to defer without a chain."""
+        return nullcontext() if self.audit_chain is None else self.audit_chain.one_anchor()
 
     def history(self, conversation_id: str, *, item_type: ItemType | None = None) -> Iterator[dict[str, Any]]:
         """Every indexed item of one conversation in time order: the index gives the
