@@ -27,6 +27,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from cadencia_shared.ledger import Attempt, AttemptRecorder, AttemptResult, AuditTrail, ConversationCancellation, Ledger
+from cadencia_shared.ledger.attempts import RESULT_DETAIL_MAX
 from cadencia_shared.observability import Metric, count_for_tool
 from cadencia_shared.outcomes import Outcome
 from cadencia_shared.settings import ApprovalSettings
@@ -161,7 +162,9 @@ def _recorded_outcome(invocation: Invocation) -> tuple[Outcome, str | None]:
     payload = invocation.payload or {}
     if payload.get("ok"):
         return _RECORDED_AS.get(payload.get("resultado", ""), Outcome.EXECUTED), None
-    return Outcome.REFUSED_BY_TOOL, (payload.get("erro") or {}).get("codigo")
+    code = (payload.get("erro") or {}).get("codigo")
+    # Clipped here, once, for both records of the call (the attempt's and the audit link's).
+    return Outcome.REFUSED_BY_TOOL, None if code is None else str(code)[:RESULT_DETAIL_MAX]
 
 
 class CeilingLedger(AttemptRecorder, AuditTrail, Protocol):

@@ -172,3 +172,13 @@ def test_sigkill_between_invoke_and_link_leaves_the_attempt_record_as_the_eviden
     (link,) = _links(chain, conv)
     assert (link["resultado"], link["tentativaNumero"]) == ("executado", 2)
     assert chain.verify(conv) == (1, None)
+
+
+def test_a_tools_error_code_is_clipped_alike_in_the_link_and_the_attempt_record():
+    from cadencia_shared.ledger.attempts import RESULT_DETAIL_MAX
+    from orchestrator.controls import _recorded_outcome
+
+    answered = Invocation(InvocationStatus.OK, payload={"ok": False, "erro": {"codigo": "x" * 5000}})
+    result, detail = _recorded_outcome(answered)
+    assert result.value == "recusado_pela_ferramenta" and detail == "x" * RESULT_DETAIL_MAX
+    assert _recorded_outcome(Invocation(InvocationStatus.OK, payload={"ok": False, "erro": {}}))[1] is None
