@@ -126,15 +126,19 @@ def _append_many(endpoint: str, table: str, writer: int, n: int) -> None:
         chain.append(conversation_id=CONV, event="DECISAO", details={"escritor": writer, "i": i})
 
 
-def test_concurrent_appends_from_separate_processes_never_fork(audit, local_stack):
+def run_to_completion(target, argsets) -> None:  # noqa: ANN001 - a picklable function, its args
+    """One spawned OS process per ``args`` in ``argsets``, started together; each must exit 0."""
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_append_many, args=(local_stack.aws_endpoint, audit.table_name, w, 12))
-             for w in range(4)]
+    procs = [ctx.Process(target=target, args=args) for args in argsets]
     for proc in procs:
         proc.start()
     for proc in procs:
         proc.join(timeout=240)
         assert proc.exitcode == 0
+
+
+def test_concurrent_appends_from_separate_processes_never_fork(audit, local_stack):
+    run_to_completion(_append_many, [(local_stack.aws_endpoint, audit.table_name, w, 12) for w in range(4)])
     records = list(audit.records(CONV))
     assert [r["seq"] for r in records] == list(range(1, 49))
     assert len({r["hashAnterior"] for r in records}) == 48  # no two records claim the same predecessor

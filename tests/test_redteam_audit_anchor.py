@@ -15,7 +15,8 @@ from __future__ import annotations
 import pytest
 
 from cadencia_shared.audit_chain import AuditChain
-from tests.test_audit_chain import CONV, _anchored_verifier, _delete, _fill, anchored, audit  # noqa: F401
+from tests.test_audit_chain import (  # noqa: F401
+    CONV, _anchored_verifier, _delete, _fill, anchored, audit, run_to_completion)
 
 
 def _another_instance(chain: AuditChain) -> AuditChain:
@@ -65,16 +66,8 @@ def _append_anchored(endpoint: str, table: str, ledger_table: str, writer: int, 
 def test_concurrent_anchored_writers_leave_the_anchor_at_the_last_record(anchored, local_stack):
     """The anchor now moves only from a link it can prove: four processes racing on
     one chain still leave it on the chain's last record (no writer was killed)."""
-    import multiprocessing as mp
-
-    ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_append_anchored, args=(local_stack.aws_endpoint, anchored.table_name,
-                                                        anchored.anchor_table, w, 10)) for w in range(4)]
-    for proc in procs:
-        proc.start()
-    for proc in procs:
-        proc.join(timeout=240)
-        assert proc.exitcode == 0
+    run_to_completion(_append_anchored, [(local_stack.aws_endpoint, anchored.table_name, anchored.anchor_table, w, 10)
+                                         for w in range(4)])
     records = list(anchored.records(CONV))
     assert anchored.verify(CONV) == (40, None)
     assert (anchored.head(CONV).seq, anchored.head(CONV).hash) == (40, records[-1]["hash"])
