@@ -233,8 +233,9 @@ class AuditChain:
 
     def _anchor(self, chain: str, head: Head, expected: Head) -> None:
         """Move the anchor to ``head`` only along the chain: from ``expected`` (the
-        link before it, or before a ``one_anchor`` block's first link), or, when the anchor lags (a writer killed between record and anchor, or a
-        later writer anchoring first), from an anchored record still in the chain.
+        link before it, or before a ``one_anchor`` block's first link), or, when
+        the anchor lags (a writer killed between record and anchor, or a later
+        writer anchoring first), from an anchored record still in the chain.
         So a deleted tail that the writers re-append never moves it (a bare
         ``seqCabeca < :s`` did, two appends later): it keeps the deleted record's
         hash and ``verify`` keeps reporting ``ancora_divergente``."""
