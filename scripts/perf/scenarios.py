@@ -117,12 +117,17 @@ class Bench:
     def turn(self, conversa: str, index: int, calls: list[list[tuple[str, dict[str, Any]]]]) -> dict[str, Any]:
         """Message ``index`` of a conversation whose scripted model makes ``calls[i]`` for message i."""
         messages = [f"mensagem {i + 1}" for i in range(len(calls))]
+        # The scripted final answer names the scenario's order and amount: they are the
+        # ones the turns act on, so the output contract accepts it at once, as it would a
+        # model that answers about what it did (not a refusal and a second model call).
+        orders = [arguments["pedidoId"] for per in calls for _, arguments in per]
         scenario = Scenario.model_validate({
-            "conversaId": conversa, "clienteId": CUSTOMER, "pedidoId": "0", "valorPedido": 1,
+            "conversaId": conversa, "clienteId": CUSTOMER, "pedidoId": orders[0] if orders else "0",
+            "valorPedido": float(ORDER_VALUE),
             "mensagens": messages,
             "roteiro": [[{"ferramenta": f, "entrada": e} for f, e in per] for per in calls]})
         if conversa not in self._policies:  # one per conversation: its tool_use ids never repeat
-            self._policies[conversa] = InsistentPolicy(scenario, seed=87)
+            self._policies[conversa] = InsistentPolicy(scenario, seed=87, claims_only_what_it_did=True)
         self.model.activate(self._policies[conversa])
         return self.runner.turn(conversa, CUSTOMER, index, messages[index])
 
