@@ -11,7 +11,8 @@ Where each is checked:
   separately by ``MODEL_MAX_ATTEMPTS``);
 - tool calls and the deadline: before every tool call (the ``ToolCallBudget`` and
   ``CallTimeBudget`` controls, first in the chain);
-- cancellation: before every tool call (``Cancellation``) and, atomically, in the
+- cancellation: before every tool call that can change something (``Cancellation``;
+  a read-only tool changes nothing and is not checked) and, atomically, in the
   commit's transaction (``Ledger.commit_conversation``'s fence), so it wins over a
   retry and over a tool result that arrives after the operator's command.
 """

@@ -124,16 +124,18 @@ class ToolCallBudget:
 
 class Cancellation:
     """An operator's cancellation (``scripts/operador.py cancelar``) refuses every
-    tool call from then on. Before the circuit breaker and the retry ceiling, so a
-    cancelled call is neither a probe nor an attempt; the commit re-checks it
-    atomically (``Ledger.commit_conversation``), so a tool answer that arrives
-    after the command does not win either."""
+    tool call that changes something from then on. Before the circuit breaker and
+    the retry ceiling, so a cancelled call is neither a probe nor an attempt; the
+    commit re-checks it atomically (``Ledger.commit_conversation``), so a tool
+    answer that arrives after the command does not win either. A read-only tool
+    (``ToolSpec.read_only``) is not checked: it changes nothing, and the commit
+    ends the turn as cancelled whatever it read — one read per call saved."""
 
     def __init__(self, ledger: ConversationCancellation) -> None:
         self.ledger = ledger
 
     def before(self, ctx: CallContext) -> Refusal | None:
-        if not self.ledger.cancellation_pending(ctx.call.conversation_id):
+        if ctx.call.spec.read_only or not self.ledger.cancellation_pending(ctx.call.conversation_id):
             return None
         return Refusal(RefusalReason.CANCELLED,
                        {"mensagem": "Atendimento interrompido por um operador; a ferramenta não foi executada."},

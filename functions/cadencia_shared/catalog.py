@@ -101,6 +101,11 @@ class ToolSpec:
     # (orchestrator/tools.py ``ToolCall.idempotency_key``) — the refund is the only
     # irreversible tool; a second one needs a key kind of its own in the ledger.
     irreversible: bool = False
+    # Changes nothing anywhere (its DB user may only SELECT; no ledger, audit, secret or
+    # gateway): an operator's cancellation does not need to stop it — the turn's commit
+    # ends the turn as cancelled all the same, so nothing it read is said — and the
+    # cancellation check before it (a read per call) is skipped (orchestrator/controls.py).
+    read_only: bool = False
     subject_field: str | None = "pedidoId"  # which input field scopes the retry ceiling
     approval: ApprovalPolicy | None = None  # None: the confirmation gate lets every call through
 
@@ -118,8 +123,17 @@ class ToolSpec:
         # for the same and the contract check would pass both).
         if not set(self.ledger_actions) <= set(LEDGER_ITEM_ACTIONS):
             raise ValueError(f"{self.name}: ledger_actions beyond {LEDGER_ITEM_ACTIONS}: {self.ledger_actions}")
+        if self.read_only and self.can_change_something:
+            raise ValueError(f"{self.name}: a read-only tool has no ledger actions, audit appends, secrets, "
+                             "payment gateway or irreversibility")
         if self.approval is not None and not self.irreversible:
             raise ValueError(f"{self.name}: an approval policy applies to irreversible tools only")
+
+    @property
+    def can_change_something(self) -> bool:
+        """What its row grants beyond its DB user's SELECTs (a read-only row may have none)."""
+        return bool(self.ledger_actions or self.appends_audit or self.secrets or self.calls_payment_gateway
+                    or self.irreversible)
 
     @property
     def handler(self) -> str:
@@ -160,6 +174,7 @@ CONSULTAR_STATUS_PEDIDO = ToolSpec(
     function_name="cadencia-consultar-status-pedido",
     db_user="cadencia_agente_consulta",
     package="consultar_status_pedido",
+    read_only=True,  # its grants.sql: SELECT only (tests/test_db_privileges.py)
     timeout_s=5,
     reserved_concurrency=10,
 )
