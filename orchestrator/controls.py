@@ -68,6 +68,7 @@ class CallContext:
     call: ToolCall
     deadline: Deadline
     budget: TurnBudget | None = None  # the turn's budget (None: a round run on its own, e.g. in a test)
+    message_id: str | None = None  # the customer's message this call answers (its hand-off link names it)
     notes: dict[str, Any] = field(default_factory=dict)
 
 
@@ -173,6 +174,9 @@ class CeilingLedger(AttemptRecorder, AuditTrail, Protocol):
     """What the retry ceiling needs of the ledger: the attempt counter and the audit trail."""
 
 
+CEILING_HANDOFF_REASON = "teto"
+
+
 class RetryCeiling:
     """At most ``limit`` attempts per (conversation, subject, tool) are allowed.
 
@@ -186,7 +190,7 @@ class RetryCeiling:
         self.ledger = ledger
         self.limit = limit
 
-    def decide(self, call: ToolCall) -> Attempt:
+    def decide(self, call: ToolCall, message_id: str | None = None) -> Attempt:
         attempt = self.ledger.register_attempt(
             conversation_id=call.conversation_id,
             subject=call.subject,
@@ -199,18 +203,23 @@ class RetryCeiling:
             count_for_tool(Metric.CALLS_ALLOWED, call.spec.name)
             return attempt
         # Refused before the tool Lambda is invoked: the 5th call never gets near
-        # the tool's credentials.
+        # the tool's credentials. ONE link for both facts: the refusal and the hand-off
+        # it decides (``motivo``, the message); the turn's ending then writes no
+        # ENCAMINHADO_PARA_HUMANO link of its own (``HandOff.audited``). Every refusal
+        # is still its own link, written here, also when several calls of a round are
+        # refused and only one of their hand-offs ends the turn.
         count_for_tool(Metric.CEILING_INTERRUPTIONS, call.spec.name)
         self.ledger.append_audit(
             conversation_id=call.conversation_id,
             event="TETO_DE_TENTATIVAS_ATINGIDO",
             details={"ferramenta": call.spec.name, "assunto": call.subject, "pedidoId": call.order_id,
-                      "tentativaNumero": attempt.number, "teto": self.limit},
+                      "tentativaNumero": attempt.number, "teto": self.limit,
+                      "motivo": CEILING_HANDOFF_REASON, "mensagemId": message_id},
         )
         return attempt
 
     def before(self, ctx: CallContext) -> Refusal | None:
-        attempt = self.decide(ctx.call)
+        attempt = self.decide(ctx.call, ctx.message_id)
         if attempt.allowed:
             ctx.notes[RetryCeiling] = attempt
             return None
@@ -220,7 +229,7 @@ class RetryCeiling:
             RefusalReason.CEILING,
             {"tentativaNumero": attempt.number, "teto": attempt.ceiling,
              "mensagem": "Limite de tentativas atingido; um atendente humano vai revisar. Não tente novamente."},
-            ending=HandOff(text, "teto"),
+            ending=HandOff(text, CEILING_HANDOFF_REASON, audited=True),
         )
 
     def after(self, ctx: CallContext, outcome: CallOutcome) -> None:

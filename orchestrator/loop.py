@@ -284,8 +284,9 @@ class Orchestrator:
             turn.messages = history.extend(turn.messages, step.record)
         if isinstance(step, HandOff):
             count(Metric.HUMAN_HANDOFFS, {"Motivo": step.reason})
-            self.ledger.append_audit(conversation_id=turn.request.conversaId, event="ENCAMINHADO_PARA_HUMANO",
-                                     details={"motivo": step.reason, "mensagemId": turn.request.mensagemId})
+            if not step.audited:
+                self.ledger.append_audit(conversation_id=turn.request.conversaId, event="ENCAMINHADO_PARA_HUMANO",
+                                         details={"motivo": step.reason, "mensagemId": turn.request.mensagemId})
             return _Outcome(turn.messages, ConversationStatus.WAITING_HUMAN, step.text, step.reason,
                             handoffs.hand_off(turn.request.conversaId, step.reason, turn.request.mensagemId))
         if isinstance(step, AwaitApproval):

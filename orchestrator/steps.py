@@ -67,6 +67,7 @@ class HandOff:
     diagnosis: Diagnosis | None = None
     limit: str | None = None  # as ``Reply.limit``
     record: Messages = ()  # as ``Reply.record``
+    audited: bool = False  # the refusal that decided it already wrote one link with both facts
 
 
 @dataclass(frozen=True)

@@ -80,7 +80,7 @@ class ToolRound:
             return _error(block.id, {"erro": "entrada_invalida", "detalhes": errors}), None
         call = ToolCall(spec=spec, tool_use_id=block.id, arguments=dict(block.input),
                         conversation_id=req.conversaId, customer_id=req.clienteId)
-        ctx = CallContext(call, deadline, budget)
+        ctx = CallContext(call, deadline, budget, req.mensagemId)
         passed: list[Control] = []
         for control in self.controls:
             refusal = control.before(ctx)

@@ -39,6 +39,15 @@ def audit(local_stack):
     ddb.delete_table(TableName=name)
 
 
+@pytest.fixture
+def chained_ledger(audit):
+    """A ledger table of its own whose audit records go to ``audit``'s chain."""
+    name = f"cadencia-teste-{uuid.uuid4().hex[:10]}"
+    audit.client.create_table(**ledger_definition(name))
+    yield Ledger(name, audit.client, audit_chain=audit)
+    audit.client.delete_table(TableName=name)
+
+
 def _fill(chain: AuditChain, n: int = 5) -> None:
     for i in range(n):
         chain.append(conversation_id=CONV, event="DECISAO", details={"i": i})
@@ -145,33 +154,54 @@ def test_concurrent_appends_from_separate_processes_never_fork(audit, local_stac
     assert audit.verify(CONV) == (48, None)
 
 
-def test_the_orchestrators_records_go_through_the_chain(audit, local_stack):
+def test_two_refusals_in_one_round_are_two_links(audit, chained_ledger, local_stack):
+    """Two refund calls of one round refused by the ceiling: one turn, one hand-off,
+    and still one link per refusal (each naming the hand-off), no third link for the
+    hand-off; the chain verifies (in process and with ``scripts/auditoria verificar``)."""
+    from .support.anthropic_fake import tool_uses
+
+    ledger = chained_ledger
+    call = ("emitir_reembolso", {"pedidoId": "4821", "valor": 10.0})
+    model = ScriptedModel(tool_uses(call, call, call), tool_uses(call, call, call))
+    invoker = CountingInvoker(answer={"ok": True, "resultado": "executado", "dados": {}})
+    orch, _ = build(model, ledger, invoker, MAX_RODADAS_POR_TURNO="20")
+    reply = orch.handle(TurnRequest(conversaId=CONV, clienteId=1001, mensagemId="wamid.b1", mensagem="reembolso"),
+                        Deadline.after(60))
+    assert reply.motivo == "teto" and invoker.calls["emitir_reembolso"] == 4
+    records = list(audit.records(CONV))
+    assert [r["evento"] for r in records] == ["CHAMADA_DE_FERRAMENTA"] * 4 + ["TETO_DE_TENTATIVAS_ATINGIDO"] * 2
+    refusals = [json.loads(r["detalhes"]) for r in records[4:]]
+    assert [(r["tentativaNumero"], r["motivo"], r["mensagemId"]) for r in refusals] == [
+        (5, "teto", "wamid.b1"), (6, "teto", "wamid.b1")]
+    assert audit.verify(CONV) == (6, None)
+    assert _verifier(local_stack, audit, "--conversa", CONV).returncode == 0
+
+
+def test_the_orchestrators_records_go_through_the_chain(audit, chained_ledger, local_stack):
     """Each of the four allowed refund calls leaves one link (decision and
-    outcome); the fifth is refused by the ceiling and handed off: every record
-    is a link of the conversation's chain, none is a ledger item."""
-    ddb = audit.client
-    ledger_name = f"cadencia-teste-{uuid.uuid4().hex[:10]}"
-    ddb.create_table(**ledger_definition(ledger_name))
-    try:
-        ledger = Ledger(ledger_name, ddb, audit_chain=audit)
-        refund = ("emitir_reembolso", {"pedidoId": "4821", "valor": 10.0})
-        model = ScriptedModel(*[tool_use(*refund) for _ in range(5)])
-        orch, _ = build(model, ledger, CountingInvoker(answer={"ok": True, "resultado": "executado", "dados": {}}),
-                        MAX_RODADAS_POR_TURNO="20")
-        reply = orch.handle(TurnRequest(conversaId=CONV, clienteId=1001, mensagemId="wamid.a1", mensagem="reembolso"),
-                            Deadline.after(60))
-        assert reply.motivo == "teto"
-        records = list(audit.records(CONV))
-        assert [r["evento"] for r in records] == ["CHAMADA_DE_FERRAMENTA"] * 4 + [
-            "TETO_DE_TENTATIVAS_ATINGIDO", "ENCAMINHADO_PARA_HUMANO"]
-        calls = [json.loads(r["detalhes"]) for r in records[:4]]
-        assert [(c["ferramenta"], c["pedidoId"], c["decisao"], c["resultado"], c["tentativaNumero"]) for c in calls] == [
-            ("emitir_reembolso", "4821", "permitida", "executado", n) for n in range(1, 5)]
-        assert audit.verify(CONV) == (6, None)
-        assert list(ledger.history(CONV, item_type=None)) and not [
-            i for i in ledger.history(CONV) if i.get("tipo") == "auditoria"]
-    finally:
-        ddb.delete_table(TableName=ledger_name)
+    outcome); the fifth is refused by the ceiling and handed off, ONE link for
+    both (the refusal names the hand-off's reason and message): every record is a
+    link of the conversation's chain, none is a ledger item."""
+    ledger = chained_ledger
+    refund = ("emitir_reembolso", {"pedidoId": "4821", "valor": 10.0})
+    model = ScriptedModel(*[tool_use(*refund) for _ in range(5)])
+    orch, _ = build(model, ledger, CountingInvoker(answer={"ok": True, "resultado": "executado", "dados": {}}),
+                    MAX_RODADAS_POR_TURNO="20")
+    reply = orch.handle(TurnRequest(conversaId=CONV, clienteId=1001, mensagemId="wamid.a1", mensagem="reembolso"),
+                        Deadline.after(60))
+    assert reply.motivo == "teto"
+    records = list(audit.records(CONV))
+    assert [r["evento"] for r in records] == ["CHAMADA_DE_FERRAMENTA"] * 4 + ["TETO_DE_TENTATIVAS_ATINGIDO"]
+    assert json.loads(records[4]["detalhes"]) == {
+        "ferramenta": "emitir_reembolso", "assunto": "4821", "pedidoId": "4821", "tentativaNumero": 5,
+        "teto": 4, "motivo": "teto", "mensagemId": "wamid.a1"}
+    calls = [json.loads(r["detalhes"]) for r in records[:4]]
+    assert [(c["ferramenta"], c["pedidoId"], c["decisao"], c["resultado"], c["tentativaNumero"]) for c in calls] == [
+        ("emitir_reembolso", "4821", "permitida", "executado", n) for n in range(1, 5)]
+    assert audit.verify(CONV) == (5, None)
+    assert _verifier(local_stack, audit, "--conversa", CONV).returncode == 0
+    assert list(ledger.history(CONV, item_type=None)) and not [
+        i for i in ledger.history(CONV) if i.get("tipo") == "auditoria"]
 
 
 # --- the head anchored in the ledger (tail truncation) -------------------------------

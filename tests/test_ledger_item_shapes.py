@@ -119,7 +119,7 @@ def test_the_table_definition_and_the_stored_names():
               ledger_module.CANCELLATION_ATTRIBUTE, ledger_module.DETAIL_MAX)
     assert stored == ("pk", "historicoPorConversa", "reembolsosPendentes", "reembolso", "aprovacao", "humano", "expiraEm",
                       7 * 24 * 3600, "TENTATIVA_DE_FERRAMENTA_REGISTRADA", "cancelamentoSolicitadoEm", 200)
-    assert {t.value for t in ItemType} == {"reivindicacao", "contador_tentativas", "tentativa", "conversa",
+    assert {t.value for t in ItemType} == {"reivindicacao", "contador_tentativas", "conversa",
                                            "mensagem", "auditoria", "aprovacao", "primeiro_reembolso"}
     assert [s.value for s in ClaimStatus] == ["em_processamento", "envio_possivel", "em_conciliacao", "executado",
                                               "recusado_pelo_gateway", "desconhecido", "falhou_antes_do_gateway"]
@@ -187,38 +187,55 @@ def test_the_first_refund_mark(world: World):
         "conversaDona": {"S": CONV}, "pedidoId": {"S": ORDER}, "criadoEm": at(0)}
 
 
-def test_the_counter_and_the_attempt_records(world: World):
+def test_the_counter_holds_its_attempt_records(world: World):
+    """One item per (conversation, subject, tool): the counter, the series' fields
+    once, the history index's keys (set by the first attempt, never moved) and one
+    record per attempt, appended by the write that numbered it."""
     led = world.ledger
     first = led.register_attempt(conversation_id=CONV, subject=ORDER, tool="emitir_reembolso", ceiling=1,
                                  order_id=ORDER, idempotency_key=KEY)
-    assert world.item("contador#conv-shapes#PED-1001#emitir_reembolso") == {
+    refund_counter = {
         "pk": {"S": "contador#conv-shapes#PED-1001#emitir_reembolso"}, "tipo": {"S": "contador_tentativas"},
-        "tentativas": {"N": "1"}, "atualizadoEm": at(0)}
-    allowed = {
-        "pk": {"S": "tentativa#conv-shapes#PED-1001#emitir_reembolso#0001"}, "tipo": {"S": "tentativa"},
-        "evento": {"S": "TENTATIVA_DE_FERRAMENTA_REGISTRADA"}, "conversaId": {"S": CONV},
-        "pedidoId": {"S": ORDER}, "assunto": {"S": ORDER}, "ferramenta": {"S": "emitir_reembolso"},
-        "tentativaNumero": {"N": "1"}, "teto": {"N": "1"}, "decisao": {"S": "permitida"},
-        "resultado": {"S": "pendente"}, "chaveIdempotencia": {"S": KEY}, "timestamp": at(0),
-        "registradoEm": {"S": "2027-01-15T08:00:00.000Z#tentativa#0001"}}
-    assert world.item("tentativa#conv-shapes#PED-1001#emitir_reembolso#0001") == allowed
+        "tentativas": {"N": "1"}, "atualizadoEm": at(0), "conversaId": {"S": CONV},
+        "registradoEm": {"S": "2027-01-15T08:00:00.000Z#contador_tentativas#PED-1001#emitir_reembolso"},
+        "assunto": {"S": ORDER}, "ferramenta": {"S": "emitir_reembolso"}, "pedidoId": {"S": ORDER},
+        "chaveIdempotencia": {"S": KEY}, "registros": {"L": [{"M": {"timestamp": at(0), "teto": {"N": "1"}}}]}}
+    assert world.item("contador#conv-shapes#PED-1001#emitir_reembolso") == refund_counter
     world.tick()
     led.record_attempt_result(first, AttemptResult.EXECUTED, "d" * 600)
-    assert world.item("tentativa#conv-shapes#PED-1001#emitir_reembolso#0001") == {
-        **allowed, "resultado": {"S": "executado"}, "concluidoEm": at(1), "detalhe": {"S": "d" * 500}}
+    done = {"timestamp": at(0), "teto": {"N": "1"}, "resultado": {"S": "executado"}, "concluidoEm": at(1),
+            "detalhe": {"S": "d" * 500}}
+    assert world.item("contador#conv-shapes#PED-1001#emitir_reembolso") == {
+        **refund_counter, "registros": {"L": [{"M": done}]}}
     for _ in range(2):
         led.register_attempt(conversation_id=CONV, subject="status", tool="consultar_status_pedido", ceiling=1)
-    assert world.item("tentativa#conv-shapes#status#consultar_status_pedido#0002") == {
-        "pk": {"S": "tentativa#conv-shapes#status#consultar_status_pedido#0002"}, "tipo": {"S": "tentativa"},
-        "evento": {"S": "TENTATIVA_DE_FERRAMENTA_REGISTRADA"}, "conversaId": {"S": CONV},
+    assert world.item("contador#conv-shapes#status#consultar_status_pedido") == {
+        "pk": {"S": "contador#conv-shapes#status#consultar_status_pedido"}, "tipo": {"S": "contador_tentativas"},
+        "tentativas": {"N": "2"}, "atualizadoEm": at(1), "conversaId": {"S": CONV},
+        "registradoEm": {"S": "2027-01-15T08:00:01.000Z#contador_tentativas#status#consultar_status_pedido"},
         "assunto": {"S": "status"}, "ferramenta": {"S": "consultar_status_pedido"},
-        "tentativaNumero": {"N": "2"}, "teto": {"N": "1"}, "decisao": {"S": "bloqueada_por_teto"},
-        "resultado": {"S": "bloqueado_por_teto"}, "timestamp": at(1),
-        "registradoEm": {"S": "2027-01-15T08:00:01.000Z#tentativa#0002"}}
-    assert [i["pk"] for i in led.history(CONV, item_type=ItemType.ATTEMPT)] == [
-        "tentativa#conv-shapes#PED-1001#emitir_reembolso#0001",
-        "tentativa#conv-shapes#status#consultar_status_pedido#0001",
-        "tentativa#conv-shapes#status#consultar_status_pedido#0002"]
+        "registros": {"L": [{"M": {"timestamp": at(1), "teto": {"N": "1"}}}] * 2}}
+    assert [(a["assunto"], a["tentativaNumero"], a["decisao"], a["resultado"]) for a in led.attempts(CONV)] == [
+        (ORDER, 1, "permitida", "executado"), ("status", 1, "permitida", "pendente"),
+        ("status", 2, "bloqueada_por_teto", "bloqueado_por_teto")]
+    assert led.attempt_results(conversation_id=CONV, subject=ORDER, tool="emitir_reembolso", limit=1) == ["executado"]
+
+
+def test_refusals_past_the_listed_ones_are_numbered_not_listed(world: World):
+    """The item stays bounded: ``ceiling`` + ``REFUSALS_LISTED`` records, then every
+    further attempt is numbered by its own ADD, refused, and only counted."""
+    from cadencia_shared.ledger.attempts import REFUSALS_LISTED
+
+    numbers = [led_attempt.number for led_attempt in (
+        world.ledger.register_attempt(conversation_id=CONV, subject=ORDER, tool="emitir_reembolso", ceiling=2)
+        for _ in range(2 + REFUSALS_LISTED + 3))]
+    assert numbers == list(range(1, 2 + REFUSALS_LISTED + 4))
+    item = world.item("contador#conv-shapes#PED-1001#emitir_reembolso")
+    assert len(item["registros"]["L"]) == 2 + REFUSALS_LISTED
+    assert item["tentativas"] == {"N": str(2 + REFUSALS_LISTED + 3)} and item["recusasNaoListadas"] == {"N": "3"}
+    # A later, larger ceiling never re-opens a series whose list stopped matching its numbers.
+    late = world.ledger.register_attempt(conversation_id=CONV, subject=ORDER, tool="emitir_reembolso", ceiling=50)
+    assert late.number == 2 + REFUSALS_LISTED + 4 and not late.allowed
 
 
 CONVERSATION_COMMON = {"pk": {"S": "conversa#conv-shapes"}, "tipo": {"S": "conversa"}, "clienteId": {"N": "7"},
@@ -327,14 +344,13 @@ _ids = st.text(min_size=1, max_size=12)
 @given(a=st.tuples(_ids, _ids, _ids), b=st.tuples(_ids, _ids, _ids))
 @settings(max_examples=300, deadline=None)
 def test_key_builders_are_injective_or_refuse(a, b):
-    """Two different (conversation, subject, tool) never share a counter or attempt key:
+    """Two different (conversation, subject, tool) never share a counter key:
     an id holding the separator (or empty) is refused, whatever else it holds."""
-    from cadencia_shared.ledger.table import attempt_pk, counter_pk
+    from cadencia_shared.ledger.table import counter_pk
 
     if any("#" in part for part in a + b):
         with pytest.raises(ValueError):
             counter_pk(*a) if any("#" in part for part in a) else counter_pk(*b)
         return
     assert (counter_pk(*a) == counter_pk(*b)) == (a == b)
-    assert (attempt_pk(*a, 7) == attempt_pk(*b, 7)) == (a == b)
     assert refund_idempotency_key(a[0], a[1]) != refund_idempotency_key(b[0], b[1]) or a[:2] == b[:2]

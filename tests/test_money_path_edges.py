@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 
 from cadencia_shared.catalog import EMITIR_REEMBOLSO, TOOLS
-from cadencia_shared.ledger import ClaimStatus, ItemType, Ledger, refund_idempotency_key
+from cadencia_shared.ledger import ClaimStatus, Ledger, refund_idempotency_key
 from emitir_reembolso.logic import RefundService
 from orchestrator.controls import RetryCeiling
 from orchestrator.tools import ToolCall
@@ -91,7 +91,7 @@ def test_the_ceiling_records_each_attempt_with_its_order_and_key(mocked_aws):
                     conversation_id=conv, customer_id=1001)
     first, second = ceiling.decide(call), ceiling.decide(call)
     assert (first.allowed, second.allowed) == (True, False)
-    records = list(ledger.history(conv, item_type=ItemType.ATTEMPT))
+    records = list(ledger.attempts(conv))
     assert [(r["pedidoId"], r["chaveIdempotencia"], r["tentativaNumero"]) for r in records] == [
         ("4821", refund_idempotency_key(conv, "4821"), 1), ("4821", refund_idempotency_key(conv, "4821"), 2)]
 
@@ -129,5 +129,5 @@ def test_the_ceiling_control_tells_the_model_why_and_records_how_each_attempt_en
     assert refusal.details == {
         "tentativaNumero": 2, "teto": 1,
         "mensagem": "Limite de tentativas atingido; um atendente humano vai revisar. Não tente novamente."}
-    first_record = next(r for r in ledger.history(conv, item_type=ItemType.ATTEMPT) if r["tentativaNumero"] == 1)
+    first_record = next(r for r in ledger.attempts(conv) if r["tentativaNumero"] == 1)
     assert (first_record["resultado"], first_record["detalhe"]) == ("erro_da_ferramenta", "tempo_esgotado")

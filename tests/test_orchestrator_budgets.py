@@ -67,7 +67,7 @@ def test_the_tool_call_budget_refuses_the_call_past_it_and_hands_off(mocked_aws,
     results = ledger.read_conversation("conv-budget-tools").messages[-1]["content"]
     assert [json.loads(r["content"]).get("erro") for r in results] == [None, None, "orcamento_de_ferramentas"]
     # Refused before the retry ceiling: the third call is not an attempt.
-    assert len(list(ledger.history("conv-budget-tools", item_type=ItemType.ATTEMPT))) == 2
+    assert len(list(ledger.attempts("conv-budget-tools"))) == 2
     record = _assert_limit(ledger, capsys, "conv-budget-tools", "orcamento_de_ferramentas")
     assert record["chamadasFerramenta"] == 2 and record["chamadasModelo"] == 1
 
@@ -166,7 +166,7 @@ def test_a_cancellation_refuses_the_next_tool_call_before_the_ceiling_and_is_con
     assert invoker.calls["emitir_reembolso"] == 0 and len(model.requests) == 1
     assert (reply.status, reply.motivo, reply.resposta) == ("aguardando_humano", "cancelada", texts.CANCELLED)
     # Wins over the retry ceiling: no attempt was counted.
-    assert list(ledger.history(conv, item_type=ItemType.ATTEMPT)) == []
+    assert list(ledger.attempts(conv)) == []
     state = ledger.read_conversation(conv)
     assert state.status is ConversationStatus.WAITING_HUMAN and not ledger.cancellation_pending(conv)
     assert json.loads(state.messages[-1]["content"][0]["content"])["erro"] == "cancelada"
@@ -193,7 +193,7 @@ def test_a_cancellation_between_the_tools_answer_and_the_commit_wins(mocked_aws,
     reply = orch.handle(_request(conv, "reembolsa"), Deadline.after(60))
     assert invoker.calls["emitir_reembolso"] == 1
     assert (reply.status, reply.motivo, reply.resposta) == ("aguardando_humano", "cancelada", texts.CANCELLED)
-    (attempt,) = ledger.history(conv, item_type=ItemType.ATTEMPT)
+    (attempt,) = ledger.attempts(conv)
     assert attempt["resultado"] == "executado"
     state = ledger.read_conversation(conv)
     assert state.status is ConversationStatus.WAITING_HUMAN and not ledger.cancellation_pending(conv)

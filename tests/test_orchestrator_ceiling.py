@@ -10,6 +10,8 @@ import pytest
 
 from cadencia_shared.catalog import TOOLS
 from cadencia_shared.ledger import ConversationStatus, ItemType, Ledger
+from cadencia_shared.ledger.attempts import REFUSALS_LISTED
+from cadencia_shared.ledger.table import counter_pk
 from orchestrator.events import TurnRequest
 from orchestrator.controls import RetryCeiling
 from orchestrator.invokers.local import InProcessInvoker
@@ -52,15 +54,17 @@ def test_insistent_model_gets_exactly_four_invocations_and_the_fifth_is_refused(
     assert last["type"] == "tool_result" and last["is_error"] is True
     assert json.loads(last["content"])["erro"] == "bloqueado_por_teto"
 
-    attempts = list(mocked_aws["ledger"].history(conv, item_type=ItemType.ATTEMPT))
+    attempts = list(mocked_aws["ledger"].attempts(conv))
     assert [(a["tentativaNumero"], a["resultado"]) for a in attempts] == [
         (1, "bloqueado_por_idempotencia"), (2, "bloqueado_por_idempotencia"), (3, "bloqueado_por_idempotencia"),
         (4, "bloqueado_por_idempotencia"), (5, "bloqueado_por_teto")]
     audit = [json.loads(a["detalhes"]) | {"evento": a["evento"]}
              for a in mocked_aws["ledger"].history(conv, item_type=ItemType.AUDIT)]
-    assert {"evento": "TETO_DE_TENTATIVAS_ATINGIDO", "ferramenta": "emitir_reembolso", "assunto": "4821",
-            "pedidoId": "4821", "tentativaNumero": 5, "teto": 4} in audit
-    assert any(a["evento"] == "ENCAMINHADO_PARA_HUMANO" and a["motivo"] == "teto" for a in audit)
+    (refusal,) = [a for a in audit if a["evento"] == "TETO_DE_TENTATIVAS_ATINGIDO"]
+    assert {k: refusal[k] for k in ("ferramenta", "assunto", "pedidoId", "tentativaNumero", "teto", "motivo")} == {
+        "ferramenta": "emitir_reembolso", "assunto": "4821", "pedidoId": "4821", "tentativaNumero": 5, "teto": 4,
+        "motivo": "teto"}  # the refusal and the hand-off it decided: one link
+    assert not [a for a in audit if a["evento"] == "ENCAMINHADO_PARA_HUMANO"]
 
     totals = emf.totals()
     assert totals[("InterrupcoesPorTeto", (("Ferramenta", "emitir_reembolso"),))] == 1
@@ -113,7 +117,7 @@ def test_real_tools_one_debit_then_idempotency_then_ceiling(local_stack, mocked_
     assert reply.motivo == "teto"
     assert invoker.calls["emitir_reembolso"] == 4
     assert len(gateway.debits()) == 1 and gateway.stats()["reembolso"] == 1
-    results = [a["resultado"] for a in mocked_aws["ledger"].history("conv-real", item_type=ItemType.ATTEMPT)]
+    results = [a["resultado"] for a in mocked_aws["ledger"].attempts("conv-real")]
     assert results == ["executado"] + ["bloqueado_por_idempotencia"] * 3 + ["bloqueado_por_teto"]
     totals = emf.totals()
     assert totals[("ReembolsosReais", (("Ferramenta", "emitir_reembolso"),))] == 1
@@ -129,7 +133,7 @@ def test_three_orders_in_one_conversation_never_block_each_other(mocked_aws):
     reply = orch.handle(_turn("conv-tres"), Deadline.after(60))
     assert reply.motivo == "resposta" and reply.status == "ativa"
     assert invoker.calls["consultar_status_pedido"] == 12  # 4 per order, none refused
-    ceilings = [a for a in mocked_aws["ledger"].history("conv-tres", item_type=ItemType.ATTEMPT)
+    ceilings = [a for a in mocked_aws["ledger"].attempts("conv-tres")
                 if a["resultado"] == "bloqueado_por_teto"]
     assert ceilings == []
 
@@ -142,7 +146,7 @@ def test_profile_updates_are_scoped_to_the_customer_record(mocked_aws):
     assert invoker.calls["atualizar_cadastro"] == 4
     assert reply.resposta == ("Não consigo confirmar isso automaticamente depois de várias tentativas — "
                               "vou encaminhar para um atendente humano revisar o seu cadastro.")
-    subjects = {a["assunto"] for a in mocked_aws["ledger"].history("conv-cad", item_type=ItemType.ATTEMPT)}
+    subjects = {a["assunto"] for a in mocked_aws["ledger"].attempts("conv-cad")}
     assert subjects == {"cliente-1001"}
 
 
@@ -182,9 +186,13 @@ def test_fifty_racing_gate_decisions_allow_exactly_four(local_stack):
         t.join()
     assert sum(allowed for _, allowed in decisions) == 4
     assert sorted(n for n, _ in decisions) == list(range(1, 51))  # every attempt numbered once
-    records = list(ledger.history(conv, item_type=ItemType.ATTEMPT))
-    assert len(records) == 50
-    assert sum(r["decisao"] == "permitida" for r in records) == 4
+    records = list(ledger.attempts(conv))  # the item keeps 4 allowed + REFUSALS_LISTED refused records
+    assert [r["tentativaNumero"] for r in sorted(records, key=lambda r: r["tentativaNumero"])] == list(
+        range(1, 4 + REFUSALS_LISTED + 1))
+    assert [r["decisao"] for r in sorted(records, key=lambda r: r["tentativaNumero"])] == (
+        ["permitida"] * 4 + ["bloqueada_por_teto"] * REFUSALS_LISTED)
+    counter = ledger.table.get(counter_pk(conv, "4821", "emitir_reembolso"))
+    assert counter["tentativas"] == 50 and counter["recusasNaoListadas"] == 50 - 4 - REFUSALS_LISTED
 
 
 @pytest.mark.parametrize("teto", ["1", "2", "7"])

@@ -126,7 +126,7 @@ def test_a_control_added_to_the_default_chain_hands_off_through_the_real_loop(mo
     state = ledger.read_conversation("conv-closed")
     assert state.status is ConversationStatus.WAITING_HUMAN
     assert json.loads(state.messages[-1]["content"][0]["content"])["erro"] == "fechado_para_teste"
-    (attempt,) = ledger.history("conv-closed", item_type=ItemType.ATTEMPT)
+    (attempt,) = ledger.attempts("conv-closed")
     assert attempt["resultado"] == Outcome.PENDING
     audit = ledger.history("conv-closed", item_type=ItemType.AUDIT)
     handoffs = [json.loads(a["detalhes"])["motivo"] for a in audit if a["evento"] == "ENCAMINHADO_PARA_HUMANO"]
@@ -147,5 +147,5 @@ def test_the_call_time_budget_is_each_tools_own_timeout(mocked_aws):
     results = ledger.read_conversation("conv-time").messages[-1]["content"]
     assert [(r["is_error"], json.loads(r["content"]).get("erro")) for r in results] == [(False, None),
                                                                                         (True, "sem_tempo")]
-    attempts = list(ledger.history("conv-time", item_type=ItemType.ATTEMPT))
+    attempts = list(ledger.attempts("conv-time"))
     assert [a["ferramenta"] for a in attempts] == ["consultar_status_pedido"]

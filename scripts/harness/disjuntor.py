@@ -30,7 +30,7 @@ from rich.table import Table
 
 from cadencia_shared.audit_chain import AUDIT_TABLE, AuditChain
 from cadencia_shared.catalog import CONSULTAR_STATUS_PEDIDO
-from cadencia_shared.ledger import ItemType, Ledger
+from cadencia_shared.ledger import Ledger
 from scripts.local_stack import stack
 from scripts.local_stack.aws import reset_ledger, session_client
 from scripts.local_stack.emf import capture_emf
@@ -50,7 +50,7 @@ def _figures(ledger: Ledger, conversations: list[str], endings: Counter, emf: di
     invoked, audits = [], Counter()
     chain = AuditChain(AUDIT_TABLE, ledger.client)  # the orchestrator's audit records (its AUDIT_TABLE)
     for conv in conversations:
-        invoked += [a for a in ledger.history(conv, item_type=ItemType.ATTEMPT) if a["ferramenta"] == TOOL]
+        invoked += [a for a in ledger.attempts(conv) if a["ferramenta"] == TOOL]
         audits.update(a["evento"] for a in chain.records(conv))
     metrics = Counter()
     for (name, dims), value in emf.items():

@@ -17,7 +17,7 @@ from typing import Any
 
 from cadencia_shared.catalog import HANDOFF_BUS_NAME
 from cadencia_shared.audit_chain import AUDIT_TABLE
-from cadencia_shared.ledger import ItemType, Ledger
+from cadencia_shared.ledger import Ledger
 from orchestrator import handler
 from orchestrator.invokers.local import LocalContext, function_environment
 
@@ -67,7 +67,7 @@ class ProductionRunner:
 
     def records(self, conversation_id: str) -> list[dict[str, Any]]:
         out = []
-        for item in self.ledger.history(conversation_id, item_type=ItemType.ATTEMPT):
+        for item in self.ledger.attempts(conversation_id):
             out.append(record(
                 evento=item["evento"], timestamp=item["timestamp"], arquitetura="producao",
                 conversaId=item["conversaId"], pedidoId=item.get("pedidoId"), ferramenta=item["ferramenta"],

@@ -15,10 +15,9 @@ reivindicacao          ``reivindicacao#{chaveIdempotencia}``        ``claims``  
                        (``claim_pk``)                                                  attribute_not_exists
 primeiro_reembolso     ``primeiro-reembolso#{pedido}``              ``claims``         PutItem (or the same
                        (``first_refund_pk``)                                           conversation)
-contador_tentativas    ``contador#{conversa}#{assunto}#{tool}``     ``attempts``       UpdateItem ADD
-                       (``counter_pk``)
-tentativa              ``tentativa#{conversa}#{assunto}#{tool}#n``  ``attempts``       PutItem
-                       (``attempt_pk``)                                                attribute_not_exists
+contador_tentativas    ``contador#{conversa}#{assunto}#{tool}``     ``attempts``       UpdateItem ADD +
+                       (``counter_pk``); attempt n is                                  list_append (number
+                       ``registros[n-1]``                                              and record at once)
 conversa               ``conversa#{conversa}`` (``conversation_pk``) ``conversations`` UpdateItem, version
                                                                                        fence, no pending
                                                                                        cancellation

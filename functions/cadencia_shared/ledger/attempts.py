@@ -1,32 +1,53 @@
-"""The retry ceiling's records: one atomic counter per (conversation, subject, tool), one item per attempt.
+"""The retry ceiling's records: one counter item per (conversation, subject, tool), holding its attempts.
 
 ``contador#{conversa}#{assunto}#{ferramenta}`` is numbered by ``UpdateItem ADD``:
 DynamoDB applies it atomically, so N racing callers get the numbers 1..N, each
 exactly once, and exactly ``ceiling`` of them are allowed (DESIGN invariant 2). No
 read precedes it: there is no count-then-act window (the race in Lab 87's Query).
-Each attempt then leaves ``tentativa#…#{n:04d}`` (PutItem attribute_not_exists),
-in the conversation's history, with the decision and, later, its ``resultado``.
+
+The SAME update appends the attempt's record to the item's ``registros`` list
+(``list_append``): the record of attempt n is ``registros[n-1]``, written before
+the tool is invoked (no ``resultado`` yet: ``pendente``, the write-ahead evidence
+of a call whose process dies mid-way), and its ``resultado`` is set later by
+``SET registros[n-1].resultado`` — one write before the tool runs, not two.
+
+Bounded item: the list keeps the ``ceiling`` allowed attempts and at most
+``REFUSALS_LISTED`` refused ones after them (the append's condition). A refusal
+past that still takes its number (a second ``ADD`` without the append, counted in
+``recusasNaoListadas``) and is still a metric and an audit-chain link; it is just
+not listed. A record is ~80 bytes (the series' constant fields live once on the
+item; ``detalhe`` ≤ ``RESULT_DETAIL_MAX`` only on a tool's refusal), so with the
+default ceiling of 4 the item stays under 1 KB (one write unit) unless the tool
+answers long error codes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
+from botocore.exceptions import ClientError
+
 from .table import (
+    GSI_BY_CONVERSATION,
+    GSI_PARTITION,
     GSI_SORT,
     TABLE_KEY,
     ItemType,
     LedgerTable,
-    attempt_history_sort,
-    attempt_pk,
+    condition_failed,
+    counter_history_sort,
     counter_pk,
     serialize,
 )
 
 ATTEMPT_EVENT = "TENTATIVA_DE_FERRAMENTA_REGISTRADA"
 RESULT_DETAIL_MAX = 500  # characters of an attempt's ``detalhe``
+REFUSALS_LISTED = 4  # refused attempts kept in ``registros`` after the allowed ones
+ATTEMPT_RECORDS = "registros"
+UNLISTED_REFUSALS = "recusasNaoListadas"
 
 
 class AttemptResult(StrEnum):
@@ -53,22 +74,11 @@ class Attempt:
     ceiling: int
     idempotency_key: str | None
     recorded_at: str
+    listed: bool = True  # its record is ``registros[number-1]`` (else a refusal past the listed ones)
 
     @property
     def allowed(self) -> bool:
-        return self.number <= self.ceiling
-
-    def to_item(self) -> dict[str, Any]:
-        result = AttemptResult.PENDING if self.allowed else AttemptResult.BLOCKED_BY_CEILING
-        return {
-            TABLE_KEY: attempt_pk(self.conversation_id, self.subject, self.tool, self.number),
-            "tipo": ItemType.ATTEMPT.value, "evento": ATTEMPT_EVENT, "conversaId": self.conversation_id,
-            "pedidoId": self.order_id, "assunto": self.subject, "ferramenta": self.tool,
-            "tentativaNumero": self.number, "teto": self.ceiling,
-            "decisao": "permitida" if self.allowed else "bloqueada_por_teto", "resultado": result.value,
-            "chaveIdempotencia": self.idempotency_key, "timestamp": self.recorded_at,
-            GSI_SORT: attempt_history_sort(self.recorded_at, self.number),
-        }
+        return self.listed and self.number <= self.ceiling
 
 
 class AttemptRecorder(Protocol):
@@ -80,54 +90,119 @@ class AttemptRecorder(Protocol):
     def record_attempt_result(self, attempt: Attempt, result: AttemptResult, detail: str | None = None) -> None: ...
 
 
+def _listed_update(conversation_id: str, subject: str, tool: str, ceiling: int, now: str,
+                   order_id: str | None, idempotency_key: str | None) -> dict[str, Any]:
+    """Number the attempt AND append its record, if the list is still dense and short.
+
+    Dense (``registros`` has exactly ``tentativas`` records: no unlisted refusal yet,
+    not a counter from before records lived here) is what makes ``registros[n-1]``
+    attempt n. Counter, series fields and the history index's keys in one write; the
+    index keys are set once (``if_not_exists``), so later updates never rewrite the
+    index entry (it projects only the keys and ``tipo``)."""
+    series = {":conv": conversation_id, ":subject": subject, ":tool": tool, ":order": order_id,
+              ":key": idempotency_key}
+    sets = [f"{ATTEMPT_RECORDS} = list_append(if_not_exists({ATTEMPT_RECORDS}, :none), :this)",
+            "tipo = :type", "atualizadoEm = :now", f"{GSI_PARTITION} = if_not_exists({GSI_PARTITION}, :conv)",
+            f"{GSI_SORT} = if_not_exists({GSI_SORT}, :sort)", "assunto = :subject", "ferramenta = :tool",
+            *(["pedidoId = :order"] if order_id is not None else []),
+            *(["chaveIdempotencia = :key"] if idempotency_key is not None else [])]
+    values = {":one": 1, ":none": [], ":this": [{"timestamp": now, "teto": ceiling}], ":type": ItemType.COUNTER.value,
+              ":now": now, ":sort": counter_history_sort(now, subject, tool), ":last": ceiling + REFUSALS_LISTED,
+              **series}
+    return {
+        "UpdateExpression": "ADD tentativas :one SET " + ", ".join(sets),
+        "ConditionExpression": (f"attribute_not_exists(tentativas) OR (attribute_exists({ATTEMPT_RECORDS}) "
+                                f"AND attribute_not_exists({UNLISTED_REFUSALS}) AND tentativas < :last)"),
+        "ExpressionAttributeValues": serialize(values),
+    }
+
+
 class AttemptStore:
-    """Counters and attempt records, on ``self.table`` (a ``LedgerTable``)."""
+    """Counters and their attempt records, on ``self.table`` (a ``LedgerTable``)."""
 
     table: LedgerTable
 
     def register_attempt(self, *, conversation_id: str, subject: str, tool: str, ceiling: int,
                          order_id: str | None = None, idempotency_key: str | None = None) -> Attempt:
-        """Number this attempt with one atomic counter write and record it.
+        """Number this attempt with one atomic counter write that also records it.
 
         The ``ADD`` on the counter is the whole decision (module doc): exactly
         ``ceiling`` of any number of racing callers get a number <= ``ceiling``.
+        Only when the append's condition refuses (the list is full) does a second
+        ``ADD`` number the attempt, unlisted and refused whatever its number.
         """
         now = self.table.iso()
-        resp = self.table.client.update_item(
-            TableName=self.table.name,
-            Key=self.table.key(counter_pk(conversation_id, subject, tool)),
-            UpdateExpression="ADD tentativas :um SET tipo = :tipo, atualizadoEm = :agora",
-            ExpressionAttributeValues=serialize({":um": 1, ":tipo": ItemType.COUNTER.value, ":agora": now}),
-            ReturnValues="UPDATED_NEW",
-        )
-        attempt = Attempt(
+        key = self.table.key(counter_pk(conversation_id, subject, tool))
+        listed = True
+        try:
+            resp = self.table.client.update_item(
+                TableName=self.table.name, Key=key, ReturnValues="UPDATED_NEW",
+                **_listed_update(conversation_id, subject, tool, ceiling, now, order_id, idempotency_key))
+        except ClientError as err:
+            if not condition_failed(err):
+                raise
+            listed = False
+            resp = self.table.client.update_item(
+                TableName=self.table.name, Key=key, ReturnValues="UPDATED_NEW",
+                UpdateExpression=f"ADD tentativas :one, {UNLISTED_REFUSALS} :one SET atualizadoEm = :now",
+                ExpressionAttributeValues=serialize({":one": 1, ":now": now}))
+        return Attempt(
             conversation_id=conversation_id, subject=subject, order_id=order_id, tool=tool,
             number=int(resp["Attributes"]["tentativas"]["N"]), ceiling=ceiling,
-            idempotency_key=idempotency_key, recorded_at=now,
+            idempotency_key=idempotency_key, recorded_at=now, listed=listed,
         )
-        self.table.put_new(attempt.to_item())
-        return attempt
 
     def attempt_results(self, *, conversation_id: str, subject: str, tool: str, limit: int) -> list[str]:
         """The ``resultado`` of the first ``limit`` numbered attempts at (conversation,
         subject, tool) — with ``limit`` = the ceiling, every attempt that was allowed to
-        run. Strongly consistent GetItems by key (the output contract's evidence; no
-        index read: the orchestrator's role has none on this table)."""
+        run. One strongly consistent GetItem (the output contract's evidence; no index
+        read: the orchestrator's role has none on this table)."""
         counter = self.table.get(counter_pk(conversation_id, subject, tool))
-        total = min(int(counter["tentativas"]), limit) if counter else 0
-        items = (self.table.get(attempt_pk(conversation_id, subject, tool, number)) for number in range(1, total + 1))
-        return [item["resultado"] for item in items if item is not None and "resultado" in item]
+        return [record["resultado"] for record in attempt_records(counter)[:limit]]
 
     def record_attempt_result(self, attempt: Attempt, result: AttemptResult, detail: str | None = None) -> None:
-        values: dict[str, Any] = {":r": result.value, ":agora": self.table.iso()}
-        expression = "SET resultado = :r, concluidoEm = :agora"
+        """``resultado`` of an allowed (hence listed) attempt, in place: ``registros[n-1]``."""
+        slot = f"{ATTEMPT_RECORDS}[{attempt.number - 1}]"
+        values: dict[str, Any] = {":r": result.value, ":now": self.table.iso()}
+        expression = f"SET {slot}.resultado = :r, {slot}.concluidoEm = :now"
         if detail:
-            expression += ", detalhe = :d"
+            expression += f", {slot}.detalhe = :d"
             values[":d"] = detail[:RESULT_DETAIL_MAX]
         self.table.client.update_item(
             TableName=self.table.name,
-            Key=self.table.key(attempt_pk(attempt.conversation_id, attempt.subject, attempt.tool, attempt.number)),
+            Key=self.table.key(counter_pk(attempt.conversation_id, attempt.subject, attempt.tool)),
             UpdateExpression=expression,
-            ConditionExpression="attribute_exists(pk)",
+            ConditionExpression=f"attribute_exists({slot})",
             ExpressionAttributeValues=serialize(values),
         )
+
+    def attempts(self, conversation_id: str) -> Iterator[dict[str, Any]]:
+        """Every listed attempt of one conversation, in time order, one dict each with
+        the fields an attempt item had (``tentativaNumero``, ``decisao``, ``resultado``,
+        ...): the counters from the history index, then their records."""
+        entries = self.table.query_index(GSI_BY_CONVERSATION, GSI_PARTITION, conversation_id,
+                                         item_type=ItemType.COUNTER)
+        counters = self.table.get_many([entry[TABLE_KEY] for entry in entries]).values()
+        records = [record for counter in counters for record in attempt_records(counter)]
+        return iter(sorted(records, key=lambda r: (r["timestamp"], r["tentativaNumero"])))
+
+
+def attempt_records(counter: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A counter item's records as per-attempt dicts. ``decisao`` and a refused
+    record's ``resultado`` follow from its number and the ceiling written with it
+    (both stored by the one write that numbered it); no ``resultado`` yet is
+    ``pendente`` (allowed, the tool's answer not recorded)."""
+    if not counter:
+        return []
+    series = {"evento": ATTEMPT_EVENT, "conversaId": counter.get(GSI_PARTITION), "pedidoId": counter.get("pedidoId"),
+              "assunto": counter.get("assunto"), "ferramenta": counter.get("ferramenta"),
+              "chaveIdempotencia": counter.get("chaveIdempotencia")}
+    out = []
+    for number, record in enumerate(counter.get(ATTEMPT_RECORDS, []), start=1):
+        ceiling = int(record["teto"])
+        allowed = number <= ceiling
+        default = AttemptResult.PENDING if allowed else AttemptResult.BLOCKED_BY_CEILING
+        out.append({**series, **record, "tentativaNumero": number, "teto": ceiling,
+                    "decisao": "permitida" if allowed else "bloqueada_por_teto",
+                    "resultado": record.get("resultado", default.value)})
+    return out

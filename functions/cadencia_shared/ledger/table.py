@@ -66,7 +66,6 @@ class ItemType(StrEnum):
 
     CLAIM = "reivindicacao"
     COUNTER = "contador_tentativas"
-    ATTEMPT = "tentativa"
     CONVERSATION = "conversa"
     INBOUND = "mensagem"
     AUDIT = "auditoria"
@@ -119,20 +118,13 @@ def _attempt_series(conversation_id: str, subject: str, tool: str) -> str:
     return f"{checked_id(conversation_id)}#{checked_id(subject)}#{checked_id(tool)}"
 
 
-def _attempt_number(number: int) -> str:
-    return f"{number:04d}"
-
-
 def counter_pk(conversation_id: str, subject: str, tool: str) -> str:
     return f"contador#{_attempt_series(conversation_id, subject, tool)}"
 
 
-def attempt_pk(conversation_id: str, subject: str, tool: str, number: int) -> str:
-    return f"tentativa#{_attempt_series(conversation_id, subject, tool)}#{_attempt_number(number)}"
-
-
-def attempt_history_sort(recorded_at: str, number: int) -> str:
-    return history_sort(recorded_at, ItemType.ATTEMPT, _attempt_number(number))
+def counter_history_sort(first_recorded_at: str, subject: str, tool: str) -> str:
+    """A counter's place in its conversation's history: its first attempt (set once)."""
+    return history_sort(first_recorded_at, ItemType.COUNTER, f"{checked_id(subject)}#{checked_id(tool)}")
 
 
 def conversation_pk(conversation_id: str) -> str:
