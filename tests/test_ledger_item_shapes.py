@@ -114,7 +114,8 @@ def test_the_table_definition_and_the_stored_names():
         ],
     }
     stored = (ledger_module.TABLE_KEY, ledger_module.GSI_BY_CONVERSATION, ledger_module.GSI_UNSETTLED,
-              ledger_module.LEGACY_GSI_BY_CONVERSATION, ledger_module.LEGACY_GSI_UNSETTLED, ledger_module.UNSETTLED_MARK, ledger_module.APPROVAL_PENDING_MARK, ledger_module.HUMAN_PENDING_MARK,
+              ledger_module.LEGACY_GSI_BY_CONVERSATION, ledger_module.LEGACY_GSI_UNSETTLED,
+              ledger_module.UNSETTLED_MARK, ledger_module.APPROVAL_PENDING_MARK, ledger_module.HUMAN_PENDING_MARK,
               ledger_module.TTL_ATTRIBUTE, ledger_module.INBOUND_TTL_S, ledger_module.ATTEMPT_EVENT,
               ledger_module.CANCELLATION_ATTRIBUTE, ledger_module.DETAIL_MAX)
     assert stored == ("pk", "historicoPorConversa", "pendenciasPorVisita", "porConversa", "reembolsosPendentes",

@@ -77,11 +77,15 @@ def _claims(ledger: Ledger, clock: dict[str, float], count: int) -> list[str]:
     return keys
 
 
-def _index_entries(ledger: Ledger, recording: Recording, mark: str) -> list[dict[str, Any]]:
-    resp = recording.client.query(
+def _query(ledger: Ledger, recording: Recording, mark: str) -> dict[str, Any]:
+    """The index's answer, straight from the real client (not counted as the reader's)."""
+    return recording.client.query(
         TableName=ledger.table.name, IndexName=GSI_UNSETTLED, KeyConditionExpression="#p = :m",
         ExpressionAttributeNames={"#p": GSI_UNSETTLED_PARTITION}, ExpressionAttributeValues={":m": {"S": mark}})
-    return resp["Items"]
+
+
+def _index_entries(ledger: Ledger, recording: Recording, mark: str) -> list[dict[str, Any]]:
+    return _query(ledger, recording, mark)["Items"]
 
 
 def test_the_index_holds_only_keys_and_the_reconciler_reads_each_claim_whole(world):
@@ -101,9 +105,7 @@ def test_the_index_holds_only_keys_and_the_reconciler_reads_each_claim_whole(wor
 def test_an_entry_whose_claim_left_the_list_since_is_skipped(world):
     ledger, recording, clock = world
     settled, deleted, pending = _claims(ledger, clock, 3)
-    stale = recording.client.query(
-        TableName=ledger.table.name, IndexName=GSI_UNSETTLED, KeyConditionExpression="#p = :m",
-        ExpressionAttributeNames={"#p": GSI_UNSETTLED_PARTITION}, ExpressionAttributeValues={":m": {"S": UNSETTLED_MARK}})
+    stale = _query(ledger, recording, UNSETTLED_MARK)
     # after the index answered: one claim settled (its mark removed), one deleted (TTL)
     recording.client.update_item(TableName=ledger.table.name, Key={"pk": {"S": f"reivindicacao#{settled}"}},
                                  UpdateExpression="SET #st = :ok REMOVE #p",
@@ -126,9 +128,7 @@ def test_approvals_are_listed_whole_and_a_decided_one_is_not(world):
                               reason="acima_do_limite", validity_s=600)
     assert [set(e) for e in _index_entries(ledger, recording, "aprovacao")] == [KEYS] * 2
     assert store.pending() == [first, second]
-    stale = recording.client.query(
-        TableName=ledger.table.name, IndexName=GSI_UNSETTLED, KeyConditionExpression="#p = :m",
-        ExpressionAttributeNames={"#p": GSI_UNSETTLED_PARTITION}, ExpressionAttributeValues={":m": {"S": "aprovacao"}})
+    stale = _query(ledger, recording, "aprovacao")
     store.decide(first.id, approve=False, approver="ana", justification="não", allowed_approvers=frozenset({"ana"}))
     recording.replay = stale
     assert store.pending() == [second]

@@ -50,7 +50,8 @@ def test_from_the_main_before_this_change_two_deploys_replace_the_unsettled_inde
     after = _assert_one_index_per_deploy(before, (ledger.LEGACY_GSI_UNSETTLED,), ())
     assert after == _indexes()
     assert after[ledger.GSI_UNSETTLED]["Projection"] == {"ProjectionType": "KEYS_ONLY"}
-    assert after[ledger.GSI_BY_CONVERSATION]["Projection"] == {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["tipo"]}
+    assert after[ledger.GSI_BY_CONVERSATION]["Projection"] == {"ProjectionType": "INCLUDE",
+                                                                "NonKeyAttributes": ["tipo"]}
 
 
 def test_a_stack_mid_way_through_the_history_migration_takes_three_deploys():

@@ -315,7 +315,8 @@ def table_definition(table_name: str, *, retired_indexes: Collection[str] = ()) 
         "GlobalSecondaryIndexes": [
             *retired,
             _index(GSI_BY_CONVERSATION, GSI_PARTITION, GSI_SORT, include=GSI_BY_CONVERSATION_INCLUDES),
-            _index(GSI_UNSETTLED, GSI_UNSETTLED_PARTITION, GSI_UNSETTLED_SORT, projection_type=GSI_UNSETTLED_PROJECTION),
+            _index(GSI_UNSETTLED, GSI_UNSETTLED_PARTITION, GSI_UNSETTLED_SORT,
+                   projection_type=GSI_UNSETTLED_PROJECTION),
         ],
     }
 
