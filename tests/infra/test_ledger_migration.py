@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 from aws_cdk import App, Stack
 from aws_cdk.assertions import Template
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cadencia_shared import ledger
 from infra.config import ConfigError, from_mapping
@@ -88,3 +90,14 @@ def test_the_flag_is_read_from_the_context_and_an_unknown_name_is_refused():
 def test_the_table_definition_refuses_an_unknown_retired_index():
     with pytest.raises(ValueError, match="retired"):
         ledger.table_definition("t", retired_indexes=("historicoPorConversa",))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=30).filter(lambda t: "," not in t), max_size=4))
+def test_any_flag_value_keeps_only_retired_indexes_or_is_refused(names):
+    try:
+        kept = from_mapping({"keepRetiredIndexes": ",".join(names)}).keep_retired_indexes
+    except ConfigError:
+        assert {n.strip() for n in names} - set(ledger.RETIRED_INDEXES)
+        return
+    assert set(kept) == {n.strip() for n in names if n.strip()} <= set(ledger.RETIRED_INDEXES)

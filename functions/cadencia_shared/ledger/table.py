@@ -48,7 +48,7 @@ GSI_UNSETTLED_PROJECTION = "KEYS_ONLY"
 LEGACY_GSI_UNSETTLED = "reembolsosPendentes"
 GSI_UNSETTLED_PARTITION = "pendencia"
 # The unsettled index's sort key: when the claim was last written by a visit (its
-# creation, a retake, an unsettled outcome). Oldest visit first, so a claim the
+# creation, a retake, an unknown outcome). Oldest visit first, so a claim the
 # gateway keeps unknown goes to the back after each visit and can never starve the
 # claims behind it. ``registradoEm`` keeps its meaning (creation, the history index).
 GSI_UNSETTLED_SORT = "visitadoEm"
