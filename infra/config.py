@@ -65,9 +65,9 @@ class StackConfig:
     alarm_email: str | None = None
     reserved_concurrency: bool = True
     ledger_deletion_protection: bool = True
-    # One deploy of a stack created before the history index was narrowed keeps the
-    # old ``porConversa`` beside the new one (docs/performance.md, *Migrating*).
-    keep_legacy_history_index: bool = False
+    # Retired ledger indexes a migrating stack keeps for one deploy beside their
+    # successors (docs/infrastructure.md, *Migrating the ledger's indexes*).
+    keep_retired_indexes: tuple[str, ...] = ()
     teardown: str = ""
     # The tools verify the database server with the RDS CA bundle (verify-full);
     # without the bundle the build fails unless this explicit opt-out is given.
@@ -130,6 +130,23 @@ def _list(value: Any) -> tuple[str, ...]:
 
 
 Lookup = Callable[[str, Any], Any]
+
+
+def _retired_indexes(opt: Lookup) -> tuple[str, ...]:
+    """``keepRetiredIndexes``: names of retired ledger indexes to keep this deploy.
+    ``keepLegacyHistoryIndex=true`` (the history index's migration, as first
+    documented) still means ``porConversa``. An unknown name is refused: a typo would
+    otherwise drop the index it meant to keep."""
+    from cadencia_shared.ledger import LEGACY_GSI_BY_CONVERSATION, RETIRED_INDEXES
+
+    names = _list(opt("keepRetiredIndexes", ""))
+    unknown = sorted(set(names) - set(RETIRED_INDEXES))
+    if unknown:
+        raise ConfigError(f"keepRetiredIndexes names no retired ledger index: {unknown} "
+                          f"(retired: {sorted(RETIRED_INDEXES)})")
+    if _bool(opt("keepLegacyHistoryIndex", False), "keepLegacyHistoryIndex"):
+        names += (LEGACY_GSI_BY_CONVERSATION,)
+    return tuple(sorted(set(names)))
 
 
 def _lookup(get: Callable[[str], Any]) -> Lookup:
@@ -229,7 +246,7 @@ def from_context(get: Callable[[str], Any]) -> StackConfig:
         alarm_email=opt("alarmEmail"),
         reserved_concurrency=_bool(opt("reservedConcurrency", True), "reservedConcurrency"),
         ledger_deletion_protection=_bool(opt("ledgerDeletionProtection", True), "ledgerDeletionProtection"),
-        keep_legacy_history_index=_bool(opt("keepLegacyHistoryIndex", False), "keepLegacyHistoryIndex"),
+        keep_retired_indexes=_retired_indexes(opt),
         teardown=_choice(opt, "teardown", TEARDOWN_PHASES, ""),
         allow_unverified_db_tls=_bool(opt("allowUnverifiedDbTls", False), "allowUnverifiedDbTls"),
         tool_concurrency=_tool_concurrency(opt),

@@ -222,7 +222,8 @@ def reconciler_role(config: StackConfig) -> RoleContract:
             Grant(("dynamodb:Query",), (f"{ledger}/index/{GSI_UNSETTLED}",),
                   "list unsettled refund claims from the ledger's sparse index (never a Scan)"),
             Grant(("dynamodb:GetItem", "dynamodb:UpdateItem"), (ledger,),
-                  "take a claim over and settle it, fenced on its owner (never creates one)"),
+                  "read each listed claim by key (the index holds keys only), take it over and settle it, "
+                  "fenced on its owner (never creates one)"),
             Grant(("secretsmanager:GetSecretValue",), (ref(Ids.GATEWAY_SECRET),),
                   "the gateway token, to re-send an unsettled refund's own request"),
             Grant(("rds-db:connect",), (dbuser_arn(config, RECONCILER_DB_USER),),
@@ -243,7 +244,8 @@ def decision_role() -> RoleContract:
             Grant(("dynamodb:Query",), (f"{ledger}/index/{GSI_UNSETTLED}",),
                   "list pending approval requests from the ledger's sparse index (never a Scan)"),
             Grant(("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"), (ledger,),
-                  "read an approval, record one decision (conditional write on its status), append the audit record"),
+                  "read an approval (each listed one by key: the index holds keys only), record one decision "
+                  "(conditional write on its status), append the audit record"),
             Grant(("lambda:InvokeFunction",), (att(Ids.ORCHESTRATOR_FUNCTION, "Arn"),),
                   "resume the conversation: the orchestrator runs the approved call (this role runs no tool)"),
             _audit_append("append decisions and refused decisions"),

@@ -21,11 +21,12 @@ _TYPES = {"S": dynamodb.AttributeType.STRING, "N": dynamodb.AttributeType.NUMBER
 
 class Ledger(Flat):
     def __init__(self, scope: Construct, construct_id: str, *, deletion_protection: bool,
-                 keep_legacy_history_index: bool = False) -> None:
-        """``keep_legacy_history_index``: keep the retired ``porConversa`` index for one
-        deploy (CloudFormation creates or deletes one GSI per update: docs/performance.md)."""
+                 keep_retired_indexes: tuple[str, ...] = ()) -> None:
+        """``keep_retired_indexes``: retired indexes (``RETIRED_INDEXES``) kept for one
+        deploy (CloudFormation creates or deletes one GSI per update:
+        docs/infrastructure.md, *Migrating the ledger's indexes*)."""
         super().__init__(scope, construct_id)
-        definition = ledger_schema.table_definition(LEDGER_TABLE, legacy_history_index=keep_legacy_history_index)
+        definition = ledger_schema.table_definition(LEDGER_TABLE, retired_indexes=keep_retired_indexes)
         types = {a["AttributeName"]: _TYPES[a["AttributeType"]] for a in definition["AttributeDefinitions"]}
 
         def attribute(name: str) -> dynamodb.Attribute:

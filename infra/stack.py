@@ -50,7 +50,7 @@ class CadenciaStack(Stack):
         self.config = config
         self.assets = assets
         self.ledger_construct = Ledger(self, "LedgerTable", deletion_protection=config.ledger_deletion_protection,
-                                       keep_legacy_history_index=config.keep_legacy_history_index)
+                                       keep_retired_indexes=config.keep_retired_indexes)
         self.ledger = self.ledger_construct.table
         self.gateway_secret = gateway_secret(self)
         self.network = Network(self, config=config, ledger=self.ledger_construct)

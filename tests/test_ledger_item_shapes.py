@@ -107,17 +107,19 @@ def test_the_table_definition_and_the_stored_names():
              "KeySchema": [{"AttributeName": "conversaId", "KeyType": "HASH"},
                            {"AttributeName": "registradoEm", "KeyType": "RANGE"}],
              "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["tipo"]}},
-            {"IndexName": "reembolsosPendentes",
+            {"IndexName": "pendenciasPorVisita",
              "KeySchema": [{"AttributeName": "pendencia", "KeyType": "HASH"},
                            {"AttributeName": "visitadoEm", "KeyType": "RANGE"}],
-             "Projection": {"ProjectionType": "ALL"}},
+             "Projection": {"ProjectionType": "KEYS_ONLY"}},
         ],
     }
     stored = (ledger_module.TABLE_KEY, ledger_module.GSI_BY_CONVERSATION, ledger_module.GSI_UNSETTLED,
+              ledger_module.LEGACY_GSI_BY_CONVERSATION, ledger_module.LEGACY_GSI_UNSETTLED,
               ledger_module.UNSETTLED_MARK, ledger_module.APPROVAL_PENDING_MARK, ledger_module.HUMAN_PENDING_MARK,
               ledger_module.TTL_ATTRIBUTE, ledger_module.INBOUND_TTL_S, ledger_module.ATTEMPT_EVENT,
               ledger_module.CANCELLATION_ATTRIBUTE, ledger_module.DETAIL_MAX)
-    assert stored == ("pk", "historicoPorConversa", "reembolsosPendentes", "reembolso", "aprovacao", "humano", "expiraEm",
+    assert stored == ("pk", "historicoPorConversa", "pendenciasPorVisita", "porConversa", "reembolsosPendentes",
+                      "reembolso", "aprovacao", "humano", "expiraEm",
                       7 * 24 * 3600, "TENTATIVA_DE_FERRAMENTA_REGISTRADA", "cancelamentoSolicitadoEm", 200)
     assert {t.value for t in ItemType} == {"reivindicacao", "contador_tentativas", "conversa",
                                            "mensagem", "auditoria", "aprovacao", "primeiro_reembolso"}
@@ -161,7 +163,8 @@ def test_a_claim_through_its_life(world: World):
     assert [c.status for c in led.unsettled_claims()] == [ClaimStatus.RECONCILING]
     world.tick()
     claim = led.settle_claim(claim, ClaimStatus.EXECUTED, gateway_transaction="tx-1")
-    executed = {**retaken, "status": {"S": "executado"}, "atualizadoEm": at(4), "visitadoEm": at(4)}
+    # the retake's visit is kept: the keys-only index entry is not written at all
+    executed = {**retaken, "status": {"S": "executado"}, "atualizadoEm": at(4), "visitadoEm": at(3)}
     assert world.item("reivindicacao#" + KEY) == executed
     world.tick()
     led.mark_erp_updated(claim)

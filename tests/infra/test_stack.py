@@ -162,7 +162,7 @@ def test_dynamodb_endpoint_policy_allows_only_the_ledger_items(default_synth):
     assert items["Resource"] == {"Fn::GetAtt": [Ids.LEDGER, "Arn"]}
     # The reconciler's one Query, on the sparse index of unsettled refund claims only.
     assert index["Action"] == "dynamodb:Query"
-    assert index["Resource"] == {"Fn::Join": ["", [{"Fn::GetAtt": [Ids.LEDGER, "Arn"]}, "/index/reembolsosPendentes"]]}
+    assert index["Resource"] == {"Fn::Join": ["", [{"Fn::GetAtt": [Ids.LEDGER, "Arn"]}, "/index/pendenciasPorVisita"]]}
 
 
 def test_db_users_custom_resource_and_the_teardown_order(default_synth):

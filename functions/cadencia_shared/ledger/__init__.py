@@ -6,7 +6,7 @@ Lambdas and the scripts all go through it, so no key is spelled in two places.
 
 Table ``cadencia-agente-execucoes`` (partition key ``pk``; GSI ``historicoPorConversa``
 on ``conversaId`` + ``registradoEm``, keys and ``tipo`` only, for one conversation's history; sparse GSI
-``reembolsosPendentes`` on ``pendencia`` + ``visitadoEm`` for the work lists).
+``pendenciasPorVisita`` on ``pendencia`` + ``visitadoEm``, keys only, for the work lists).
 
 =====================  ===========================================  =================  ==================
 tipo                   pk (built by ``table.<function>``)           module             decided by
@@ -73,6 +73,8 @@ from .table import (
     GSI_UNSETTLED_SORT,
     HUMAN_PENDING_MARK,
     LEGACY_GSI_BY_CONVERSATION,
+    LEGACY_GSI_UNSETTLED,
+    RETIRED_INDEXES,
     TABLE_KEY,
     TTL_ATTRIBUTE,
     UNSETTLED_MARK,
@@ -88,7 +90,8 @@ from .table import (
 __all__ = [
     "APPROVAL_PENDING_MARK", "ATTEMPT_EVENT", "CANCELLATION_ATTRIBUTE", "DETAIL_MAX", "FINAL_CLAIM_STATUSES",
     "GSI_BY_CONVERSATION", "GSI_PARTITION", "GSI_SORT", "GSI_UNSETTLED", "GSI_UNSETTLED_PARTITION",
-    "GSI_UNSETTLED_SORT", "HUMAN_PENDING_MARK", "INBOUND_TTL_S", "LEGACY_GSI_BY_CONVERSATION", "SETTLED_CLAIM_STATUSES", "TABLE_KEY",
+    "GSI_UNSETTLED_SORT", "HUMAN_PENDING_MARK", "INBOUND_TTL_S", "LEGACY_GSI_BY_CONVERSATION", "LEGACY_GSI_UNSETTLED",
+    "RETIRED_INDEXES", "SETTLED_CLAIM_STATUSES", "TABLE_KEY",
     "TTL_ATTRIBUTE", "UNSETTLED_MARK", "Attempt", "AttemptRecorder", "AttemptResult", "AttemptStore", "AuditChain",
     "AuditStore", "AuditTrail", "CancellationPending", "ClaimLost", "ClaimStatus", "ClaimStore", "ClaimTaken",
     "ConversationBusy", "ConversationCancellation", "ConversationOfAnotherCustomer", "ConversationState",

@@ -56,6 +56,8 @@ FINAL_CLAIM_STATUSES = frozenset({ClaimStatus.EXECUTED, ClaimStatus.DECLINED})
 # it only once the ERP has it too (``mark_erp_updated``), so a crash between the
 # two is finished by the reconciler, not only by a repeat of the conversation.
 SETTLED_CLAIM_STATUSES = frozenset({ClaimStatus.DECLINED, ClaimStatus.FAILED_BEFORE_GATEWAY})
+# Pending statuses whose write keeps the claim's place in the reconciler's list (``_settlement``).
+_KEEPS_ITS_VISIT = frozenset({ClaimStatus.SENDING, ClaimStatus.EXECUTED})
 
 DETAIL_MAX = 200  # characters of a claim's ``detalhe``: a note for people, never a whole body
 
@@ -178,10 +180,13 @@ def _settlement(claim: RefundClaim, status: ClaimStatus, now: str, optional: dic
                           {":st": status.value, ":agora": now, ":dono": claim.owner})
     if status in SETTLED_CLAIM_STATUSES:
         update.tail = " REMOVE #pend"
-    elif status is ClaimStatus.SENDING:
-        # Only from IN_PROGRESS, by the owner whose claim or retake wrote
-        # ``visitadoEm`` moments ago: moving it again would change nothing in the
-        # reconciler's order but cost the index a delete and a put.
+    elif status in _KEEPS_ITS_VISIT:
+        # Written (fenced on ``dono``) by the owner whose claim or retake wrote
+        # ``visitadoEm`` moments ago — a send recorded, or the gateway's approval
+        # heard: moving it again would barely change the reconciler's order but
+        # cost the index a delete and a put. An executed claim stays listed only
+        # until its ERP update (``mark_erp_updated``), which the reconciler does
+        # first thing; staying nearer the front only gets that done sooner.
         update.add("#pend = :pend", ":pend", UNSETTLED_MARK)
     else:  # still pending: this visit sends it to the back of the reconciler's list
         update.names["#visita"] = GSI_UNSETTLED_SORT

@@ -24,7 +24,6 @@ from botocore.exceptions import ClientError
 
 from .inbound import InboundClaim, inbound_answer_update
 from .table import (
-    GSI_SORT,
     GSI_UNSETTLED_PARTITION,
     GSI_UNSETTLED_SORT,
     HUMAN_PENDING_MARK,
@@ -213,9 +212,11 @@ class ConversationStore:
 
     def waiting_for_a_person(self, *, limit: int = 100) -> list[tuple[str, str]]:
         """(conversation id, waiting since) of conversations handed to a person, oldest
-        first: a Query on the sparse index, never a Scan."""
-        items = self.table.pending(HUMAN_PENDING_MARK, limit=limit)
-        return [(conversation_id_of(item[TABLE_KEY]), item[GSI_SORT]) for item in items]
+        first: a Query on the sparse index, never a Scan. The index holds keys only, and
+        its sort key is when the wait began (set with ``registradoEm``, same value), so
+        no conversation item is read."""
+        entries = self.table.pending_entries(HUMAN_PENDING_MARK, limit=limit)
+        return [(conversation_id_of(entry[TABLE_KEY]), entry[GSI_UNSETTLED_SORT]) for entry in entries]
 
     def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]],
                             status: ConversationStatus, inbound: InboundClaim | None = None,

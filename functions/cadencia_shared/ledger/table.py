@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -31,18 +31,24 @@ TABLE_KEY = "pk"
 # readers (operators, the harness) fetch the items by key (``history``).
 GSI_BY_CONVERSATION = "historicoPorConversa"
 GSI_BY_CONVERSATION_INCLUDES = ("tipo",)
-# Its predecessor (projection ALL). CloudFormation changes no existing GSI's
-# projection and creates or deletes one GSI per update: an existing deployment
-# keeps it for one deploy (``-c keepLegacyHistoryIndex=true``), then drops it.
+# Its predecessor (projection ALL), retired: see ``RETIRED_INDEXES``.
 LEGACY_GSI_BY_CONVERSATION = "porConversa"
 GSI_PARTITION = "conversaId"
 GSI_SORT = "registradoEm"
 # Sparse GSI of refund claims not yet settled with the gateway: only those items
 # carry ``pendencia``, so the reconciler reads its work list without a scan.
-GSI_UNSETTLED = "reembolsosPendentes"
+# KEYS_ONLY: no reader needs more than the keys from it (``LedgerTable.pending``
+# reads each item by key), so a claim update that moves neither ``pendencia`` nor
+# ``visitadoEm`` writes nothing to it, and a conversation handed to a person enters
+# it with its keys, not its whole compressed history. (INCLUDE needs at least one
+# non-key attribute; KEYS_ONLY is the INCLUDE of none.)
+GSI_UNSETTLED = "pendenciasPorVisita"
+GSI_UNSETTLED_PROJECTION = "KEYS_ONLY"
+# Its predecessor (projection ALL), retired: see ``RETIRED_INDEXES``.
+LEGACY_GSI_UNSETTLED = "reembolsosPendentes"
 GSI_UNSETTLED_PARTITION = "pendencia"
 # The unsettled index's sort key: when the claim was last written by a visit (its
-# creation, a retake, an unsettled outcome). Oldest visit first, so a claim the
+# creation, a retake, an unknown outcome). Oldest visit first, so a claim the
 # gateway keeps unknown goes to the back after each visit and can never starve the
 # claims behind it. ``registradoEm`` keeps its meaning (creation, the history index).
 GSI_UNSETTLED_SORT = "visitadoEm"
@@ -52,6 +58,15 @@ UNSETTLED_MARK = "reembolso"
 APPROVAL_PENDING_MARK = "aprovacao"
 # ... and conversations waiting for a person (aguardando_humano), for scripts/atendente.py.
 HUMAN_PENDING_MARK = "humano"
+# Indexes replaced by a narrower successor, each with its (partition, sort) keys;
+# they projected ALL. CloudFormation changes no existing GSI's projection and creates
+# or deletes at most one GSI per update, so a stack that still has one keeps it for
+# the deploy that creates its successor (``-c keepRetiredIndexes=<name>,...``), then
+# a deploy without it drops it (docs/infrastructure.md, *Migrating the ledger's indexes*).
+RETIRED_INDEXES: dict[str, tuple[str, str]] = {
+    LEGACY_GSI_BY_CONVERSATION: (GSI_PARTITION, GSI_SORT),
+    LEGACY_GSI_UNSETTLED: (GSI_UNSETTLED_PARTITION, GSI_UNSETTLED_SORT),
+}
 TTL_ATTRIBUTE = "expiraEm"
 ITEM_TYPE_ATTRIBUTE = "tipo"
 
@@ -232,10 +247,22 @@ class LedgerTable:
         """Write an item that must not exist yet (append-only records)."""
         self.client.put_item(TableName=self.name, Item=serialize(item), ConditionExpression="attribute_not_exists(pk)")
 
-    def pending(self, mark: str, *, limit: int) -> Iterator[dict[str, Any]]:
-        """Items waiting in the sparse index under ``mark`` (unsettled claims, pending
-        approvals, conversations waiting for a person), least recently visited first."""
+    def pending_entries(self, mark: str, *, limit: int) -> Iterator[dict[str, Any]]:
+        """The sparse index's entries under ``mark`` (unsettled claims, pending approvals,
+        conversations waiting for a person), least recently visited first: the keys
+        only (``pk``, ``pendencia``, ``visitadoEm``), as the index may lag the table."""
         return self.query_index(GSI_UNSETTLED, GSI_UNSETTLED_PARTITION, mark, limit=limit)
+
+    def pending(self, mark: str, *, limit: int) -> Iterator[dict[str, Any]]:
+        """The whole items waiting under ``mark``, in the index's order, each read by
+        key (strongly consistent GetItem: the readers' roles hold GetItem on the table,
+        and BatchGetItem would be a new grant and a new VPC-endpoint action). An item
+        that no longer carries ``mark`` (settled, decided or taken back since the index
+        was written) is skipped, so a reader never acts on a stale copy."""
+        for entry in self.pending_entries(mark, limit=limit):
+            item = self.get(entry[TABLE_KEY])
+            if item is not None and item.get(GSI_UNSETTLED_PARTITION) == mark:
+                yield item
 
     def query_index(self, index: str, partition_name: str, partition_value: str, *, limit: int | None = None,
                     item_type: ItemType | None = None) -> Iterator[dict[str, Any]]:
@@ -261,10 +288,14 @@ class LedgerTable:
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
 
-def table_definition(table_name: str, *, legacy_history_index: bool = False) -> dict[str, Any]:
+def table_definition(table_name: str, *, retired_indexes: Collection[str] = ()) -> dict[str, Any]:
     """CreateTable arguments (local stack, tests); the CDK stack mirrors them.
-    ``legacy_history_index``: also the retired ``porConversa`` (a migrating stack)."""
-    legacy = [_index(LEGACY_GSI_BY_CONVERSATION, GSI_PARTITION, GSI_SORT)] if legacy_history_index else []
+    ``retired_indexes``: names of ``RETIRED_INDEXES`` kept beside their successors
+    (a migrating stack)."""
+    unknown = set(retired_indexes) - set(RETIRED_INDEXES)
+    if unknown:
+        raise ValueError(f"not a retired ledger index: {sorted(unknown)}")
+    retired = [_index(name, *keys) for name, keys in RETIRED_INDEXES.items() if name in retired_indexes]
     return {
         "TableName": table_name,
         "BillingMode": "PAY_PER_REQUEST",
@@ -274,15 +305,17 @@ def table_definition(table_name: str, *, legacy_history_index: bool = False) -> 
         ],
         "KeySchema": [{"AttributeName": TABLE_KEY, "KeyType": "HASH"}],
         "GlobalSecondaryIndexes": [
-            *legacy,
+            *retired,
             _index(GSI_BY_CONVERSATION, GSI_PARTITION, GSI_SORT, include=GSI_BY_CONVERSATION_INCLUDES),
-            _index(GSI_UNSETTLED, GSI_UNSETTLED_PARTITION, GSI_UNSETTLED_SORT),
+            _index(GSI_UNSETTLED, GSI_UNSETTLED_PARTITION, GSI_UNSETTLED_SORT,
+                   projection_type=GSI_UNSETTLED_PROJECTION),
         ],
     }
 
 
-def _index(name: str, partition: str, sort: str, *, include: tuple[str, ...] = ()) -> dict[str, Any]:
-    projection: dict[str, Any] = {"ProjectionType": "ALL"}
+def _index(name: str, partition: str, sort: str, *, include: tuple[str, ...] = (),
+           projection_type: str = "ALL") -> dict[str, Any]:
+    projection: dict[str, Any] = {"ProjectionType": projection_type}
     if include:
         projection = {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(include)}
     return {
