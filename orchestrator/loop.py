@@ -64,6 +64,9 @@ from .steps import (AwaitApproval, Correct, Diagnosis, Ending, HandOff, Reply, R
 from .tool_round import ToolRound
 from .tools import definitions
 
+_STORED_REPLY = {"resposta", "status", "motivo"}
+
+
 class ConversationBusyError(Exception):
     """Another invocation is working on this conversation: retry later (the
     message was released for redelivery, nothing was done)."""
@@ -169,7 +172,8 @@ class Orchestrator:
         """A redelivery of an answered message: its stored reply, or, when it is older
         than the replies the ledger keeps, no text (nothing is sent again from here)."""
         if answered.reply is not None:
-            return TurnReply.model_validate({**answered.reply, "duplicada": True})
+            return TurnReply.model_validate({"conversaId": req.conversaId, "mensagemId": req.mensagemId,
+                                             **answered.reply, "duplicada": True})
         return TurnReply(conversaId=req.conversaId, mensagemId=req.mensagemId, resposta=None,
                          status=answered.status, motivo="mensagem_ja_respondida", duplicada=True)
 
@@ -192,8 +196,10 @@ class Orchestrator:
 
     def _write(self, req: TurnRequest, state: ConversationState, outcome: _Outcome) -> TurnReply:
         reply = self._reply(req, outcome.reply, outcome.status.value, outcome.reason)
+        # Stored for a redelivery: what the request does not already say (each byte
+        # of the conversation item is paid on every lease and commit).
         self.ledger.commit_conversation(state, messages=outcome.messages, status=outcome.status,
-                                        reply=reply.model_dump(mode="json"),
+                                        reply=reply.model_dump(mode="json", include=_STORED_REPLY),
                                         cancelled=outcome.reason == Limit.CANCELLED)
         return reply
 
