@@ -24,8 +24,10 @@ from cadencia_shared.ledger import INBOUND_TTL_S, ConversationStatus, Ledger, ta
 
 from .aws_count import item_size, write_units
 
-REPLY = {"conversaId": "wa-1001-20260312", "mensagemId": "", "status": "ativa", "motivo": "resposta",
-         "duplicada": False, "resposta": "Seu pedido 4821 foi entregue ontem às 14h. Posso ajudar em algo mais?"}
+CONVERSATION = "wa-1001-20260312"
+# What the loop stores for a redelivery (orchestrator/loop.py ``_STORED_REPLY``), with a typical answer.
+REPLY = {"status": "ativa", "motivo": "resposta",
+         "resposta": "Seu pedido 4821 foi entregue ontem às 14h. Posso ajudar em algo mais?"}
 
 
 def _wamid() -> str:
@@ -44,7 +46,7 @@ def main() -> None:
         client = boto3.client("dynamodb", region_name="us-east-1")
         client.create_table(**table_definition("crescimento"))
         ledger = Ledger("crescimento", client, clock=lambda: now[0])
-        conv = REPLY["conversaId"]
+        conv = CONVERSATION
 
         def size() -> int:
             item = client.get_item(TableName="crescimento", Key={"pk": {"S": f"conversa#{conv}"}},
@@ -63,7 +65,7 @@ def main() -> None:
             wamid = _wamid()
             state = ledger.acquire_conversation(conversation_id=conv, customer_id=1001, lease_s=60, message_id=wamid)
             ledger.commit_conversation(state, messages=[], status=ConversationStatus.ACTIVE,
-                                       reply={**REPLY, "mensagemId": wamid})
+                                       reply=REPLY)
             now[0] += opts.every_s
             current = size()
             if n == 2:
