@@ -119,6 +119,18 @@ def test_old_ids_are_pruned_and_only_the_latest_replies_are_kept(moto_ledger):
     ledger.release_conversation(state)
 
 
+def test_answers_within_one_second_keep_the_latest_replies(moto_ledger):
+    """Recency is the fenced version, not the clock (answers in the same second, or
+    from a Lambda whose clock is behind, found the oldest reply kept)."""
+    ledger, clock = moto_ledger
+    conv = "conv-mesmo-segundo"
+    for i in range(5):
+        _answer(ledger, conv, f"wamid.{i}", {"texto": f"resposta {i}"})
+        clock.now -= 1  # a clock that even goes back
+    item = ledger.table.get(f"conversa#{conv}")
+    assert set(item[REPLIES_ATTRIBUTE]) == {message_key(f"wamid.{i}") for i in range(5 - REPLIES_KEPT, 5)}
+
+
 def test_another_message_on_a_live_lease_is_busy_and_the_same_one_in_progress(moto_ledger):
     ledger, _ = moto_ledger
     ledger.acquire_conversation(conversation_id="conv-viva", customer_id=CUSTOMER, lease_s=60, message_id="m-1")

@@ -161,7 +161,7 @@ def _commit_update(table: LedgerTable, state: ConversationState, messages: list[
     if state.message_key:
         # The claimed message answered in the same write (the inbound module's maps,
         # rewritten whole: only this fenced lease holder writes them).
-        after = state.answered.with_answer(state.message_key, reply, table.now_ms() // 1000)
+        after = state.answered.with_answer(state.message_key, reply, table.now_ms() // 1000, state.version)
         waiting += f", {ANSWERED_ATTRIBUTE} = :respondidas, {REPLIES_ATTRIBUTE} = :respostas"
         values[":respondidas"], values[":respostas"] = after.answered, after.replies
     # An operator's cancellation wins over whatever the turn decided: the commit

@@ -6,9 +6,11 @@ a two-item transaction). The conversation item carries:
 - ``emProcessamento``: the key of the message the current lease is working on;
 - ``respondidas``: a map {message key: epoch seconds answered} of the messages
   answered in the last ``INBOUND_TTL_S`` (a redelivery within it is DONE);
-- ``respostas``: a map {message key: stored reply (JSON)} of the ``REPLIES_KEPT``
-  most recently answered messages only (each KB of the item is one more write unit
-  on every lease and commit).
+- ``respostas``: a map {message key: {``v``: the conversation version that answered
+  it, ``r``: the stored reply (JSON)}} of the ``REPLIES_KEPT`` most recently answered
+  messages only (each KB of the item is one more write unit on every lease and
+  commit). Recency is the fenced version, never a clock: answers within one second,
+  or from Lambdas whose clocks disagree, are still ordered.
 
 The lease (``ConversationStore.acquire_conversation``, one conditional UpdateItem)
 sets ``emProcessamento`` and refuses a message already in ``respondidas``; on a
@@ -70,7 +72,8 @@ class AnsweredMessages:
     """The conversation item's ``respondidas`` and ``respostas`` maps (module doc)."""
 
     answered: dict[str, int] = field(default_factory=dict)  # key -> epoch seconds answered
-    replies: dict[str, str] = field(default_factory=dict)  # key -> reply JSON (the most recent only)
+    # key -> {"v": version that answered it, "r": reply JSON}, the most recent only
+    replies: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> AnsweredMessages:
@@ -79,18 +82,18 @@ class AnsweredMessages:
 
     def reply_of(self, key: str) -> dict[str, Any] | None:
         stored = self.replies.get(key)
-        return None if stored is None else json.loads(stored)
+        return None if stored is None else json.loads(stored["r"])
 
-    def with_answer(self, key: str, reply: dict[str, Any] | None, now_s: int) -> AnsweredMessages:
-        """These maps after ``key`` is answered at ``now_s``: ids older than the
-        redelivery window dropped, replies kept only for the most recent."""
+    def with_answer(self, key: str, reply: dict[str, Any] | None, now_s: int, version: int) -> AnsweredMessages:
+        """These maps after ``key`` is answered at ``now_s`` by the lease of ``version``:
+        ids older than the redelivery window dropped, replies kept only for the most recent."""
         answered = {k: at for k, at in self.answered.items() if at > now_s - INBOUND_TTL_S and k != key}
         answered[key] = now_s
         newest_first = sorted((k for k in self.replies if k in answered and k != key),
-                              key=lambda k: answered[k], reverse=True)
+                              key=lambda k: int(self.replies[k]["v"]), reverse=True)
         replies = {k: self.replies[k] for k in newest_first[:REPLIES_KEPT - 1]}
         if reply is not None:
-            replies[key] = json.dumps(reply, ensure_ascii=False, separators=(",", ":"))
+            replies[key] = {"v": version, "r": json.dumps(reply, ensure_ascii=False, separators=(",", ":"))}
         return AnsweredMessages(answered, replies)
 
 
