@@ -24,11 +24,9 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from moto import mock_aws
 
 from cadencia_shared.ledger import (
     INBOUND_TTL_S,
@@ -38,10 +36,16 @@ from cadencia_shared.ledger import (
     Ledger,
     MessageAnswered,
     MessageInProgress,
-    table_definition,
 )
-from cadencia_shared.ledger.inbound import ANSWERED_ATTRIBUTE, PROCESSING_ATTRIBUTE, REPLIES_ATTRIBUTE, message_key
+from cadencia_shared.ledger.inbound import (
+    ANSWERED_ATTRIBUTE,
+    PROCESSING_ATTRIBUTE,
+    REPLIES_ATTRIBUTE,
+    message_key,
+)
 from scripts.local_stack.aws import session_client
+
+from .support.moto_ledger import ledger_table_in_process
 
 TABLE = "ledger-inbound"
 CUSTOMER = 7
@@ -57,13 +61,7 @@ class Clock:
 
 @pytest.fixture
 def moto_ledger(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Ledger, Clock]]:
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(**table_definition(TABLE))
+    with ledger_table_in_process(monkeypatch, TABLE) as client:
         clock = Clock()
         yield Ledger(TABLE, client, clock=clock), clock
 

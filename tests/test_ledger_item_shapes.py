@@ -17,11 +17,9 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
-import boto3
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from moto import mock_aws
 
 from cadencia_shared import ledger as ledger_module
 from cadencia_shared.ledger import inbound
@@ -37,6 +35,8 @@ from cadencia_shared.ledger import (
     refund_idempotency_key,
     table_definition,
 )
+
+from .support.moto_ledger import ledger_table_in_process
 
 TABLE = "ledger-shapes"
 CONV, ORDER = "conv-shapes", "PED-1001"
@@ -71,13 +71,7 @@ class World:
 
 @pytest.fixture
 def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(**table_definition(TABLE))
+    with ledger_table_in_process(monkeypatch, TABLE) as client:
         yield World(client)
 
 
