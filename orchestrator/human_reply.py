@@ -140,13 +140,15 @@ class HumanReplies:
             return self._written_before(request, None), True
         _require_waiting(current.status)
         try:
-            state = self.ledger.acquire_conversation(conversation_id=request.conversaId, customer_id=current.customer_id,
-                                                     lease_s=self.lease_s, message_id=rid)
+            state = self.ledger.acquire_conversation(conversation_id=request.conversaId,
+                                                     customer_id=current.customer_id, lease_s=self.lease_s,
+                                                     message_id=rid)
         except MessageAnswered as answered:  # written by a run that finished after our read
             return self._written_before(request, answered.reply), True
         except MessageInProgress:
-            raise HumanReplyRefused("resposta_em_andamento",
-                                    "Esta mesma resposta está sendo gravada agora; tente de novo em instantes.") from None
+            raise HumanReplyRefused(
+                "resposta_em_andamento", "Esta mesma resposta está sendo gravada agora; tente de novo em instantes.",
+            ) from None
         except ConversationBusy:
             raise HumanReplyRefused("conversa_ocupada",
                                     "A conversa está sendo processada agora; tente de novo em instantes.") from None

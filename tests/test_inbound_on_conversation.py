@@ -182,7 +182,8 @@ def test_a_message_racing_in_separate_processes_is_processed_once(local_stack):
         assert outcomes.count("processada") == 1, outcomes
         assert set(outcomes) <= {"processada", "em_processamento", "respondida"}, outcomes
     assert "em_processamento" in {outcome for _, outcome in results}  # the processes did overlap
-    state = Ledger(local_stack.ledger_table, session_client("dynamodb", local_stack.aws_endpoint)).read_conversation(conv)
+    ledger = Ledger(local_stack.ledger_table, session_client("dynamodb", local_stack.aws_endpoint))
+    state = ledger.read_conversation(conv)
     assert state.turns == rounds and [m["content"] for m in state.messages] == [
         f"wamid.corrida.{r}" for r in range(rounds)]
 

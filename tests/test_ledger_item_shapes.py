@@ -114,8 +114,8 @@ def test_the_table_definition_and_the_stored_names():
               ledger_module.TTL_ATTRIBUTE, ledger_module.INBOUND_TTL_S, ledger_module.ATTEMPT_EVENT,
               ledger_module.CANCELLATION_ATTRIBUTE, ledger_module.DETAIL_MAX, inbound.PROCESSING_ATTRIBUTE,
               inbound.ANSWERED_ATTRIBUTE, inbound.REPLIES_ATTRIBUTE)
-    assert stored == ("pk", "historicoPorConversa", "reembolsosPendentes", "reembolso", "aprovacao", "humano", "expiraEm",
-                      7 * 24 * 3600, "TENTATIVA_DE_FERRAMENTA_REGISTRADA", "cancelamentoSolicitadoEm", 200,
+    assert stored == ("pk", "historicoPorConversa", "reembolsosPendentes", "reembolso", "aprovacao", "humano",
+                      "expiraEm", 7 * 24 * 3600, "TENTATIVA_DE_FERRAMENTA_REGISTRADA", "cancelamentoSolicitadoEm", 200,
                       "emProcessamento", "respondidas", "respostas")
     # No ``mensagem`` items any more: the inbound dedupe is on the conversation item.
     assert {t.value for t in ItemType} == {"reivindicacao", "contador_tentativas", "tentativa", "conversa",

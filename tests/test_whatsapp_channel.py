@@ -317,7 +317,8 @@ def test_a_redelivery_older_than_the_kept_replies_sends_only_what_the_outbox_rec
     from canal_whatsapp.outbox import Outbox, OutgoingReply
     from cadencia_shared.ledger import REPLIES_KEPT, ConversationStatus
 
-    conversation, recorded, unrecorded = "wa-1001-20260327", f"wamid.OLD{time.time_ns()}", f"wamid.NOREC{time.time_ns()}"
+    conversation = "wa-1001-20260327"
+    recorded, unrecorded = f"wamid.OLD{time.time_ns()}", f"wamid.NOREC{time.time_ns()}"
 
     def answered(wamid: str, text: str) -> None:  # a turn committed by a consumer that then died
         state = ledger.acquire_conversation(conversation_id=conversation, customer_id=1001, lease_s=60,

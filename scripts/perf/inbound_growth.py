@@ -39,7 +39,8 @@ def main() -> None:
     args.add_argument("--messages", type=int, default=200)
     args.add_argument("--every-s", type=int, default=600)
     opts = args.parse_args()
-    os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"})
+    os.environ.update({"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench",
+                       "AWS_DEFAULT_REGION": "us-east-1"})
     os.environ.pop("AWS_ENDPOINT_URL", None)
     now = [1_800_000_000.0]
     with mock_aws():
