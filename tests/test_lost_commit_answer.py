@@ -6,7 +6,8 @@ heavy load (tests/test_whatsapp_channel.py). The clients' read timeout is 5 s
 TransactWriteItems, now one UpdateItem) after that, botocore retried it, and the
 retry — applied already — failed its conditions. Either way the turn saw an error
 after its commit happened, and the failure path released the message as FAILED (then a
-``mensagem#`` item): the ledger turned "answered" back into "failed", a redelivery ran the whole turn again (a second model call, the customer's
+``mensagem#`` item): the ledger turned "answered" back into "failed", a redelivery ran
+the whole turn again (a second model call, the customer's
 text and the answer twice in the history, the tools possibly again).
 
 The rule tested here: once a message is answered (committed), no failure path can make
