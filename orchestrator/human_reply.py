@@ -137,7 +137,7 @@ class HumanReplies:
         The same inbound dedupe as a customer's message (the reply id is the message
         id): the lease claims it, the commit marks it answered with where it went."""
         if current.has_answered(rid):  # a re-run: nothing to write, no lease taken
-            return self._written_before(request, None), True
+            return self._written_before(request, current.stored_reply(rid)), True
         _require_waiting(current.status)
         try:
             state = self.ledger.acquire_conversation(conversation_id=request.conversaId,

@@ -86,7 +86,7 @@ def test_any_message_id_is_answered_once_and_never_confused_with_another(moto_le
     _answer(ledger, conv, first, {"texto": first[:50]})
     with pytest.raises(MessageAnswered) as again:
         ledger.acquire_conversation(conversation_id=conv, customer_id=CUSTOMER, lease_s=60, message_id=first)
-    assert again.value.reply == {"texto": first[:50]}
+    assert again.value.reply == {"texto": first[:50]} == ledger.read_conversation(conv).stored_reply(first)
     if second != first:  # another id is new: leased, claimed, released
         state = ledger.acquire_conversation(conversation_id=conv, customer_id=CUSTOMER, lease_s=60, message_id=second)
         ledger.release_conversation(state)

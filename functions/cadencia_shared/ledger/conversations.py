@@ -119,6 +119,10 @@ class ConversationState:
     def has_answered(self, message_id: str) -> bool:
         return message_key(message_id) in self.answered.answered
 
+    def stored_reply(self, message_id: str) -> dict[str, Any] | None:
+        """The reply stored for an answered message (None: not kept, or not answered)."""
+        return self.answered.reply_of(message_key(message_id))
+
 
 class ConversationCancellation(Protocol):
     """What the cancellation control and the operators' command need of the ledger."""
