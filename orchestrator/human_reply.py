@@ -2,9 +2,9 @@
 
     reply id = SHA-256(conversation, messages the     the same reply typed again, before the customer
                customer side had, text)               writes again, is the same reply
-    ledger: claim the reply id as an inbound event     (as a customer message: at most one writer)
-      ─► lease the conversation ─► append the text ─► commit, fenced, in ONE transaction with
-         "this reply was written" (so it is in the history once, whatever crashes or retries)
+    ledger: lease the conversation, claiming the       (as a customer message: at most one writer)
+      reply id as an inbound message in the same write ─► append the text ─► commit, fenced, ONE
+         UpdateItem with "this reply was written" (so it is in the history once, whatever crashes or retries)
     channel: Sender.deliver(outbox record envio#{reply id}) ─► POST /{phone-number-id}/messages
 
 The send is the channel's own (``canal_whatsapp.delivery.Sender``): the outbox record,
@@ -42,10 +42,11 @@ from pydantic import BaseModel
 from cadencia_shared.ledger import (
     CancellationPending,
     ConversationBusy,
+    ConversationState,
     ConversationStatus,
-    InboundClaim,
-    InboundStatus,
     Ledger,
+    MessageAnswered,
+    MessageInProgress,
     StaleConversation,
 )
 from cadencia_shared.models import EDGE_CONFIG, ConversationId, CustomerMessage
@@ -115,7 +116,7 @@ class HumanReplies:
         if current is None:  # nothing is written for nobody
             raise HumanReplyRefused("conversa_inexistente", "Conversa não encontrada.")
         rid = reply_id(request.conversaId, customer_side_messages(current.messages), request.texto)
-        written, repeated = self._write_once(request, rid)
+        written, repeated = self._write_once(request, current, rid)
         if not written:  # no channel address: the text is in the history only
             return HumanReplyOutcome(rid, NOT_SENT_NO_CHANNEL, repeated)
         outgoing = OutgoingReply(key=rid, conversation_id=request.conversaId, phone_number_id=written["phoneNumberId"],
@@ -128,46 +129,56 @@ class HumanReplies:
             status = SEND_ELSEWHERE
         return HumanReplyOutcome(rid, status, repeated)
 
-    def _write_once(self, request: HumanReplyRequest, rid: str) -> tuple[dict[str, Any], bool]:
+    def _write_once(self, request: HumanReplyRequest, current: ConversationState, rid: str
+                    ) -> tuple[dict[str, Any], bool]:
         """The reply in the conversation's history exactly once; returns where it goes
-        (as decided when it was written) and whether it had been written before."""
-        inbound = self.ledger.begin_inbound(conversation_id=request.conversaId, message_id=rid, lease_s=self.lease_s)
-        if inbound.status is InboundStatus.DONE:
-            return inbound.reply or {}, True
-        if inbound.status is InboundStatus.IN_PROGRESS:
-            raise HumanReplyRefused("resposta_em_andamento",
-                                    "Esta mesma resposta está sendo gravada agora; tente de novo em instantes.")
-        try:
-            return self._commit(request, inbound, rid), False
-        except BaseException:
-            # Only an unfinished claim is released (the ledger never turns a written reply back).
-            self.ledger.finish_inbound(inbound, reply=None, ok=False)
-            raise
+        (as decided when it was written) and whether it had been written before.
 
-    def _commit(self, request: HumanReplyRequest, inbound: InboundClaim, rid: str) -> dict[str, Any]:
-        current = self.ledger.read_conversation(request.conversaId)
-        assert current is not None  # checked before the claim; conversations are never deleted
+        The same inbound dedupe as a customer's message (the reply id is the message
+        id): the lease claims it, the commit marks it answered with where it went."""
+        if current.has_answered(rid):  # a re-run: nothing to write, no lease taken
+            return self._written_before(request, current.stored_reply(rid)), True
         _require_waiting(current.status)
         try:
-            state = self.ledger.acquire_conversation(conversation_id=request.conversaId, customer_id=current.customer_id,
-                                                     lease_s=self.lease_s)
+            state = self.ledger.acquire_conversation(conversation_id=request.conversaId,
+                                                     customer_id=current.customer_id, lease_s=self.lease_s,
+                                                     message_id=rid)
+        except MessageAnswered as answered:  # written by a run that finished after our read
+            return self._written_before(request, answered.reply), True
+        except MessageInProgress:
+            raise HumanReplyRefused(
+                "resposta_em_andamento", "Esta mesma resposta está sendo gravada agora; tente de novo em instantes.",
+            ) from None
         except ConversationBusy:
             raise HumanReplyRefused("conversa_ocupada",
                                     "A conversa está sendo processada agora; tente de novo em instantes.") from None
+        try:
+            return self._commit(request, state, rid), False
+        except BaseException:
+            # Fenced: a written reply is never turned back (the release fails after a commit).
+            self.ledger.release_conversation(state)
+            raise
+
+    def _written_before(self, request: HumanReplyRequest, stored: dict[str, Any] | None) -> dict[str, Any]:
+        """Where a reply written before went. The ledger keeps it only for its most
+        recent answers; an older one goes to the conversation's channel address now —
+        the outbox record keyed by the reply id still sends it at most once."""
+        if stored is not None:
+            return stored
+        contact = self.contacts.find(request.conversaId)
+        return {} if contact is None else {"para": contact.wa_id, "phoneNumberId": contact.phone_number_id}
+
+    def _commit(self, request: HumanReplyRequest, state: ConversationState, rid: str) -> dict[str, Any]:
         contact = self.contacts.find(request.conversaId)
         written = {} if contact is None else {"para": contact.wa_id, "phoneNumberId": contact.phone_number_id}
         try:
             _require_waiting(state.status)
             self.ledger.commit_conversation(state, messages=history.append_assistant_text(state.messages,
                                                                                           request.texto),
-                                            status=state.status, inbound=inbound, reply=written)
+                                            status=state.status, reply=written)
         except (CancellationPending, StaleConversation):
-            self.ledger.release_conversation(state)
             raise HumanReplyRefused("conversa_ocupada", "A conversa mudou enquanto a resposta era gravada; "
                                                         "confira a conversa e tente de novo.") from None
-        except BaseException:
-            self.ledger.release_conversation(state)
-            raise
         self.ledger.append_audit(conversation_id=request.conversaId, event="ATENDENTE_RESPONDEU",
                                  details={"respostaId": rid, "caracteres": len(request.texto),
                                            "canal": "whatsapp" if written else NOT_SENT_NO_CHANNEL})

@@ -1,10 +1,10 @@
 """One customer message, start to finish: the orchestrator's state machine.
 
-    inbound ─► dedupe (ledger) ─► lease the conversation (version fence)
+    inbound ─► lease the conversation (version fence), claiming the message in the same write
        │ duplicate: stored reply            │ waiting for a human: no model call
        ▼                                    ▼
     model round ─► steps.next_step(response) ─► one of:
-       Reply ─► commit (fenced) ─► mark the message answered
+       Reply ─► commit (fenced), marking the message answered in the same write
        RunTools ─► tool_round: for each block: validate ─► controls (time budget,
                    retry ceiling) ─► invoke ─► tool_result; a control's refusal
                    may end the turn (ceiling ─► hand off; no time ─► reply)
@@ -44,8 +44,9 @@ from cadencia_shared.ledger import (
     ConversationOfAnotherCustomer,
     ConversationState,
     ConversationStatus,
-    InboundStatus,
     Ledger,
+    MessageAnswered,
+    MessageInProgress,
     StaleConversation,
 )
 from cadencia_shared.observability import Metric, count
@@ -62,6 +63,9 @@ from .steps import (AwaitApproval, Correct, Diagnosis, Ending, HandOff, Reply, R
                     next_step, step_for_model_error)
 from .tool_round import ToolRound
 from .tools import definitions
+
+_STORED_REPLY = {"resposta", "status", "motivo"}
+
 
 class ConversationBusyError(Exception):
     """Another invocation is working on this conversation: retry later (the
@@ -132,48 +136,53 @@ class Orchestrator:
         # Leases outlive this invocation whatever the configuration says, so a live
         # turn never loses its message or its conversation to a redelivery.
         lease_s = max(self.settings.conversation_lease_s, int(deadline.remaining_s()) + 30)
-        inbound = self.ledger.begin_inbound(conversation_id=req.conversaId, message_id=req.mensagemId, lease_s=lease_s)
-        if inbound.status is InboundStatus.DONE:
-            return TurnReply.model_validate({**(inbound.reply or {}), "duplicada": True})
-        if inbound.status is InboundStatus.IN_PROGRESS:
-            return self._reply(req, None, "em_processamento", "mensagem_em_processamento", duplicate=True)
-
         try:
-            state = self.ledger.acquire_conversation(
-                conversation_id=req.conversaId, customer_id=req.clienteId, lease_s=lease_s
-            )
+            # One write takes the lease and claims the message; a message already
+            # answered, or being answered by a live lease, is refused by the same write.
+            state = self.ledger.acquire_conversation(conversation_id=req.conversaId, customer_id=req.clienteId,
+                                                     lease_s=lease_s, message_id=req.mensagemId)
+        except MessageAnswered as answered:
+            return self._already_answered(req, answered)
+        except MessageInProgress:
+            return self._reply(req, None, "em_processamento", "mensagem_em_processamento", duplicate=True)
         except ConversationOfAnotherCustomer:
             self.ledger.append_audit(conversation_id=req.conversaId, event="CONVERSA_DE_OUTRO_CLIENTE",
                                      details={"clienteId": req.clienteId})
-            reply = self._reply(req, None, "erro", "conversa_de_outro_cliente")
-            self.ledger.finish_inbound(inbound, reply=reply.model_dump(mode="json"), ok=True)
-            return reply
+            return self._reply(req, None, "erro", "conversa_de_outro_cliente")
         except ConversationBusy:
-            self.ledger.finish_inbound(inbound, reply=None, ok=False)
             raise ConversationBusyError(req.conversaId) from None
 
         try:
-            reply, committed = self._commit(req, state, inbound, self._turn(req, state, deadline))
+            reply, committed = self._commit(req, state, self._turn(req, state, deadline))
         except StaleConversation:
             self.ledger.append_audit(conversation_id=req.conversaId, event="COMMIT_CONCORRENTE_REJEITADO",
                                      details={"mensagemId": req.mensagemId, "versao": state.version})
-            self.ledger.finish_inbound(inbound, reply=None, ok=False)
             raise ConcurrentCommitError(req.conversaId) from None
         except BaseException:
+            # Fenced: after a commit whose answer was lost this changes nothing, so an
+            # answered message is never made runnable again (tests/test_lost_commit_answer.py).
             self.ledger.release_conversation(state)
-            self.ledger.finish_inbound(inbound, reply=None, ok=False)
             raise
         if committed.event is not None:  # only what was committed is announced
             self.events.publish(committed.event)
         return reply
 
-    def _commit(self, req: TurnRequest, state: ConversationState, inbound: Any,
-                outcome: _Outcome) -> tuple[TurnReply, _Outcome]:
-        """The new state and "this message was answered" commit in one transaction,
+    @staticmethod
+    def _already_answered(req: TurnRequest, answered: MessageAnswered) -> TurnReply:
+        """A redelivery of an answered message: its stored reply, or, when it is older
+        than the replies the ledger keeps, no text (nothing is sent again from here)."""
+        if answered.reply is not None:
+            return TurnReply.model_validate({"conversaId": req.conversaId, "mensagemId": req.mensagemId,
+                                             **answered.reply, "duplicada": True})
+        return TurnReply(conversaId=req.conversaId, mensagemId=req.mensagemId, resposta=None,
+                         status=answered.status, motivo="mensagem_ja_respondida", duplicada=True)
+
+    def _commit(self, req: TurnRequest, state: ConversationState, outcome: _Outcome) -> tuple[TurnReply, _Outcome]:
+        """The new state and "this message was answered" commit in one UpdateItem,
         fenced on the lease and on no pending cancellation. Returns the reply and
         the outcome actually committed (its hand-off event is published after)."""
         try:
-            return self._write(req, state, inbound, outcome), outcome
+            return self._write(req, state, outcome), outcome
         except CancellationPending:
             # The operator's command came after the last check: it wins over what
             # this turn decided (a tool result that arrived late included). Whatever
@@ -183,12 +192,14 @@ class Orchestrator:
             ending = ending_for(Limit.CANCELLED)
             cancelled = _Outcome(outcome.messages, ConversationStatus.WAITING_HUMAN, ending.text, ending.reason,
                                  handoffs.hand_off(req.conversaId, ending.reason, req.mensagemId))
-            return self._write(req, state, inbound, cancelled), cancelled
+            return self._write(req, state, cancelled), cancelled
 
-    def _write(self, req: TurnRequest, state: ConversationState, inbound: Any, outcome: _Outcome) -> TurnReply:
+    def _write(self, req: TurnRequest, state: ConversationState, outcome: _Outcome) -> TurnReply:
         reply = self._reply(req, outcome.reply, outcome.status.value, outcome.reason)
-        self.ledger.commit_conversation(state, messages=outcome.messages, status=outcome.status, inbound=inbound,
-                                        reply=reply.model_dump(mode="json"),
+        # Stored for a redelivery: what the request does not already say (each byte
+        # of the conversation item is paid on every lease and commit).
+        self.ledger.commit_conversation(state, messages=outcome.messages, status=outcome.status,
+                                        reply=reply.model_dump(mode="json", include=_STORED_REPLY),
                                         cancelled=outcome.reason == Limit.CANCELLED)
         return reply
 

@@ -87,6 +87,23 @@ def handle_message(message: QueuedMessage, deadline: Deadline) -> None:
         # Also for a duplicate: a reply whose send was interrupted goes out now, once.
         out.deliver(OutgoingReply.answering(message.mensagemId, body=reply.resposta, **common),
                     time_left_s=deadline.remaining_s)
+    elif reply.duplicada:
+        finish_recorded_send(out, message.mensagemId, deadline)
+
+
+def finish_recorded_send(out: Sender, wamid: str, deadline: Deadline) -> None:
+    """A redelivery of a message answered before the ledger's most recent replies (it
+    keeps only those, ``REPLIES_KEPT``): its text is no longer in the ledger, but its
+    outbox record is, if the reply got that far — a record still ``pendente`` is sent
+    now, once (the outbox's claim); one sent, being sent or final is left alone. No
+    record: the send was never recorded (docs/whatsapp.md, *Redelivery*)."""
+    record = out.outbox.read(wamid)
+    if record is None:
+        return
+    out.deliver(OutgoingReply(key=wamid, conversation_id=record.get("conversa"),
+                              phone_number_id=record["phoneNumberId"], to=record["para"], body=record["texto"],
+                              reply_to=record.get("contexto") or None),
+                time_left_s=deadline.remaining_s)
 
 
 def _record_handler(record: SQSRecord, context: LambdaContext) -> None:

@@ -17,15 +17,15 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
-import boto3
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from moto import mock_aws
 
 from cadencia_shared import ledger as ledger_module
+from cadencia_shared.ledger import inbound
 from cadencia_shared.ledger import (
     AttemptResult,
+    MessageAnswered,
     ClaimStatus,
     ConversationStatus,
     ItemType,
@@ -35,6 +35,8 @@ from cadencia_shared.ledger import (
     refund_idempotency_key,
     table_definition,
 )
+
+from .support.moto_ledger import ledger_table_in_process
 
 TABLE = "ledger-shapes"
 CONV, ORDER = "conv-shapes", "PED-1001"
@@ -69,13 +71,7 @@ class World:
 
 @pytest.fixture
 def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(**table_definition(TABLE))
+    with ledger_table_in_process(monkeypatch, TABLE) as client:
         yield World(client)
 
 
@@ -117,12 +113,16 @@ def test_the_table_definition_and_the_stored_names():
               ledger_module.LEGACY_GSI_BY_CONVERSATION, ledger_module.LEGACY_GSI_UNSETTLED,
               ledger_module.UNSETTLED_MARK, ledger_module.APPROVAL_PENDING_MARK, ledger_module.HUMAN_PENDING_MARK,
               ledger_module.TTL_ATTRIBUTE, ledger_module.INBOUND_TTL_S, ledger_module.ATTEMPT_EVENT,
-              ledger_module.CANCELLATION_ATTRIBUTE, ledger_module.DETAIL_MAX)
+              ledger_module.CANCELLATION_ATTRIBUTE, ledger_module.DETAIL_MAX, inbound.PROCESSING_ATTRIBUTE,
+              inbound.ANSWERED_ATTRIBUTE, inbound.REPLIES_ATTRIBUTE)
     assert stored == ("pk", "historicoPorConversa", "pendenciasPorVisita", "porConversa", "reembolsosPendentes",
                       "reembolso", "aprovacao", "humano", "expiraEm",
-                      7 * 24 * 3600, "TENTATIVA_DE_FERRAMENTA_REGISTRADA", "cancelamentoSolicitadoEm", 200)
+                      7 * 24 * 3600, "TENTATIVA_DE_FERRAMENTA_REGISTRADA", "cancelamentoSolicitadoEm", 200,
+                      "emProcessamento", "respondidas", "respostas")
+    # No ``mensagem`` nor ``tentativa`` items any more: the inbound dedupe is on the
+    # conversation item, an attempt's record on its counter item.
     assert {t.value for t in ItemType} == {"reivindicacao", "contador_tentativas", "conversa",
-                                           "mensagem", "auditoria", "aprovacao", "primeiro_reembolso"}
+                                           "auditoria", "aprovacao", "primeiro_reembolso"}
     assert [s.value for s in ClaimStatus] == ["em_processamento", "envio_possivel", "em_conciliacao", "executado",
                                               "recusado_pelo_gateway", "desconhecido", "falhou_antes_do_gateway"]
     assert [s.value for s in ConversationStatus] == ["ativa", "aguardando_humano", "aguardando_aprovacao"]
@@ -246,45 +246,48 @@ CONVERSATION_COMMON = {"pk": {"S": "conversa#conv-shapes"}, "tipo": {"S": "conve
 
 
 def test_a_conversation_and_its_inbound_message(world: World):
+    """The lease claims the message (``emProcessamento``: its key, base64url of
+    SHA-256[:9]); the commit records it answered, with its reply, on the same item."""
     led = world.ledger
-    state = led.acquire_conversation(conversation_id=CONV, customer_id=7, lease_s=60)
+    assert inbound.message_key("wamid.1") == "2i9_jWFxxLN8"
+    state = led.acquire_conversation(conversation_id=CONV, customer_id=7, lease_s=60, message_id="wamid.1")
     assert world.item("conversa#conv-shapes") == {
         **CONVERSATION_COMMON, "status": {"S": "ativa"}, "versao": {"N": "1"}, "dono": {"S": "<token>"},
-        "leaseAteMs": {"N": "1800000060000"}}
-    inbound = led.begin_inbound(conversation_id=CONV, message_id="wamid.1", lease_s=60)
-    inbound_common = {"pk": {"S": "mensagem#conv-shapes#wamid.1"}, "tipo": {"S": "mensagem"},
-                      "dono": {"S": "<token>"}, "recebidaEm": at(0), "expiraEm": {"N": "1800604800"}}
-    assert world.item("mensagem#conv-shapes#wamid.1") == {
-        **inbound_common, "status": {"S": "processando"}, "leaseAteMs": {"N": "1800000060000"}}
+        "leaseAteMs": {"N": "1800000060000"}, "emProcessamento": {"S": "2i9_jWFxxLN8"}}
     world.tick()
     state = led.commit_conversation(state, messages=[{"role": "user", "content": "olá"}],
-                                    status=ConversationStatus.WAITING_HUMAN, inbound=inbound,
-                                    reply={"texto": "ok"})
+                                    status=ConversationStatus.WAITING_HUMAN, reply={"texto": "ok"})
+    answered = {"respondidas": {"M": {"2i9_jWFxxLN8": {"N": "1800000001"}}},
+                "respostas": {"M": {"2i9_jWFxxLN8": {"M": {"v": {"N": "1"}, "r": {"S": '{"texto":"ok"}'}}}}}}
     waiting = {**CONVERSATION_COMMON, "status": {"S": "aguardando_humano"}, "versao": {"N": "2"},
                "turnos": {"N": "1"}, "atualizadoEm": at(1), "mensagensZ": {"B": [{"role": "user", "content": "olá"}]},
-               "pendencia": {"S": "humano"}, "registradoEm": at(1), "visitadoEm": at(1)}
+               "pendencia": {"S": "humano"}, "registradoEm": at(1), "visitadoEm": at(1), **answered}
     assert world.item("conversa#conv-shapes") == waiting
-    assert world.item("mensagem#conv-shapes#wamid.1") == {
-        **inbound_common, "status": {"S": "respondida"}, "concluidaEm": at(1), "resposta": {"S": '{"texto": "ok"}'}}
+    with pytest.raises(MessageAnswered) as redelivered:
+        led.acquire_conversation(conversation_id=CONV, customer_id=7, lease_s=60, message_id="wamid.1")
+    assert (redelivered.value.reply, redelivered.value.status) == ({"texto": "ok"}, "aguardando_humano")
+    assert world.item("conversa#conv-shapes") == waiting  # the refused lease wrote nothing
     assert led.waiting_for_a_person() == [(CONV, "2027-01-15T08:00:01.000Z")]
     assert led.request_cancellation(CONV) and led.cancellation_pending(CONV)
     assert world.item("conversa#conv-shapes") == {**waiting, "cancelamentoSolicitadoEm": at(1)}
     world.tick()
-    state = led.acquire_conversation(conversation_id=CONV, customer_id=7, lease_s=60)
+    state = led.acquire_conversation(conversation_id=CONV, customer_id=7, lease_s=60)  # no message: no claim
     led.commit_conversation(state, messages=[], status=ConversationStatus.ACTIVE, cancelled=True)
     assert world.item("conversa#conv-shapes") == {
         **CONVERSATION_COMMON, "status": {"S": "ativa"}, "versao": {"N": "4"}, "turnos": {"N": "2"},
-        "atualizadoEm": at(2), "mensagensZ": {"B": []}}
+        "atualizadoEm": at(2), "mensagensZ": {"B": []}, **answered}
     assert led.waiting_for_a_person() == [] and not led.cancellation_pending(CONV)
 
 
 def test_a_failed_inbound_message(world: World):
-    inbound = world.ledger.begin_inbound(conversation_id=CONV, message_id="wamid.2", lease_s=60)
+    """A release drops the lease and the claim only: the message is new again."""
+    state = world.ledger.acquire_conversation(conversation_id=CONV, customer_id=7, lease_s=60, message_id="wamid.2")
     world.tick()
-    world.ledger.finish_inbound(inbound, reply=None, ok=False)
-    assert world.item("mensagem#conv-shapes#wamid.2") == {
-        "pk": {"S": "mensagem#conv-shapes#wamid.2"}, "tipo": {"S": "mensagem"}, "dono": {"S": "<token>"},
-        "recebidaEm": at(0), "expiraEm": {"N": "1800604800"}, "status": {"S": "falhou"}, "concluidaEm": at(1)}
+    world.ledger.release_conversation(state)
+    assert world.item("conversa#conv-shapes") == {
+        **CONVERSATION_COMMON, "status": {"S": "ativa"}, "versao": {"N": "1"}}
+    again = world.ledger.acquire_conversation(conversation_id=CONV, customer_id=7, lease_s=60, message_id="wamid.2")
+    assert world.item("conversa#conv-shapes")["emProcessamento"] == {"S": "qFjqUm2agxBo"} and again.version == 2
 
 
 def test_audit_records_without_a_chain(world: World):

@@ -2,11 +2,12 @@
 
 Found investigating the four-process wamid race that once saw ``turnos == 2`` under
 heavy load (tests/test_whatsapp_channel.py). The clients' read timeout is 5 s
-(cadencia_shared.aws); under load the local moto server answers a TransactWriteItems
-after that, botocore retries it, and the retry — applied already — fails its
-conditions. Either way the turn sees an error after its commit happened, and the
-failure path released the message as FAILED: the ledger turned "answered" back into
-"failed", a redelivery ran the whole turn again (a second model call, the customer's
+(cadencia_shared.aws); under load the local moto server answered the commit (then a
+TransactWriteItems, now one UpdateItem) after that, botocore retried it, and the
+retry — applied already — failed its conditions. Either way the turn saw an error
+after its commit happened, and the failure path released the message as FAILED (then a
+``mensagem#`` item): the ledger turned "answered" back into "failed", a redelivery ran
+the whole turn again (a second model call, the customer's
 text and the answer twice in the history, the tools possibly again).
 
 The rule tested here: once a message is answered (committed), no failure path can make
@@ -19,7 +20,8 @@ import uuid
 import pytest
 from botocore.exceptions import ReadTimeoutError
 
-from cadencia_shared.ledger import InboundStatus, Ledger
+from cadencia_shared.ledger import Ledger
+from cadencia_shared.ledger.inbound import ANSWERED_ATTRIBUTE, PROCESSING_ATTRIBUTE, message_key
 from orchestrator.events import TurnRequest
 from orchestrator.model import Deadline
 from scripts.local_stack.aws import session_client
@@ -31,16 +33,17 @@ pytestmark = pytest.mark.stack
 
 
 class AnswerLost:
-    """A DynamoDB client whose next TransactWriteItems reaches the table, and whose
-    answer is then lost on the way back (as a read timeout after the request left)."""
+    """A DynamoDB client whose next conversation commit (the UpdateItem that marks the
+    message answered) reaches the table, and whose answer is then lost on the way back
+    (as a read timeout after the request left)."""
 
     def __init__(self, inner) -> None:
         self.inner = inner
         self.armed = True
 
-    def transact_write_items(self, **kwargs):
-        result = self.inner.transact_write_items(**kwargs)
-        if self.armed:
+    def update_item(self, **kwargs):
+        result = self.inner.update_item(**kwargs)
+        if self.armed and f"{ANSWERED_ATTRIBUTE} = " in kwargs["UpdateExpression"]:
             self.armed = False
             raise ReadTimeoutError(endpoint_url="http://dynamodb.local")
         return result
@@ -61,7 +64,10 @@ def test_a_committed_turn_whose_answer_was_lost_is_never_run_again(local_stack):
         orch.handle(request, Deadline.after(60))  # the commit went through; its answer did not come back
 
     clean = Ledger(local_stack.ledger_table, raw)
-    assert clean.table.get(f"mensagem#{conv}#{wamid}")["status"] == InboundStatus.DONE.value
+    item = clean.table.get(f"conversa#{conv}")
+    # Answered, and the failure path's release (fenced on the lease) left it answered.
+    assert message_key(wamid) in item[ANSWERED_ATTRIBUTE] and PROCESSING_ATTRIBUTE not in item
+    assert "dono" not in item and "leaseAteMs" not in item
     again = orch.handle(request, Deadline.after(60))  # the redelivery
     assert again.duplicada and again.resposta == "Olá! Primeira resposta."
     assert len(model.requests) == 1

@@ -294,14 +294,20 @@ def test_state_and_answered_message_commit_together_or_not_at_all(mocked_aws):
     invoker = CountingInvoker()
     orch, _ = build(model, ledger, invoker)
     message = _turn("conv-atomica", "cadê meu pedido?")
-    real = ledger.client.transact_write_items
-    ledger.client.transact_write_items = lambda **kw: (_ for _ in ()).throw(_ClientError(
-        {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}}, "TransactWriteItems"))
+    real = ledger.client.update_item
+
+    def commit_throttled(**kw):  # the commit (the one write that marks the message answered) fails
+        if "respondidas = " in kw["UpdateExpression"]:
+            raise _ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"}},
+                               "UpdateItem")
+        return real(**kw)
+
+    ledger.client.update_item = commit_throttled
     try:
         with pytest.raises(_ClientError):
             orch.handle(message, Deadline.after(60))
     finally:
-        ledger.client.transact_write_items = real
+        ledger.client.update_item = real
     assert ledger.read_conversation("conv-atomica").messages == []  # nothing half-written
     again = orch.handle(message, Deadline.after(60))
     assert again.resposta == "Entregue." and again.duplicada is False
@@ -312,13 +318,13 @@ def test_state_and_answered_message_commit_together_or_not_at_all(mocked_aws):
 
 
 def test_a_late_invocation_cannot_answer_a_message_taken_over_by_another(mocked_aws):
-    """The message's owner changed (our lease expired and a redelivery took it):
-    our commit is cancelled as a whole."""
+    """The message's owner changed (our lease expired and a redelivery took it: the
+    lease is the message's claim): our commit is cancelled as a whole."""
     ledger = mocked_aws["ledger"]
 
     def steal(_payload):
         mocked_aws["dynamodb"].update_item(
-            TableName="cadencia-agente-execucoes", Key={"pk": {"S": "mensagem#conv-roubada#m-1"}},
+            TableName="cadencia-agente-execucoes", Key={"pk": {"S": "conversa#conv-roubada"}},
             UpdateExpression="SET dono = :o", ExpressionAttributeValues={":o": {"S": "outra-invocacao"}})
         return text_reply("tarde demais")
 

@@ -207,7 +207,7 @@ def test_one_wamid_racing_in_four_processes_is_answered_once(local_stack, erp, m
     answers = [block["input"]["texto"] for msg in state.messages if msg["role"] == "assistant"
                for block in msg["content"] if isinstance(block, dict) and block.get("name") == "responder_cliente"]
     assert (users, answers) == (["corrida"], [f"{ECHO_PREFIX}corrida"])
-    assert ledger.table.get(f"mensagem#wa-1001-20260321#{message.mensagemId}")["status"] == "respondida"
+    assert state.has_answered(message.mensagemId)  # answered on the conversation item (ledger.inbound)
 
 
 def test_a_sender_killed_mid_send_never_sends_twice(local_stack, erp, model_env, ledger):
@@ -300,3 +300,43 @@ def test_a_busy_record_is_a_batch_item_failure_not_a_function_error(local_stack,
             whatsapp_consumer.reset()
         assert result == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
         assert ch.api.sent_to(BRUNO) == []
+
+
+def _redeliver(channel, wamid: str, conversation: str) -> None:
+    """The message again, past SQS's dedupe window (a new deduplication id)."""
+    message = QueuedMessage(tipo=QueuedKind.TEXT, mensagemId=wamid, waId=ANA, phoneNumberId=BUSINESS_PHONE_NUMBER_ID,
+                            conversaId=conversation, clienteId=1001, mensagem="de novo")
+    channel.sqs.send_message(QueueUrl=channel.queue_url, MessageBody=message.model_dump_json(exclude_none=True),
+                             MessageGroupId=conversation, MessageDeduplicationId=f"{wamid}-{time.time_ns()}")
+
+
+def test_a_redelivery_older_than_the_kept_replies_sends_only_what_the_outbox_recorded(channel, ledger):
+    """The ledger keeps the replies of the two latest answered messages only. An older
+    message redelivered is DONE without text: its outbox record, still pending (the
+    consumer died after recording it), is sent then, once; with no record nothing is sent."""
+    from canal_whatsapp.outbox import Outbox, OutgoingReply
+    from cadencia_shared.ledger import REPLIES_KEPT, ConversationStatus
+
+    conversation = "wa-1001-20260327"
+    recorded, unrecorded = f"wamid.OLD{time.time_ns()}", f"wamid.NOREC{time.time_ns()}"
+
+    def answered(wamid: str, text: str) -> None:  # a turn committed by a consumer that then died
+        state = ledger.acquire_conversation(conversation_id=conversation, customer_id=1001, lease_s=60,
+                                            message_id=wamid)
+        ledger.commit_conversation(state, messages=state.messages, status=ConversationStatus.ACTIVE,
+                                   reply={"resposta": text, "status": "ativa", "motivo": "resposta"})
+
+    answered(recorded, "resposta registrada")
+    Outbox(ledger).record(OutgoingReply.answering(recorded, conversation_id=conversation,
+                                                  phone_number_id=BUSINESS_PHONE_NUMBER_ID, to=ANA,
+                                                  body="resposta registrada"))
+    answered(unrecorded, "resposta nunca registrada")
+    for i in range(REPLIES_KEPT):
+        answered(f"wamid.NEW{i}{time.time_ns()}", f"depois {i}")
+    for wamid in (recorded, unrecorded, recorded):
+        _redeliver(channel, wamid, conversation)
+    channel.wait_for_replies(ANA, 1)
+    assert channel.wait_until_drained()
+    time.sleep(1)
+    assert _bodies(channel.api.sent_to(ANA)) == ["resposta registrada"]
+    assert ledger.read_conversation(conversation).turns == 2 + REPLIES_KEPT  # no turn ran again

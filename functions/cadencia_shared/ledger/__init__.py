@@ -20,9 +20,9 @@ contador_tentativas    ``contador#{conversa}#{assunto}#{tool}``     ``attempts``
                        ``registros[n-1]``                                              and record at once)
 conversa               ``conversa#{conversa}`` (``conversation_pk``) ``conversations`` UpdateItem, version
                                                                                        fence, no pending
-                                                                                       cancellation
-mensagem               ``mensagem#{conversa}#{mensagemId}``         ``inbound``        PutItem
-                       (``inbound_pk``)                                                attribute_not_exists
+                                                                                       cancellation; also
+                                                                                       each inbound message's
+                                                                                       dedupe (``inbound``)
 auditoria              ``auditoria#{uuid}`` (``audit_pk``)          ``audit``          PutItem
                                                                                        attribute_not_exists
 aprovacao              ``aprovacao#{approval_id(...)}``             ``cadencia_shared  PutItem; conditional
@@ -62,7 +62,7 @@ from .conversations import (
     StaleConversation,
 )
 from .facade import Ledger
-from .inbound import INBOUND_TTL_S, InboundClaim, InboundMessages, InboundStatus, InboundStore
+from .inbound import INBOUND_TTL_S, REPLIES_KEPT, MessageAnswered, MessageInProgress
 from .table import (
     APPROVAL_PENDING_MARK,
     GSI_BY_CONVERSATION,
@@ -95,7 +95,9 @@ __all__ = [
     "TTL_ATTRIBUTE", "UNSETTLED_MARK", "Attempt", "AttemptRecorder", "AttemptResult", "AttemptStore", "AuditChain",
     "AuditStore", "AuditTrail", "CancellationPending", "ClaimLost", "ClaimStatus", "ClaimStore", "ClaimTaken",
     "ConversationBusy", "ConversationCancellation", "ConversationOfAnotherCustomer", "ConversationState",
-    "ConversationStatus", "ConversationStore", "Conversations", "InboundClaim", "InboundMessages", "InboundStatus",
-    "InboundStore", "ItemType", "Ledger", "LedgerError", "LedgerTable", "RefundClaim", "RefundClaims",
+    "ConversationStatus", "ConversationStore", "Conversations", "ItemType",
+    "Ledger", "LedgerError", "LedgerTable", "RefundClaim", "RefundClaims",
     "StaleConversation", "approval_id", "approval_pk", "clip_detail", "refund_idempotency_key", "table_definition",
+    # the inbound dedupe, on the conversation item (issue 14)
+    "MessageAnswered", "MessageInProgress", "REPLIES_KEPT",
 ]

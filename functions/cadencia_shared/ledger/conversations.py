@@ -4,8 +4,9 @@
 history and a version. A turn takes the lease (``acquire_conversation``: one
 conditional UpdateItem that also binds the id to its customer), and commits with
 one UpdateItem fenced on (version, owner) — and on no pending operator
-cancellation — that also releases the lease. Given the inbound message, the commit
-and "this message was answered" are one transaction. A conversation waiting for a
+cancellation — that also releases the lease. Given the inbound message, the lease
+also claims it and the commit also marks it answered (``inbound`` module doc: the
+dedupe lives on this item, so a turn is two UpdateItems and no transaction). A conversation waiting for a
 person carries ``pendencia = humano`` (the sparse index ``scripts/atendente.py``
 Queries). An operator's cancellation is an attribute of this item, so the commit's
 own condition sees it atomically.
@@ -22,7 +23,15 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from .inbound import InboundClaim, inbound_answer_update
+from .inbound import (
+    ANSWERED_ATTRIBUTE,
+    MESSAGE_NAME,
+    PROCESSING_ATTRIBUTE,
+    REPLIES_ATTRIBUTE,
+    AnsweredMessages,
+    message_key,
+    refusal,
+)
 from .table import (
     GSI_UNSETTLED_PARTITION,
     GSI_UNSETTLED_SORT,
@@ -88,9 +97,12 @@ class ConversationState:
     owner: str  # the lease holder's token ("" when read without the lease)
     messages: list[dict[str, Any]] = field(default_factory=list)
     turns: int = 0
+    message_key: str = ""  # the inbound message this lease claimed ("" for none): the commit answers it
+    answered: AnsweredMessages = field(default_factory=AnsweredMessages)
 
     @classmethod
-    def from_item(cls, conversation_id: str, item: dict[str, Any], *, owner: str) -> ConversationState:
+    def from_item(cls, conversation_id: str, item: dict[str, Any], *, owner: str,
+                  message_key: str = "") -> ConversationState:
         return cls(
             conversation_id=conversation_id,
             customer_id=int(item["clienteId"]),
@@ -99,7 +111,16 @@ class ConversationState:
             owner=owner,
             messages=_decode_messages(item.get("mensagensZ")),
             turns=int(item.get("turnos", 0)),
+            message_key=message_key,
+            answered=AnsweredMessages.from_item(item),
         )
+
+    def has_answered(self, message_id: str) -> bool:
+        return message_key(message_id) in self.answered.answered
+
+    def stored_reply(self, message_id: str) -> dict[str, Any] | None:
+        """The reply stored for an answered message (None: not kept, or not answered)."""
+        return self.answered.reply_of(message_key(message_id))
 
 
 class ConversationCancellation(Protocol):
@@ -113,19 +134,20 @@ class ConversationCancellation(Protocol):
 class Conversations(ConversationCancellation, Protocol):
     """What a turn runner (the orchestrator, the WhatsApp consumer) needs of the ledger."""
 
-    def acquire_conversation(self, *, conversation_id: str, customer_id: int, lease_s: int) -> ConversationState: ...
+    def acquire_conversation(self, *, conversation_id: str, customer_id: int, lease_s: int,
+                             message_id: str | None = None) -> ConversationState: ...
 
     def read_conversation(self, conversation_id: str) -> ConversationState | None: ...
 
     def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]],
-                            status: ConversationStatus, inbound: InboundClaim | None = None,
-                            reply: dict[str, Any] | None = None, cancelled: bool = False) -> ConversationState: ...
+                            status: ConversationStatus, reply: dict[str, Any] | None = None,
+                            cancelled: bool = False) -> ConversationState: ...
 
     def release_conversation(self, state: ConversationState) -> None: ...
 
 
 def _commit_update(table: LedgerTable, state: ConversationState, messages: list[dict[str, Any]],
-                   status: ConversationStatus, cancelled: bool) -> dict[str, Any]:
+                   status: ConversationStatus, cancelled: bool, reply: dict[str, Any] | None) -> dict[str, Any]:
     values = {":m": _encode_messages(messages), ":st": status.value, ":um": 1, ":zero": 0,
               ":agora": table.iso(), ":v": state.version, ":dono": state.owner}
     # A conversation waiting for a person is in the sparse index (people list it with
@@ -139,6 +161,12 @@ def _commit_update(table: LedgerTable, state: ConversationState, messages: list[
         removed = ""
     else:
         waiting, removed = "", ", #pend, registradoEm, #visita"
+    if state.message_key:
+        # The claimed message answered in the same write (the inbound module's maps,
+        # rewritten whole: only this fenced lease holder writes them).
+        after = state.answered.with_answer(state.message_key, reply, table.now_ms() // 1000, state.version)
+        waiting += f", {ANSWERED_ATTRIBUTE} = :respondidas, {REPLIES_ATTRIBUTE} = :respostas"
+        values[":respondidas"], values[":respostas"] = after.answered, after.replies
     # An operator's cancellation wins over whatever the turn decided: the commit
     # of a turn that did not end as cancelled is refused while one is pending;
     # the cancelled turn's commit consumes it.
@@ -150,7 +178,8 @@ def _commit_update(table: LedgerTable, state: ConversationState, messages: list[
         "Key": table.key(conversation_pk(state.conversation_id)),
         "UpdateExpression": (
             "SET mensagensZ = :m, #st = :st, versao = versao + :um, atualizadoEm = :agora, "
-            f"turnos = if_not_exists(turnos, :zero) + :um{waiting} REMOVE dono, leaseAteMs{removed}"
+            f"turnos = if_not_exists(turnos, :zero) + :um{waiting} "
+            f"REMOVE dono, leaseAteMs, {PROCESSING_ATTRIBUTE}{removed}"
             + (f", {CANCELLATION_ATTRIBUTE}" if cancelled else "")
         ),
         "ConditionExpression": fence,
@@ -159,49 +188,69 @@ def _commit_update(table: LedgerTable, state: ConversationState, messages: list[
     }
 
 
+def _lease_update(table: LedgerTable, conversation_id: str, customer_id: int, lease_s: int, owner: str,
+                  message_id: str | None) -> dict[str, Any]:
+    """The lease's UpdateItem; given ``message_id``, it also claims that message and is
+    refused when it was already answered (the inbound module)."""
+    now = table.now_ms()
+    names = {"#st": "status"}
+    values: dict[str, Any] = {
+        ":dono": owner, ":lease": now + lease_s * 1000, ":zero": 0, ":um": 1, ":cliente": customer_id,
+        ":tipo": ItemType.CONVERSATION.value, ":ativa": ConversationStatus.ACTIVE.value,
+        ":agora": table.iso(now), ":agora_ms": now}
+    # Without a message, a claim left by a dead lease holder is dropped with its lease.
+    claim, not_answered, unclaimed = "", "", f" REMOVE {PROCESSING_ATTRIBUTE}"
+    if message_id is not None:
+        names[MESSAGE_NAME] = values[":mid"] = message_key(message_id)
+        claim, unclaimed = f", {PROCESSING_ATTRIBUTE} = :mid", ""
+        not_answered = f" AND attribute_not_exists({ANSWERED_ATTRIBUTE}.{MESSAGE_NAME})"
+    return {
+        "TableName": table.name,
+        "Key": table.key(conversation_pk(conversation_id)),
+        "UpdateExpression": (
+            "SET dono = :dono, leaseAteMs = :lease, versao = if_not_exists(versao, :zero) + :um, "
+            "clienteId = if_not_exists(clienteId, :cliente), tipo = :tipo, "
+            f"#st = if_not_exists(#st, :ativa), criadoEm = if_not_exists(criadoEm, :agora){claim}{unclaimed}"
+        ),
+        "ConditionExpression": (
+            "(attribute_not_exists(leaseAteMs) OR leaseAteMs < :agora_ms) "
+            f"AND (attribute_not_exists(clienteId) OR clienteId = :cliente){not_answered}"
+        ),
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": serialize(values),
+        "ReturnValues": "ALL_NEW",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
 class ConversationStore:
     """Conversations, on ``self.table`` (a ``LedgerTable``)."""
 
     table: LedgerTable
 
-    def acquire_conversation(self, *, conversation_id: str, customer_id: int, lease_s: int) -> ConversationState:
-        """Take the conversation's lease and a fencing version (creating it if new).
+    def acquire_conversation(self, *, conversation_id: str, customer_id: int, lease_s: int,
+                             message_id: str | None = None) -> ConversationState:
+        """Take the conversation's lease and a fencing version (creating it if new),
+        and, given ``message_id``, claim that inbound message in the same write.
 
         Raises ConversationBusy while another invocation holds an unexpired lease,
-        and ConversationOfAnotherCustomer when the id belongs to someone else.
+        ConversationOfAnotherCustomer when the id belongs to someone else, and, given
+        ``message_id``: MessageAnswered (answered already) or MessageInProgress (a
+        live lease is working on it).
         """
-        now = self.table.now_ms()
         owner = uuid.uuid4().hex
         try:
             resp = self.table.client.update_item(
-                TableName=self.table.name,
-                Key=self.table.key(conversation_pk(conversation_id)),
-                UpdateExpression=(
-                    "SET dono = :dono, leaseAteMs = :lease, versao = if_not_exists(versao, :zero) + :um, "
-                    "clienteId = if_not_exists(clienteId, :cliente), tipo = :tipo, "
-                    "#st = if_not_exists(#st, :ativa), criadoEm = if_not_exists(criadoEm, :agora)"
-                ),
-                ConditionExpression=(
-                    "(attribute_not_exists(leaseAteMs) OR leaseAteMs < :agora_ms) "
-                    "AND (attribute_not_exists(clienteId) OR clienteId = :cliente)"
-                ),
-                ExpressionAttributeNames={"#st": "status"},
-                ExpressionAttributeValues=serialize({
-                    ":dono": owner, ":lease": now + lease_s * 1000, ":zero": 0, ":um": 1, ":cliente": customer_id,
-                    ":tipo": ItemType.CONVERSATION.value, ":ativa": ConversationStatus.ACTIVE.value,
-                    ":agora": self.table.iso(now), ":agora_ms": now,
-                }),
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
+                **_lease_update(self.table, conversation_id, customer_id, lease_s, owner, message_id))
         except ClientError as err:
-            if condition_failed(err):
-                old = old_item(err) or {}
-                if "clienteId" in old and int(old["clienteId"]) != customer_id:
-                    raise ConversationOfAnotherCustomer(conversation_id) from None
-                raise ConversationBusy(conversation_id) from None
-            raise
-        return ConversationState.from_item(conversation_id, deserialize(resp["Attributes"]), owner=owner)
+            if not condition_failed(err):
+                raise
+            old = old_item(err) or self.table.get(conversation_pk(conversation_id)) or {}
+            if "clienteId" in old and int(old["clienteId"]) != customer_id:
+                raise ConversationOfAnotherCustomer(conversation_id) from None
+            raise (refusal(old, conversation_id, message_id) or ConversationBusy(conversation_id)) from None
+        return ConversationState.from_item(conversation_id, deserialize(resp["Attributes"]), owner=owner,
+                                           message_key="" if message_id is None else message_key(message_id))
 
     def read_conversation(self, conversation_id: str) -> ConversationState | None:
         """The stored state, without taking the lease (operators, the harness, tests)."""
@@ -219,26 +268,22 @@ class ConversationStore:
         return [(conversation_id_of(entry[TABLE_KEY]), entry[GSI_UNSETTLED_SORT]) for entry in entries]
 
     def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]],
-                            status: ConversationStatus, inbound: InboundClaim | None = None,
-                            reply: dict[str, Any] | None = None, cancelled: bool = False) -> ConversationState:
+                            status: ConversationStatus, reply: dict[str, Any] | None = None,
+                            cancelled: bool = False) -> ConversationState:
         """Write the new state and release the lease, fenced on (version, owner) —
-        and, given ``inbound``, mark that message answered with ``reply`` in the
-        same transaction: the state and "this message was answered" commit together
+        and, when the lease claimed a message, mark it answered with ``reply`` in the
+        same UpdateItem: the state and "this message was answered" commit together
         or not at all (so a redelivery can neither be lost nor run twice)."""
-        update = _commit_update(self.table, state, messages, status, cancelled)
         try:
-            if inbound is None:
-                self.table.client.update_item(**update)
-            else:
-                answered = inbound_answer_update(self.table, inbound, reply, True)
-                self.table.client.transact_write_items(TransactItems=[{"Update": update}, {"Update": answered}])
+            self.table.client.update_item(**_commit_update(self.table, state, messages, status, cancelled, reply))
         except ClientError as err:
             if not condition_failed(err):
                 raise
             if not cancelled and self._cancelled_under_our_lease(state):
                 raise CancellationPending(state.conversation_id) from None
             raise StaleConversation(state.conversation_id) from None
-        return replace(state, messages=messages, status=status, version=state.version + 1, turns=state.turns + 1)
+        return replace(state, messages=messages, status=status, version=state.version + 1, turns=state.turns + 1,
+                       message_key="")
 
     def _cancelled_under_our_lease(self, state: ConversationState) -> bool:
         item = self.table.get_fields(conversation_pk(state.conversation_id), "versao", "dono", CANCELLATION_ATTRIBUTE)
@@ -269,12 +314,14 @@ class ConversationStore:
         return True
 
     def release_conversation(self, state: ConversationState) -> None:
-        """Give the lease back without changing the state (a turn that failed cleanly)."""
+        """Give the lease back without changing the state (a turn that failed cleanly):
+        the message it claimed is NEW again for a redelivery. After a commit (even one
+        whose answer was lost) the fence fails: an answered message stays answered."""
         try:
             self.table.client.update_item(
                 TableName=self.table.name,
                 Key=self.table.key(conversation_pk(state.conversation_id)),
-                UpdateExpression="REMOVE dono, leaseAteMs",
+                UpdateExpression=f"REMOVE dono, leaseAteMs, {PROCESSING_ATTRIBUTE}",
                 ConditionExpression="versao = :v AND dono = :dono",
                 ExpressionAttributeValues=serialize({":v": state.version, ":dono": state.owner}),
             )

@@ -4,7 +4,7 @@ Kept because it removes churn: about forty call sites (the Lambdas' adapters, th
 orchestrator, the scripts, the tests — and code on other branches) build one
 ``Ledger(table_name, client)`` and pass it around. New code should ask for the
 small Protocol it uses (``AttemptRecorder``, ``RefundClaims``, ``Conversations``,
-``InboundMessages``, ``AuditTrail``, ``ConversationCancellation``); this object
+``AuditTrail``, ``ConversationCancellation``); this object
 satisfies all of them, and each store also works alone over a ``LedgerTable``.
 """
 
@@ -18,11 +18,10 @@ from .attempts import AttemptStore
 from .audit import AuditChain, AuditStore
 from .claims import ClaimStore
 from .conversations import ConversationStore
-from .inbound import InboundStore
 from .table import LedgerTable
 
 
-class Ledger(ClaimStore, AttemptStore, ConversationStore, InboundStore, AuditStore):
+class Ledger(ClaimStore, AttemptStore, ConversationStore, AuditStore):
     """Typed operations on the ledger table. ``client`` is a boto3 DynamoDB client."""
 
     def __init__(self, table_name: str, client: Any | None = None, *, clock: Callable[[], float] = time.time,

@@ -1,129 +1,111 @@
-"""Inbound-message dedupe: each customer message is processed once, however often it is delivered.
+"""Inbound-message dedupe, kept on the conversation item: each message is processed once.
 
-``mensagem#{conversa}#{mensagemId}`` is created by a conditional PutItem: the one
-caller that should process the message gets NEW and an owner token; a redelivery
-gets DONE (with the stored reply) or IN_PROGRESS. A message whose processing failed,
-or whose processor died (expired lease), is NEW again for a new owner, so a late
-writer cannot finish it. The reply is stored by the conversation's commit, in the
-same transaction as the new state (``inbound_answer_update``), so "answered" and the
-state commit together or not at all. Items expire (TTL) after a week.
+There is no item per message (issue 14: it cost a PutItem and turned the commit into
+a two-item transaction). The conversation item carries:
+
+- ``emProcessamento``: the key of the message the current lease is working on;
+- ``respondidas``: a map {message key: epoch seconds answered} of the messages
+  answered in the last ``INBOUND_TTL_S`` (a redelivery within it is DONE);
+- ``respostas``: a map {message key: {``v``: the conversation version that answered
+  it, ``r``: the stored reply (JSON)}} of the ``REPLIES_KEPT`` most recently answered
+  messages only (each KB of the item is one more write unit on every lease and
+  commit). Recency is the fenced version, never a clock: answers within one second,
+  or from Lambdas whose clocks disagree, are still ordered.
+
+The lease (``ConversationStore.acquire_conversation``, one conditional UpdateItem)
+sets ``emProcessamento`` and refuses a message already in ``respondidas``; on a
+refusal, ``ReturnValuesOnConditionCheckFailure=ALL_OLD`` tells apart: another
+customer's conversation, the message answered (DONE, ``MessageAnswered`` with the
+reply when still kept), the message held by a live lease (IN_PROGRESS,
+``MessageInProgress``), another message held by a live lease (``ConversationBusy``).
+The commit (one UpdateItem fenced on version, owner and no pending cancellation)
+rewrites both maps with the message answered and expired ids pruned — safe as a whole
+rewrite because only the fenced lease holder writes them — and removes
+``emProcessamento``. A release on failure removes the lease and ``emProcessamento``
+only: the message is NEW again for a redelivery, and a commit whose answer was lost
+can never be un-answered (the release's fence fails after a commit).
+
+A message key is ``base64url(SHA-256(message id))[:12]`` (72 bits: compact, and any
+id, ``#``, ``.`` and quotes included, becomes a safe map key, still always passed as
+an ``ExpressionAttributeNames`` value, never built into an expression).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
-import uuid
-from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any
 
-from botocore.exceptions import ClientError
-
-from .table import (
-    TABLE_KEY,
-    TTL_ATTRIBUTE,
-    ItemType,
-    LedgerTable,
-    condition_failed,
-    inbound_pk,
-    old_item,
-    serialize,
-)
+from .table import LedgerError
 
 INBOUND_TTL_S = 7 * 24 * 3600  # a redelivery after a week is a new message (and the reply text is personal data)
+REPLIES_KEPT = 2  # replies stored for a redelivery; older answered ids are DONE with no reply (docs/whatsapp.md)
+PROCESSING_ATTRIBUTE = "emProcessamento"
+ANSWERED_ATTRIBUTE = "respondidas"
+REPLIES_ATTRIBUTE = "respostas"
+MESSAGE_NAME = "#mid"  # the ExpressionAttributeNames placeholder of the message's key
 
 
-class InboundStatus(StrEnum):
-    """``status`` of a ``mensagem#`` item; NEW is never stored (it is what the one processor is told)."""
+def message_key(message_id: str) -> str:
+    """The message's compact, map-safe key (module doc)."""
+    return base64.urlsafe_b64encode(hashlib.sha256(message_id.encode()).digest()[:9]).decode()
 
-    NEW = "nova"
-    DONE = "respondida"
-    IN_PROGRESS = "processando"
-    FAILED = "falhou"
+
+class MessageAnswered(LedgerError):
+    """This message was already answered: ``reply`` is its stored reply (None when
+    it is older than the ``REPLIES_KEPT`` most recent), ``status`` the conversation's."""
+
+    def __init__(self, message_id: str, reply: dict[str, Any] | None, status: str) -> None:
+        super().__init__(message_id)
+        self.reply = reply
+        self.status = status
+
+
+class MessageInProgress(LedgerError):
+    """A live lease is working on this very message (a redelivery racing the first)."""
 
 
 @dataclass(frozen=True)
-class InboundClaim:
-    conversation_id: str
-    message_id: str
-    status: InboundStatus
-    reply: dict[str, Any] | None = None  # the stored answer of a message already answered
-    owner: str = ""  # set only for the caller that processes it (NEW)
+class AnsweredMessages:
+    """The conversation item's ``respondidas`` and ``respostas`` maps (module doc)."""
+
+    answered: dict[str, int] = field(default_factory=dict)  # key -> epoch seconds answered
+    # key -> {"v": version that answered it, "r": reply JSON}, the most recent only
+    replies: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> AnsweredMessages:
+        return cls({k: int(v) for k, v in item.get(ANSWERED_ATTRIBUTE, {}).items()},
+                   dict(item.get(REPLIES_ATTRIBUTE, {})))
+
+    def reply_of(self, key: str) -> dict[str, Any] | None:
+        stored = self.replies.get(key)
+        return None if stored is None else json.loads(stored["r"])
+
+    def with_answer(self, key: str, reply: dict[str, Any] | None, now_s: int, version: int) -> AnsweredMessages:
+        """These maps after ``key`` is answered at ``now_s`` by the lease of ``version``:
+        ids older than the redelivery window dropped, replies kept only for the most recent."""
+        answered = {k: at for k, at in self.answered.items() if at > now_s - INBOUND_TTL_S and k != key}
+        answered[key] = now_s
+        newest_first = sorted((k for k in self.replies if k in answered and k != key),
+                              key=lambda k: int(self.replies[k]["v"]), reverse=True)
+        replies = {k: self.replies[k] for k in newest_first[:REPLIES_KEPT - 1]}
+        if reply is not None:
+            replies[key] = {"v": version, "r": json.dumps(reply, ensure_ascii=False, separators=(",", ":"))}
+        return AnsweredMessages(answered, replies)
 
 
-class InboundMessages(Protocol):
-    """What a channel's turn runner needs of the ledger to process a message once."""
-
-    def begin_inbound(self, *, conversation_id: str, message_id: str, lease_s: int) -> InboundClaim: ...
-
-    def finish_inbound(self, inbound: InboundClaim, *, reply: dict[str, Any] | None, ok: bool) -> None: ...
-
-
-def inbound_answer_update(table: LedgerTable, inbound: InboundClaim, reply: dict[str, Any] | None,
-                          ok: bool) -> dict[str, Any]:
-    """The UpdateItem that marks the message answered (DONE, with ``reply``) or
-    releases it for redelivery (FAILED), only while ``inbound``'s owner holds it."""
-    values: dict[str, Any] = {
-        ":st": (InboundStatus.DONE if ok else InboundStatus.FAILED).value,
-        ":agora": table.iso(),
-        ":dono": inbound.owner,
-        ":proc": InboundStatus.IN_PROGRESS.value,
-    }
-    sets = "SET #st = :st, concluidaEm = :agora"
-    if reply is not None:
-        sets += ", resposta = :r"
-        values[":r"] = json.dumps(reply, ensure_ascii=False)
-    return {
-        "TableName": table.name,
-        "Key": table.key(inbound_pk(inbound.conversation_id, inbound.message_id)),
-        "UpdateExpression": sets + " REMOVE leaseAteMs",
-        # Only a message still being processed by this owner: an answered message is
-        # never turned back into a failed one (a commit whose answer was lost, then
-        # the failure path — tests/test_lost_commit_answer.py).
-        "ConditionExpression": "dono = :dono AND #st = :proc",
-        "ExpressionAttributeNames": {"#st": "status"},
-        "ExpressionAttributeValues": serialize(values),
-    }
-
-
-class InboundStore:
-    """Inbound messages, on ``self.table`` (a ``LedgerTable``)."""
-
-    table: LedgerTable
-
-    def begin_inbound(self, *, conversation_id: str, message_id: str, lease_s: int) -> InboundClaim:
-        """Mark an inbound message as being processed, once (module doc)."""
-        now = self.table.now_ms()
-        owner = uuid.uuid4().hex
-        pk = inbound_pk(conversation_id, message_id)
-        try:
-            self.table.client.put_item(
-                TableName=self.table.name,
-                Item=serialize({
-                    TABLE_KEY: pk, "tipo": ItemType.INBOUND.value, "status": InboundStatus.IN_PROGRESS.value,
-                    "dono": owner, "leaseAteMs": now + lease_s * 1000, "recebidaEm": self.table.iso(now),
-                    TTL_ATTRIBUTE: now // 1000 + INBOUND_TTL_S,
-                }),
-                ConditionExpression="attribute_not_exists(pk) OR #st = :falhou OR (#st = :proc AND leaseAteMs < :agora)",
-                ExpressionAttributeNames={"#st": "status"},
-                ExpressionAttributeValues=serialize({
-                    ":falhou": InboundStatus.FAILED.value, ":proc": InboundStatus.IN_PROGRESS.value, ":agora": now}),
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as err:
-            if not condition_failed(err):
-                raise
-            old = old_item(err) or self.table.get(pk) or {}
-            if old.get("status") == InboundStatus.DONE.value:
-                return InboundClaim(conversation_id, message_id, InboundStatus.DONE, json.loads(old["resposta"]))
-            return InboundClaim(conversation_id, message_id, InboundStatus.IN_PROGRESS)
-        return InboundClaim(conversation_id, message_id, InboundStatus.NEW, owner=owner)
-
-    def finish_inbound(self, inbound: InboundClaim, *, reply: dict[str, Any] | None, ok: bool) -> None:
-        """Store the reply (DONE) or release the message for redelivery (FAILED),
-        only while this caller still owns it."""
-        try:
-            self.table.client.update_item(**inbound_answer_update(self.table, inbound, reply, ok))
-        except ClientError as err:
-            if not condition_failed(err):
-                raise
+def refusal(old: dict[str, Any], conversation_id: str, message_id: str | None) -> LedgerError | None:
+    """What a lease refused on a live lease means for ``message_id`` (None: the
+    caller decides between busy and another customer)."""
+    if message_id is None:
+        return None
+    key = message_key(message_id)
+    stored = AnsweredMessages.from_item(old)
+    if key in stored.answered:
+        return MessageAnswered(message_id, stored.reply_of(key), str(old.get("status", "")))
+    if old.get(PROCESSING_ATTRIBUTE) == key:
+        return MessageInProgress(conversation_id)
+    return None

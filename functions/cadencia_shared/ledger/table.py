@@ -82,7 +82,6 @@ class ItemType(StrEnum):
     CLAIM = "reivindicacao"
     COUNTER = "contador_tentativas"
     CONVERSATION = "conversa"
-    INBOUND = "mensagem"
     AUDIT = "auditoria"
     APPROVAL = "aprovacao"
     FIRST_REFUND = "primeiro_reembolso"
@@ -149,10 +148,6 @@ def conversation_pk(conversation_id: str) -> str:
 def conversation_id_of(pk: str) -> str:
     """The inverse of ``conversation_pk`` (items read back from an index)."""
     return pk.removeprefix("conversa#")
-
-
-def inbound_pk(conversation_id: str, message_id: str) -> str:
-    return f"mensagem#{checked_id(conversation_id)}#{checked_id(message_id)}"
 
 
 def audit_pk(event_id: str) -> str:
