@@ -122,9 +122,9 @@ class Orchestrator:
 
     # -- the turn ---------------------------------------------------------------
     def handle(self, req: TurnRequest, deadline: Deadline) -> TurnReply:
-        # The turn's audit links (one per tool call, the contract's, the limits')
-        # move the chain's head anchor once, after the last (audit_chain module doc):
-        # one anchor UpdateItem per turn instead of one per link.
+        # The turn's audit links (one per tool call, the contract's, the limits') are
+        # anchored once, by the commit (audit_anchors), or at the block's end if the
+        # commit does not happen: no anchor write per link (audit_chain module doc).
         with self.ledger.one_anchor_per_block():
             return self._handle(req, deadline)
 
@@ -151,6 +151,7 @@ class Orchestrator:
         except ConversationBusy:
             self.ledger.finish_inbound(inbound, reply=None, ok=False)
             raise ConversationBusyError(req.conversaId) from None
+        self.ledger.resume_chain(req.conversaId, state.chain_anchor)  # the first link needs no Query
 
         try:
             reply, committed = self._commit(req, state, inbound, self._turn(req, state, deadline))
@@ -187,9 +188,12 @@ class Orchestrator:
 
     def _write(self, req: TurnRequest, state: ConversationState, inbound: Any, outcome: _Outcome) -> TurnReply:
         reply = self._reply(req, outcome.reply, outcome.status.value, outcome.reason)
+        # The commit also anchors the turn's audit links on the conversation (no anchor write of its own).
+        chain_head = self.ledger.chain_head_for_commit(req.conversaId, state.chain_anchor)
         self.ledger.commit_conversation(state, messages=outcome.messages, status=outcome.status, inbound=inbound,
                                         reply=reply.model_dump(mode="json"),
-                                        cancelled=outcome.reason == Limit.CANCELLED)
+                                        cancelled=outcome.reason == Limit.CANCELLED, chain_head=chain_head)
+        self.ledger.chain_anchored_by_commit(req.conversaId, chain_head)
         return reply
 
     def _turn(self, req: TurnRequest, state: ConversationState, deadline: Deadline) -> _Outcome:

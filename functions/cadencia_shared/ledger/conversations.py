@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
+from ..audit_anchors import CONVERSATION_HASH, CONVERSATION_SEQ, Head, conversation_anchor
 from .inbound import InboundClaim, inbound_answer_update
 from .table import (
     GSI_SORT,
@@ -89,6 +90,7 @@ class ConversationState:
     owner: str  # the lease holder's token ("" when read without the lease)
     messages: list[dict[str, Any]] = field(default_factory=list)
     turns: int = 0
+    chain_anchor: Head | None = None  # the audit chain's head as of the last commit (audit_anchors)
 
     @classmethod
     def from_item(cls, conversation_id: str, item: dict[str, Any], *, owner: str) -> ConversationState:
@@ -100,6 +102,7 @@ class ConversationState:
             owner=owner,
             messages=_decode_messages(item.get("mensagensZ")),
             turns=int(item.get("turnos", 0)),
+            chain_anchor=conversation_anchor(item),
         )
 
 
@@ -120,13 +123,14 @@ class Conversations(ConversationCancellation, Protocol):
 
     def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]],
                             status: ConversationStatus, inbound: InboundClaim | None = None,
-                            reply: dict[str, Any] | None = None, cancelled: bool = False) -> ConversationState: ...
+                            reply: dict[str, Any] | None = None, cancelled: bool = False,
+                            chain_head: Head | None = None) -> ConversationState: ...
 
     def release_conversation(self, state: ConversationState) -> None: ...
 
 
 def _commit_update(table: LedgerTable, state: ConversationState, messages: list[dict[str, Any]],
-                   status: ConversationStatus, cancelled: bool) -> dict[str, Any]:
+                   status: ConversationStatus, cancelled: bool, chain_head: Head | None) -> dict[str, Any]:
     values = {":m": _encode_messages(messages), ":st": status.value, ":um": 1, ":zero": 0,
               ":agora": table.iso(), ":v": state.version, ":dono": state.owner}
     # A conversation waiting for a person is in the sparse index (people list it with
@@ -140,6 +144,9 @@ def _commit_update(table: LedgerTable, state: ConversationState, messages: list[
         removed = ""
     else:
         waiting, removed = "", ", #pend, registradoEm, #visita"
+    if chain_head is not None:  # the audit chain's anchor rides on the commit (audit_anchors)
+        waiting += f", {CONVERSATION_SEQ} = :cs, {CONVERSATION_HASH} = :ch"
+        values.update({":cs": chain_head.seq, ":ch": chain_head.hash})
     # An operator's cancellation wins over whatever the turn decided: the commit
     # of a turn that did not end as cancelled is refused while one is pending;
     # the cancelled turn's commit consumes it.
@@ -219,12 +226,13 @@ class ConversationStore:
 
     def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]],
                             status: ConversationStatus, inbound: InboundClaim | None = None,
-                            reply: dict[str, Any] | None = None, cancelled: bool = False) -> ConversationState:
+                            reply: dict[str, Any] | None = None, cancelled: bool = False,
+                            chain_head: Head | None = None) -> ConversationState:
         """Write the new state and release the lease, fenced on (version, owner) —
         and, given ``inbound``, mark that message answered with ``reply`` in the
         same transaction: the state and "this message was answered" commit together
         or not at all (so a redelivery can neither be lost nor run twice)."""
-        update = _commit_update(self.table, state, messages, status, cancelled)
+        update = _commit_update(self.table, state, messages, status, cancelled, chain_head)
         try:
             if inbound is None:
                 self.table.client.update_item(**update)
@@ -237,7 +245,8 @@ class ConversationStore:
             if not cancelled and self._cancelled_under_our_lease(state):
                 raise CancellationPending(state.conversation_id) from None
             raise StaleConversation(state.conversation_id) from None
-        return replace(state, messages=messages, status=status, version=state.version + 1, turns=state.turns + 1)
+        return replace(state, messages=messages, status=status, version=state.version + 1, turns=state.turns + 1,
+                       chain_anchor=chain_head or state.chain_anchor)
 
     def _cancelled_under_our_lease(self, state: ConversationState) -> bool:
         item = self.table.get_fields(conversation_pk(state.conversation_id), "versao", "dono", CANCELLATION_ATTRIBUTE)
