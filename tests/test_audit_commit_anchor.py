@@ -6,6 +6,7 @@ Real moto server, real orchestrator, separate OS processes, SIGKILL."""
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing as mp
 import os
 import random
@@ -25,6 +26,7 @@ from scripts.local_stack.aws import session_client
 from tests.test_audit_chain import (  # noqa: F401
     CONV, _anchored_verifier, _delete, _fill, anchored, audit, run_to_completion)
 
+from .support import anthropic_fake
 from .support.anthropic_fake import ScriptedModel, text_reply, tool_use
 from .support.orchestrators import CountingInvoker, build
 
@@ -154,8 +156,15 @@ def test_another_writer_appending_between_turns_costs_one_query_and_keeps_the_an
     assert anchored.verify(CONV) == (3, None)
 
 
+def _own_tool_use_ids() -> None:
+    """A spawned process restarts the fake's id counter: ids already in the
+    conversation would be refused as repeated (and leave no link)."""
+    anthropic_fake._ids = itertools.count(os.getpid() * 1_000_000)
+
+
 def _turns_forever(endpoint: str, table: str, ledger_table: str) -> None:
     """An orchestrator process running turn after turn on CONV (busy: try again)."""
+    _own_tool_use_ids()
     ledger, _ = _instance(AuditChain(table, session_client("dynamodb", endpoint), anchor_table=ledger_table))
     for turn in range(10_000):
         orders = [str(random.randint(10**6, 10**7)) for _ in range(random.randint(1, 2))]
@@ -190,20 +199,25 @@ def _run_then_sigkill(chain: AuditChain, endpoint: str, *, records: int) -> None
 def test_turns_and_a_tool_in_separate_processes_sigkilled_leave_no_false_truncation(anchored, local_stack):
     """Two orchestrator processes (serialized by the lease) and a tool's writer append
     to one chain at once and are all SIGKILLed mid-flight: the chain verifies against
-    both anchors (neither ahead of it); then the tail from the conversation's anchor
-    on is deleted, and that is reported."""
+    both anchors (neither ahead of it); the next turn anchors past everything; then
+    a deleted tail is reported."""
     _run_then_sigkill(anchored, local_stack.aws_endpoint, records=30)
     checked, broken = anchored.verify(CONV)
     assert checked >= 30 and broken is None
-    head = _conversation_anchor(anchored)
-    assert head is not None and head.seq <= checked
-    _delete(anchored, *range(head.seq, checked + 1))
-    checked_after, broken = anchored.verify(CONV)
-    assert broken is not None and broken.problem in {"cauda_truncada", "ancora_divergente"}
-    assert broken.seq <= head.seq and checked_after < head.seq
+    assert {"CHAMADA_DE_FERRAMENTA", "FERRAMENTA"} <= {r["evento"] for r in anchored.records(CONV)}
+    heads = [anchored.head(CONV), _conversation_anchor(anchored)]
+    assert heads[1] is not None and all(h is None or h.seq <= checked for h in heads)
+
+    _expire_lease(anchored)  # a killed turn may hold it
+    _turn(_instance(anchored)[0], "m-depois", "4840")
+    last = _last(anchored)
+    assert _conversation_anchor(anchored) == last and anchored.verify(CONV) == (last.seq, None)
+    _delete(anchored, last.seq)
+    assert anchored.verify(CONV) == (last.seq - 1, Broken(CONV, last.seq, "cauda_truncada"))
 
 
 def _turn_killed_before_its_commit(endpoint: str, table: str, ledger_table: str) -> None:
+    _own_tool_use_ids()
     ledger, _ = _instance(AuditChain(table, session_client("dynamodb", endpoint), anchor_table=ledger_table))
     ledger.commit_conversation = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
     _turn(ledger, "m-morto", "4830", "4831")
