@@ -24,7 +24,7 @@ from orchestrator.loop import ConversationBusyError
 from orchestrator.model import Deadline
 from scripts.local_stack.aws import session_client
 from tests.test_audit_chain import (  # noqa: F401
-    CONV, _anchored_verifier, _delete, _fill, anchored, audit, run_to_completion)
+    CONV, _anchored_verifier, _delete, _fill, anchored, audit, sigkill_writers_after)
 
 from .support import anthropic_fake
 from .support.anthropic_fake import ScriptedModel, text_reply, tool_use
@@ -182,26 +182,13 @@ def _tool_forever(endpoint: str, table: str, ledger_table: str) -> None:
         time.sleep(random.random() / 10)
 
 
-def _run_then_sigkill(chain: AuditChain, endpoint: str, *, records: int) -> None:
-    ctx = mp.get_context("spawn")
-    args = (endpoint, chain.table_name, chain.anchor_table)
-    procs = [ctx.Process(target=t, args=args) for t in (_turns_forever, _turns_forever, _tool_forever)]
-    for proc in procs:
-        proc.start()
-    deadline = time.monotonic() + 180
-    while len(list(chain.records(CONV))) < records and time.monotonic() < deadline:
-        time.sleep(0.2)
-    for proc in procs:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.join(timeout=30)
-
-
 def test_turns_and_a_tool_in_separate_processes_sigkilled_leave_no_false_truncation(anchored, local_stack):
     """Two orchestrator processes (serialized by the lease) and a tool's writer append
     to one chain at once and are all SIGKILLed mid-flight: the chain verifies against
     both anchors (neither ahead of it); the next turn anchors past everything; then
     a deleted tail is reported."""
-    _run_then_sigkill(anchored, local_stack.aws_endpoint, records=30)
+    sigkill_writers_after(anchored, local_stack.aws_endpoint, (_turns_forever, _turns_forever, _tool_forever),
+                          records=30)
     checked, broken = anchored.verify(CONV)
     assert checked >= 30 and broken is None
     assert {"CHAMADA_DE_FERRAMENTA", "FERRAMENTA"} <= {r["evento"] for r in anchored.records(CONV)}

@@ -41,8 +41,9 @@ commit it already writes (``head_for_commit``/``anchored_by_commit``), so the tu
 moves no ``auditoria-cabeca#`` item; ``verify`` checks both.
 
 Inside ``one_anchor()`` (the orchestrator wraps each turn in it) the anchor is moved
-once, after the block's last link, from where it stood before the block's first: a
-turn's k links cost k PutItems and one anchor UpdateItem instead of k. The price is
+once, after the block's last link, from where it stood before the block's first — or
+not at all when the turn's commit took that head (``head_for_commit``): a turn's k
+links cost k PutItems and at most one anchor UpdateItem instead of k. The price is
 the window: until the block ends (a turn: seconds), or forever if its process is
 killed inside it, the anchor lags by the block's links — the state a kill between
 record and anchor already leaves, which ``verify`` accepts; a tail deleted inside
