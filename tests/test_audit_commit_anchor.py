@@ -231,3 +231,25 @@ def test_a_turn_sigkilled_between_its_last_link_and_its_commit(anchored, local_s
 
 def test_the_anchor_names_are_the_ledgers():
     assert conversation_pk(CONV) == CONVERSATION_PREFIX + CONV
+
+
+def test_a_tools_writer_moves_a_lagging_anchor_item_without_reading_it(anchored):
+    """Since turns no longer move the ``auditoria-cabeca#`` item, a tool's append after
+    a turn finds it behind: the refused UpdateItem returns the anchor it saw (no
+    GetItem), one Query proves it still holds, and the item moves to the tool's link."""
+    tool = AuditChain(anchored.table_name, anchored.client, anchor_table=anchored.anchor_table)
+    tool.append(conversation_id=CONV, event="FERRAMENTA", details={})  # the item anchors seq 1
+    _turn(_instance(anchored)[0], "m-1", "4821", "4822")  # seqs 2, 3: the item stays at 1
+
+    calls: list[str] = []
+
+    class Recording:
+        def __getattr__(self, name):
+            calls.append(name)
+            return getattr(anchored.client, name)
+
+    AuditChain(anchored.table_name, Recording(), anchor_table=anchored.anchor_table).append(
+        conversation_id=CONV, event="FERRAMENTA", details={})
+    assert calls == ["query", "put_item", "update_item", "query", "update_item"]  # last link, put, refused, holds, moved
+    assert anchored.head(CONV) == _last(anchored) and _last(anchored).seq == 4
+    assert anchored.verify(CONV) == (4, None)

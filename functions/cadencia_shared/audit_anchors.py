@@ -27,7 +27,10 @@ from typing import Any
 
 ANCHOR_PREFIX = "auditoria-cabeca#"  # the ledger item that anchors a chain's head
 CONVERSATION_PREFIX = "conversa#"  # the conversation's item (cadencia_shared.ledger.conversation_pk)
-CONVERSATION_SEQ, CONVERSATION_HASH = "cadeiaSeq", "cadeiaHash"  # its anchor's attributes
+# Its anchor's attributes. The hash is stored as its 32 raw bytes (a DynamoDB Binary),
+# not 64 hex characters: the lease and the commit rewrite this item every turn and
+# bill it by the KB (a transaction twice), so every byte it carries is paid three times.
+CONVERSATION_SEQ, CONVERSATION_HASH = "cadeiaSeq", "cadeiaHash"
 LEDGER_KEY = "pk"  # the ledger table's partition key (cadencia_shared.ledger.TABLE_KEY)
 
 
@@ -39,9 +42,19 @@ class Head:
 
 def conversation_anchor(item: dict[str, Any]) -> Head | None:
     """The anchor stored on a conversation item (deserialized), if any."""
-    if CONVERSATION_SEQ not in item:
+    if CONVERSATION_SEQ not in item or CONVERSATION_HASH not in item:
         return None
-    return Head(int(item[CONVERSATION_SEQ]), str(item[CONVERSATION_HASH]))
+    return Head(int(item[CONVERSATION_SEQ]), _hex(item[CONVERSATION_HASH]))
+
+
+def conversation_anchor_values(head: Head) -> tuple[int, bytes]:
+    """(``cadeiaSeq``, ``cadeiaHash``) as the commit stores them."""
+    return head.seq, bytes.fromhex(head.hash)
+
+
+def _hex(stored: Any) -> str:
+    raw = getattr(stored, "value", stored)  # boto3's Binary wrapper, or the client's bytes
+    return raw.hex() if isinstance(raw, bytes | bytearray) else str(raw)
 
 
 def anchor_problem(checked: int, anchors: list[Head], hashes_at: dict[int, str]) -> tuple[int, str] | None:
@@ -68,7 +81,7 @@ class LedgerAnchors:
         return self._read(ANCHOR_PREFIX + chain, "seqCabeca", "hashCabeca")
 
     def conversation_head(self, chain: str) -> Head | None:
-        """The anchor on the conversation's item (None for records of no conversation)."""
+        """The anchor on the conversation's item."""
         return self._read(CONVERSATION_PREFIX + chain, CONVERSATION_SEQ, CONVERSATION_HASH)
 
     def heads(self, chain: str) -> list[Head]:
@@ -80,7 +93,8 @@ class LedgerAnchors:
                                     ExpressionAttributeNames={"#s": seq_name, "#h": hash_name}).get("Item")
         if not item or seq_name not in item or hash_name not in item:
             return None
-        return Head(int(item[seq_name]["N"]), item[hash_name]["S"])
+        stored = item[hash_name]  # hex text on the anchor item, raw bytes on a conversation
+        return Head(int(item[seq_name]["N"]), stored["S"] if "S" in stored else _hex(stored["B"]))
 
     def anchored_chains(self) -> list[str]:
         """Every chain with an anchor of either kind (a chain whose records were ALL

@@ -256,11 +256,17 @@ class AuditChain:
                 UpdateExpression="SET seqCabeca = :s, hashCabeca = :h",
                 ConditionExpression="attribute_not_exists(seqCabeca) OR (seqCabeca = :ps AND hashCabeca = :ph)",
                 ExpressionAttributeValues={":s": {"N": str(head.seq)}, ":h": {"S": head.hash},
-                                           ":ps": {"N": str(expected.seq)}, ":ph": {"S": expected.hash}})
+                                           ":ps": {"N": str(expected.seq)}, ":ph": {"S": expected.hash}},
+                # The anchor found comes back with the refusal: no GetItem. It lags
+                # more often since the orchestrator anchors in its commit instead.
+                ReturnValuesOnConditionCheckFailure="ALL_OLD")
             return None
         except ClientError as err:
             if not _condition_failed(err):
                 raise
+            old = err.response.get("Item") or {}
+        if "seqCabeca" in old and "hashCabeca" in old:
+            return Head(int(old["seqCabeca"]["N"]), old["hashCabeca"]["S"])
         return self.head(chain)
 
     def _holds(self, chain: str, anchored: Head) -> bool:

@@ -22,7 +22,8 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from ..audit_anchors import CONVERSATION_HASH, CONVERSATION_SEQ, Head, conversation_anchor
+from ..audit_anchors import (CONVERSATION_HASH, CONVERSATION_SEQ, Head, conversation_anchor,
+                             conversation_anchor_values)
 from .inbound import InboundClaim, inbound_answer_update
 from .table import (
     GSI_SORT,
@@ -146,7 +147,7 @@ def _commit_update(table: LedgerTable, state: ConversationState, messages: list[
         waiting, removed = "", ", #pend, registradoEm, #visita"
     if chain_head is not None:  # the audit chain's anchor rides on the commit (audit_anchors)
         waiting += f", {CONVERSATION_SEQ} = :cs, {CONVERSATION_HASH} = :ch"
-        values.update({":cs": chain_head.seq, ":ch": chain_head.hash})
+        values[":cs"], values[":ch"] = conversation_anchor_values(chain_head)
     # An operator's cancellation wins over whatever the turn decided: the commit
     # of a turn that did not end as cancelled is refused while one is pending;
     # the cancelled turn's commit consumes it.
