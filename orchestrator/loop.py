@@ -126,9 +126,9 @@ class Orchestrator:
 
     # -- the turn ---------------------------------------------------------------
     def handle(self, req: TurnRequest, deadline: Deadline) -> TurnReply:
-        # The turn's audit links (one per tool call, the contract's, the limits')
-        # move the chain's head anchor once, after the last (audit_chain module doc):
-        # one anchor UpdateItem per turn instead of one per link.
+        # The turn's audit links (one per tool call, the contract's, the limits') are
+        # anchored once, by the commit (audit_anchors), or at the block's end if the
+        # commit does not happen: no anchor write per link (audit_chain module doc).
         with self.ledger.one_anchor_per_block():
             return self._handle(req, deadline)
 
@@ -151,6 +151,7 @@ class Orchestrator:
             return self._reply(req, None, "erro", "conversa_de_outro_cliente")
         except ConversationBusy:
             raise ConversationBusyError(req.conversaId) from None
+        self.ledger.resume_chain(req.conversaId, state.chain_anchor)  # the first link needs no Query
 
         try:
             reply, committed = self._commit(req, state, self._turn(req, state, deadline))
@@ -197,10 +198,13 @@ class Orchestrator:
     def _write(self, req: TurnRequest, state: ConversationState, outcome: _Outcome) -> TurnReply:
         reply = self._reply(req, outcome.reply, outcome.status.value, outcome.reason)
         # Stored for a redelivery: what the request does not already say (each byte
-        # of the conversation item is paid on every lease and commit).
+        # of the conversation item is paid on every lease and commit). The commit also
+        # anchors the turn's audit links on the conversation (no anchor write of its own).
+        chain_head = self.ledger.chain_head_for_commit(req.conversaId, state.chain_anchor)
         self.ledger.commit_conversation(state, messages=outcome.messages, status=outcome.status,
                                         reply=reply.model_dump(mode="json", include=_STORED_REPLY),
-                                        cancelled=outcome.reason == Limit.CANCELLED)
+                                        cancelled=outcome.reason == Limit.CANCELLED, chain_head=chain_head)
+        self.ledger.chain_anchored_by_commit(req.conversaId, chain_head)
         return reply
 
     def _turn(self, req: TurnRequest, state: ConversationState, deadline: Deadline) -> _Outcome:

@@ -12,8 +12,10 @@ anchored position is not the anchored one (``ancora_divergente``). Exit 0 when
 every chain holds, 1 otherwise.
 ``--local``: the running local stack; otherwise ``AUDIT_TABLE`` (default
 ``cadencia-agente-auditoria``) with the caller's own AWS credentials (read access:
-Query, and Scan for the full pass; GetItem and a filtered Scan of the ledger table
-``LEDGER_TABLE`` for the anchors). Threat model: ``cadencia_shared.audit_chain``.
+Query, and Scan for the full pass; GetItem of ``auditoria-cabeca#`` and ``conversa#``
+items and a filtered Scan of the ledger table ``LEDGER_TABLE`` for the two anchors of a
+conversation's chain, ``cadencia_shared.audit_anchors``). Threat model:
+``cadencia_shared.audit_chain``.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from scripts.operator_cli import conversation_argument, dynamodb_client  # noqa:
 
 
 def verify(chain: AuditChain, conversation_id: str | None) -> int:
-    # A chain whose records were all deleted has only its anchor left.
+    # A chain whose records were all deleted has only its anchors left (either kind).
     chains = [conversation_id] if conversation_id else sorted({*chain.chains(), *chain.anchored_chains()})
     broken = 0
     for name in chains:

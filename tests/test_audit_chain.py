@@ -280,9 +280,11 @@ def _append_anchored_forever(endpoint: str, table: str, ledger_table: str) -> No
 
 def sigkill_writers_after(chain: AuditChain, endpoint: str, writer, *, records: int) -> None:  # noqa: ANN001
     """Three spawned processes run ``writer(endpoint, table, anchor table)`` on one
-    chain; each is SIGKILLed once the chain holds ``records`` records (or after 120 s)."""
+    chain (or one process per writer, given a tuple of them); each is SIGKILLed once
+    the chain holds ``records`` records (or after 120 s)."""
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=writer, args=(endpoint, chain.table_name, chain.anchor_table)) for _ in range(3)]
+    writers = writer if isinstance(writer, tuple) else (writer,) * 3
+    procs = [ctx.Process(target=w, args=(endpoint, chain.table_name, chain.anchor_table)) for w in writers]
     for proc in procs:
         proc.start()
     deadline = time.monotonic() + 120

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from cadencia_shared.audit_chain import ANCHOR_PREFIX, AuditChain, Broken
+from cadencia_shared.audit_chain import ANCHOR_PREFIX, AuditChain, Broken, Head
 from cadencia_shared.ledger import Ledger, table_definition as ledger_definition
 from orchestrator.events import TurnRequest
 from orchestrator.model import Deadline
@@ -103,8 +103,9 @@ def test_writers_sigkilled_inside_blocks_never_leave_a_false_truncation(anchored
     assert anchored.verify(CONV) == (head - 1, Broken(CONV, head, "cauda_truncada"))
 
 
-def test_an_orchestrator_turn_with_two_links_writes_the_anchor_once(anchored):
-    """Two status calls in one turn (two decision links): one anchor UpdateItem."""
+def test_an_orchestrator_turn_with_two_links_writes_no_anchor_item(anchored):
+    """Two status calls in one turn (two decision links): no anchor UpdateItem — the
+    conversation's commit anchors the turn's last link (tests/test_audit_commit_anchor.py)."""
     ddb = CountingClient(anchored.client)
     chain = AuditChain(anchored.table_name, ddb, anchor_table=anchored.anchor_table)
     ledger = Ledger(anchored.anchor_table, ddb, audit_chain=chain)
@@ -115,5 +116,6 @@ def test_an_orchestrator_turn_with_two_links_writes_the_anchor_once(anchored):
     orch.handle(TurnRequest(conversaId=conv, clienteId=1001, mensagemId="m-1", mensagem="cadê?"), Deadline.after(60))
     links = list(chain.records(conv))
     assert [link["evento"] for link in links] == ["CHAMADA_DE_FERRAMENTA"] * 2
-    assert ddb.updates == 1
-    assert chain.head(conv).seq == 2 and chain.verify(conv) == (2, None)
+    assert ddb.updates == 0 and chain.head(conv) is None
+    assert chain._anchors.conversation_head(conv) == Head(2, links[-1]["hash"])
+    assert chain.verify(conv) == (2, None)

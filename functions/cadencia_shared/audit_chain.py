@@ -35,9 +35,15 @@ written after the record: a writer killed in between leaves the anchor one link
 behind (never ahead), which ``verify`` accepts — the links after it are still
 checked by their hashes.
 
+A conversation's chain has a second anchor, on the conversation's own item
+(``cadencia_shared.audit_anchors``): the orchestrator's turn sets it in the fenced
+commit it already writes (``head_for_commit``/``anchored_by_commit``), so the turn
+moves no ``auditoria-cabeca#`` item; ``verify`` checks both.
+
 Inside ``one_anchor()`` (the orchestrator wraps each turn in it) the anchor is moved
-once, after the block's last link, from where it stood before the block's first: a
-turn's k links cost k PutItems and one anchor UpdateItem instead of k. The price is
+once, after the block's last link, from where it stood before the block's first — or
+not at all when the turn's commit took that head (``head_for_commit``): a turn's k
+links cost k PutItems and at most one anchor UpdateItem instead of k. The price is
 the window: until the block ends (a turn: seconds), or forever if its process is
 killed inside it, the anchor lags by the block's links — the state a kill between
 record and anchor already leaves, which ``verify`` accepts; a tail deleted inside
@@ -80,6 +86,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
+from .audit_anchors import ANCHOR_PREFIX, LEDGER_KEY, Head, LedgerAnchors, anchor_problem
 from .masking import mask_identifier
 
 AUDIT_TABLE = "cadencia-agente-auditoria"
@@ -92,8 +99,6 @@ MAX_APPEND_ATTEMPTS = 20
 # and a failed conditional put costs a write where a read costs half a read unit.
 HEAD_MEMORY_S = 60.0
 HEAD_MEMORY_CHAINS = 256  # chains remembered at most (bounded memory in a warm container)
-ANCHOR_PREFIX = "auditoria-cabeca#"  # the ledger item that anchors a chain's head
-LEDGER_KEY = "pk"  # the ledger table's partition key (cadencia_shared.ledger.TABLE_KEY)
 PERSONAL_KEYS = frozenset({"cpf", "telefone", "celular", "email", "e-mail", "endereco", "cep", "phone", "address"})
 
 _ser, _de = TypeSerializer(), TypeDeserializer()
@@ -133,12 +138,6 @@ class Broken:
     problem: str  # "faltando" | "elo_quebrado" | "conteudo_alterado" | "cauda_truncada" | "ancora_divergente"
 
 
-@dataclass(frozen=True)
-class Head:
-    seq: int
-    hash: str
-
-
 class ChainContention(Exception):
     """Too many concurrent appends won the same positions in a row."""
 
@@ -152,6 +151,7 @@ class AuditChain:
         self.client = client
         self._clock = clock
         self.anchor_table = anchor_table
+        self._anchors = None if anchor_table is None else LedgerAnchors(client, anchor_table)
         self._appended: dict[str, tuple[dict[str, Any], float]] = {}  # chain -> (last link appended, when)
         # Per thread: a writer shared by threads (tests, the local runner) defers only
         # the links of the thread inside ``one_anchor``.
@@ -256,11 +256,17 @@ class AuditChain:
                 UpdateExpression="SET seqCabeca = :s, hashCabeca = :h",
                 ConditionExpression="attribute_not_exists(seqCabeca) OR (seqCabeca = :ps AND hashCabeca = :ph)",
                 ExpressionAttributeValues={":s": {"N": str(head.seq)}, ":h": {"S": head.hash},
-                                           ":ps": {"N": str(expected.seq)}, ":ph": {"S": expected.hash}})
+                                           ":ps": {"N": str(expected.seq)}, ":ph": {"S": expected.hash}},
+                # The anchor found comes back with the refusal: no GetItem. It lags
+                # more often since the orchestrator anchors in its commit instead.
+                ReturnValuesOnConditionCheckFailure="ALL_OLD")
             return None
         except ClientError as err:
             if not _condition_failed(err):
                 raise
+            old = err.response.get("Item") or {}
+        if "seqCabeca" in old and "hashCabeca" in old:
+            return Head(int(old["seqCabeca"]["N"]), old["hashCabeca"]["S"])
         return self.head(chain)
 
     def _holds(self, chain: str, anchored: Head) -> bool:
@@ -271,31 +277,12 @@ class AuditChain:
         return bool(items) and _decode(items[0]).get("hash") == anchored.hash
 
     def head(self, chain: str) -> Head | None:
-        """The anchored head of ``chain`` (None without an anchor table or record)."""
-        if self.anchor_table is None:
-            return None
-        item = self.client.get_item(TableName=self.anchor_table, Key={LEDGER_KEY: {"S": ANCHOR_PREFIX + chain}},
-                                    ConsistentRead=True).get("Item")
-        if not item or "seqCabeca" not in item:
-            return None
-        return Head(int(item["seqCabeca"]["N"]), item["hashCabeca"]["S"])
+        """The ``auditoria-cabeca#`` anchor of ``chain`` (None without an anchor table or record)."""
+        return None if self._anchors is None else self._anchors.item_head(chain)
 
     def anchored_chains(self) -> list[str]:
-        """Every chain with an anchor (a chain whose records were ALL deleted is
-        found only here). A Scan of the ledger's keys, filtered: the verifier's
-        full pass, not a hot path."""
-        if self.anchor_table is None:
-            return []
-        found: set[str] = set()
-        kwargs: dict[str, Any] = {"TableName": self.anchor_table, "ProjectionExpression": LEDGER_KEY,
-                                  "FilterExpression": f"begins_with({LEDGER_KEY}, :p)",
-                                  "ExpressionAttributeValues": {":p": {"S": ANCHOR_PREFIX}}}
-        while True:
-            resp = self.client.scan(**kwargs)
-            found.update(item[LEDGER_KEY]["S"][len(ANCHOR_PREFIX):] for item in resp.get("Items", []))
-            if "LastEvaluatedKey" not in resp:
-                return sorted(found)
-            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        """Every chain with an anchor of either kind (``LedgerAnchors.anchored_chains``)."""
+        return [] if self._anchors is None else self._anchors.anchored_chains()
 
     def records(self, chain: str) -> Iterator[dict[str, Any]]:
         kwargs: dict[str, Any] = {"TableName": self.table_name, "KeyConditionExpression": "cadeia = :c",
@@ -320,25 +307,56 @@ class AuditChain:
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
     def verify(self, chain: str) -> tuple[int, Broken | None]:
-        """(records checked, the first broken link or None)."""
-        head = self.head(chain)
-        previous_hash, expected_seq, hash_at_head = GENESIS, 1, None
+        """(records checked, the first broken link or None), against both anchors."""
+        anchors = [] if self._anchors is None else self._anchors.heads(chain)
+        anchored_seqs = {anchor.seq for anchor in anchors}
+        previous_hash, expected_seq, hashes_at = GENESIS, 1, {}
         for record in self.records(chain):
-            if record[SEQ_KEY] != expected_seq:
-                return expected_seq - 1, Broken(chain, expected_seq, "faltando")
-            if record.get("hashAnterior") != previous_hash:
-                return expected_seq - 1, Broken(chain, expected_seq, "elo_quebrado")
-            if record.get("hash") != record_hash(record):
-                return expected_seq - 1, Broken(chain, expected_seq, "conteudo_alterado")
-            if head is not None and record[SEQ_KEY] == head.seq:
-                hash_at_head = record["hash"]
+            problem = _link_problem(record, expected_seq, previous_hash)
+            if problem is not None:
+                return expected_seq - 1, Broken(chain, expected_seq, problem)
+            if record[SEQ_KEY] in anchored_seqs:
+                hashes_at[record[SEQ_KEY]] = record["hash"]
             previous_hash, expected_seq = record["hash"], expected_seq + 1
         checked = expected_seq - 1
-        if head is not None and checked < head.seq:
-            return checked, Broken(chain, checked + 1, "cauda_truncada")
-        if head is not None and hash_at_head != head.hash:
-            return checked, Broken(chain, head.seq, "ancora_divergente")
-        return checked, None
+        problem_at = anchor_problem(checked, anchors, hashes_at)
+        return checked, None if problem_at is None else Broken(chain, *problem_at)
+
+    # -- the conversation's anchor, set by the orchestrator's commit (audit_anchors) --
+    def seed_head(self, chain: str, anchored: Head) -> None:
+        """Guess ``anchored`` (the conversation's anchor, read with the lease) as the
+        chain's last link unless this writer remembers a later one: a turn's first
+        link then needs no Query when nobody appended since the last commit. Only a
+        guess, decided by the put's condition as the head memory is."""
+        remembered = self._remembered(chain)
+        if remembered is None or remembered[SEQ_KEY] < anchored.seq:
+            self._remember(chain, {SEQ_KEY: anchored.seq, "hash": anchored.hash})
+
+    def head_for_commit(self, chain: str, anchored: Head | None) -> Head | None:
+        """The head a commit may set as the conversation's anchor, moving it from
+        ``anchored``: this block's last link on ``chain``, if the move is along the
+        chain — the block's first link was linked right after ``anchored`` (free), or
+        the anchored record is still in the chain (one Query, when another writer
+        appended since). None: leave the anchor where it is (no link in the block,
+        no anchor table, or the anchored record is gone or changed, which ``verify``
+        must keep reporting)."""
+        deferred = (getattr(self._deferral, "heads", None) or {}).get(chain)
+        if deferred is None or self._anchors is None:
+            return None
+        head, before = deferred
+        if anchored is None or before == anchored:
+            return head
+        if anchored.seq >= head.seq or not self._holds(chain, anchored):
+            return None
+        return head
+
+    def anchored_by_commit(self, chain: str, head: Head | None) -> None:
+        """The commit that set ``head`` on the conversation succeeded: the block's end
+        does not also move the ``auditoria-cabeca#`` item (a link appended after the
+        commit keeps the chain deferred, anchored there as before)."""
+        heads = getattr(self._deferral, "heads", None)
+        if head is not None and heads and chain in heads and heads[chain][0] == head:
+            del heads[chain]
 
     def _last(self, chain: str) -> dict[str, Any] | None:
         resp = self.client.query(TableName=self.table_name, KeyConditionExpression="cadeia = :c",
@@ -349,6 +367,16 @@ class AuditChain:
 
     def _now(self) -> str:
         return datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _link_problem(record: dict[str, Any], expected_seq: int, previous_hash: str) -> str | None:
+    if record[SEQ_KEY] != expected_seq:
+        return "faltando"
+    if record.get("hashAnterior") != previous_hash:
+        return "elo_quebrado"
+    if record.get("hash") != record_hash(record):
+        return "conteudo_alterado"
+    return None
 
 
 def _condition_failed(err: ClientError) -> bool:

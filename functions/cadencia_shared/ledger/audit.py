@@ -7,6 +7,10 @@ hash-chained table (invariant 12); without one, to ``auditoria#{uuid}`` items he
 items (claims, attempts, audit items) in time order: their keys from the
 ``historicoPorConversa`` GSI (keys and ``tipo`` only), the items by key — what
 operators and the harness print.
+
+A conversation's chain is also anchored on the conversation's item, by the turn's
+own commit (``cadencia_shared.audit_anchors``): ``resume_chain`` after the lease,
+``chain_head_for_commit`` before the commit, ``chain_anchored_by_commit`` after it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
+from ..audit_anchors import Head
 from .table import (
     GSI_BY_CONVERSATION,
     GSI_PARTITION,
@@ -35,6 +40,12 @@ class AuditChain(Protocol):
     def append(self, *, conversation_id: str | None, event: str, details: dict[str, Any]) -> int: ...
 
     def one_anchor(self) -> AbstractContextManager[None]: ...
+
+    def seed_head(self, chain: str, anchored: Head) -> None: ...
+
+    def head_for_commit(self, chain: str, anchored: Head | None) -> Head | None: ...
+
+    def anchored_by_commit(self, chain: str, head: Head | None) -> None: ...
 
 
 class AuditTrail(Protocol):
@@ -67,6 +78,21 @@ class AuditStore:
         """A block whose chain links move the head's anchor once, at its end (a turn:
         ``AuditChain.one_anchor``); nothing to defer without a chain."""
         return nullcontext() if self.audit_chain is None else self.audit_chain.one_anchor()
+
+    def resume_chain(self, conversation_id: str, anchored: Head | None) -> None:
+        """After the lease: the conversation's anchored head is the writer's guess
+        of the chain's last link (``AuditChain.seed_head``)."""
+        if self.audit_chain is not None and anchored is not None:
+            self.audit_chain.seed_head(conversation_id, anchored)
+
+    def chain_head_for_commit(self, conversation_id: str, anchored: Head | None) -> Head | None:
+        """What the turn's commit sets as the conversation's anchor (None: nothing)."""
+        return None if self.audit_chain is None else self.audit_chain.head_for_commit(conversation_id, anchored)
+
+    def chain_anchored_by_commit(self, conversation_id: str, head: Head | None) -> None:
+        """The commit carrying ``head`` succeeded: the block's end skips that anchor write."""
+        if self.audit_chain is not None:
+            self.audit_chain.anchored_by_commit(conversation_id, head)
 
     def history(self, conversation_id: str, *, item_type: ItemType | None = None) -> Iterator[dict[str, Any]]:
         """Every indexed item of one conversation in time order: the index gives the

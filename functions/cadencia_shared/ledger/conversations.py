@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
+from ..audit_anchors import CONVERSATION_HASH, CONVERSATION_SEQ, Head, conversation_anchor, conversation_anchor_values
 from .inbound import (
     ANSWERED_ATTRIBUTE,
     MESSAGE_NAME,
@@ -99,6 +100,7 @@ class ConversationState:
     turns: int = 0
     message_key: str = ""  # the inbound message this lease claimed ("" for none): the commit answers it
     answered: AnsweredMessages = field(default_factory=AnsweredMessages)
+    chain_anchor: Head | None = None  # the audit chain's head as of the last commit (audit_anchors)
 
     @classmethod
     def from_item(cls, conversation_id: str, item: dict[str, Any], *, owner: str,
@@ -113,6 +115,7 @@ class ConversationState:
             turns=int(item.get("turnos", 0)),
             message_key=message_key,
             answered=AnsweredMessages.from_item(item),
+            chain_anchor=conversation_anchor(item),
         )
 
     def has_answered(self, message_id: str) -> bool:
@@ -141,13 +144,14 @@ class Conversations(ConversationCancellation, Protocol):
 
     def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]],
                             status: ConversationStatus, reply: dict[str, Any] | None = None,
-                            cancelled: bool = False) -> ConversationState: ...
+                            cancelled: bool = False, chain_head: Head | None = None) -> ConversationState: ...
 
     def release_conversation(self, state: ConversationState) -> None: ...
 
 
 def _commit_update(table: LedgerTable, state: ConversationState, messages: list[dict[str, Any]],
-                   status: ConversationStatus, cancelled: bool, reply: dict[str, Any] | None) -> dict[str, Any]:
+                   status: ConversationStatus, cancelled: bool, reply: dict[str, Any] | None,
+                   chain_head: Head | None) -> dict[str, Any]:
     values = {":m": _encode_messages(messages), ":st": status.value, ":um": 1, ":zero": 0,
               ":agora": table.iso(), ":v": state.version, ":dono": state.owner}
     # A conversation waiting for a person is in the sparse index (people list it with
@@ -167,6 +171,9 @@ def _commit_update(table: LedgerTable, state: ConversationState, messages: list[
         after = state.answered.with_answer(state.message_key, reply, table.now_ms() // 1000, state.version)
         waiting += f", {ANSWERED_ATTRIBUTE} = :respondidas, {REPLIES_ATTRIBUTE} = :respostas"
         values[":respondidas"], values[":respostas"] = after.answered, after.replies
+    if chain_head is not None:  # the audit chain's anchor rides on the commit (audit_anchors)
+        waiting += f", {CONVERSATION_SEQ} = :cs, {CONVERSATION_HASH} = :ch"
+        values[":cs"], values[":ch"] = conversation_anchor_values(chain_head)
     # An operator's cancellation wins over whatever the turn decided: the commit
     # of a turn that did not end as cancelled is refused while one is pending;
     # the cancelled turn's commit consumes it.
@@ -269,13 +276,14 @@ class ConversationStore:
 
     def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]],
                             status: ConversationStatus, reply: dict[str, Any] | None = None,
-                            cancelled: bool = False) -> ConversationState:
+                            cancelled: bool = False, chain_head: Head | None = None) -> ConversationState:
         """Write the new state and release the lease, fenced on (version, owner) —
         and, when the lease claimed a message, mark it answered with ``reply`` in the
         same UpdateItem: the state and "this message was answered" commit together
         or not at all (so a redelivery can neither be lost nor run twice)."""
+        update = _commit_update(self.table, state, messages, status, cancelled, reply, chain_head)
         try:
-            self.table.client.update_item(**_commit_update(self.table, state, messages, status, cancelled, reply))
+            self.table.client.update_item(**update)
         except ClientError as err:
             if not condition_failed(err):
                 raise
@@ -283,7 +291,7 @@ class ConversationStore:
                 raise CancellationPending(state.conversation_id) from None
             raise StaleConversation(state.conversation_id) from None
         return replace(state, messages=messages, status=status, version=state.version + 1, turns=state.turns + 1,
-                       message_key="")
+                       message_key="", chain_anchor=chain_head or state.chain_anchor)
 
     def _cancelled_under_our_lease(self, state: ConversationState) -> bool:
         item = self.table.get_fields(conversation_pk(state.conversation_id), "versao", "dono", CANCELLATION_ATTRIBUTE)
