@@ -253,3 +253,27 @@ def test_a_tools_writer_moves_a_lagging_anchor_item_without_reading_it(anchored)
     assert calls == ["query", "put_item", "update_item", "query", "update_item"]  # last link, put, refused, holds, moved
     assert anchored.head(CONV) == _last(anchored) and _last(anchored).seq == 4
     assert anchored.verify(CONV) == (4, None)
+
+
+def test_a_conversations_first_turn_guesses_an_empty_chain_and_reads_no_head(anchored):
+    """No anchor on the conversation yet: the writer guesses the empty chain (no Query)."""
+    counted = CountingClient(anchored.client, anchored.table_name)
+    ledger, _ = _instance(anchored, counted)
+    _turn(ledger, "m-1", "4821")
+    assert (counted.anchor_writes, counted.audit_queries) == (0, 0)
+    assert _conversation_anchor(anchored) == _last(anchored) == Head(1, _last(anchored).hash)
+    assert anchored.verify(CONV) == (1, None)
+
+
+def test_a_wrong_empty_chain_guess_costs_a_failed_put_and_links_after_the_real_head(anchored):
+    """Another writer appended before the conversation's first anchored turn (or the
+    conversation is from before anchors rode on commits): the guess's put fails, the
+    writer reads the head, links after it, and the commit anchors there."""
+    AuditChain(anchored.table_name, anchored.client, anchor_table=anchored.anchor_table).append(
+        conversation_id=CONV, event="DECISAO_DE_APROVACAO", details={})
+    counted = CountingClient(anchored.client, anchored.table_name)
+    ledger, _ = _instance(anchored, counted)
+    _turn(ledger, "m-1", "4821")
+    assert counted.audit_queries >= 1  # the head, read after the guess failed
+    assert _conversation_anchor(anchored) == _last(anchored) and _last(anchored).seq == 2
+    assert anchored.verify(CONV) == (2, None)

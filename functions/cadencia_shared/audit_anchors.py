@@ -40,6 +40,10 @@ class Head:
     hash: str
 
 
+GENESIS = "0" * 64  # a chain's first link's ``hashAnterior``
+EMPTY_CHAIN = Head(0, GENESIS)  # the "head" before a chain's first link
+
+
 def conversation_anchor(item: dict[str, Any]) -> Head | None:
     """The anchor stored on a conversation item (deserialized), if any."""
     if CONVERSATION_SEQ not in item or CONVERSATION_HASH not in item:

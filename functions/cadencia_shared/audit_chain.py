@@ -86,13 +86,12 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .audit_anchors import ANCHOR_PREFIX, LEDGER_KEY, Head, LedgerAnchors, anchor_problem
+from .audit_anchors import ANCHOR_PREFIX, GENESIS, LEDGER_KEY, Head, LedgerAnchors, anchor_problem
 from .masking import mask_identifier
 
 AUDIT_TABLE = "cadencia-agente-auditoria"
 CHAIN_KEY, SEQ_KEY = "cadeia", "seq"
 NO_CONVERSATION = "-"
-GENESIS = "0" * 64
 MAX_APPEND_ATTEMPTS = 20
 # How long a writer trusts the head it appended last (about one turn): beyond it,
 # other writers (tools, another orchestrator instance) have likely moved the chain,

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
-from ..audit_anchors import Head
+from ..audit_anchors import EMPTY_CHAIN, Head
 from .table import (
     GSI_BY_CONVERSATION,
     GSI_PARTITION,
@@ -81,9 +81,13 @@ class AuditStore:
 
     def resume_chain(self, conversation_id: str, anchored: Head | None) -> None:
         """After the lease: the conversation's anchored head is the writer's guess
-        of the chain's last link (``AuditChain.seed_head``)."""
-        if self.audit_chain is not None and anchored is not None:
-            self.audit_chain.seed_head(conversation_id, anchored)
+        of the chain's last link (``AuditChain.seed_head``). A conversation with no
+        anchor yet (new, or last committed before anchors rode on commits) is guessed
+        an empty chain: wrong only when another writer appended first, and then the
+        put's condition fails (1 unit) and the writer reads the head it would have
+        read anyway."""
+        if self.audit_chain is not None:
+            self.audit_chain.seed_head(conversation_id, anchored or EMPTY_CHAIN)
 
     def chain_head_for_commit(self, conversation_id: str, anchored: Head | None) -> Head | None:
         """What the turn's commit sets as the conversation's anchor (None: nothing)."""
