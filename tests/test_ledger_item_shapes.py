@@ -64,8 +64,9 @@ class World:
         if "dono" in item:
             assert TOKEN.match(item["dono"]["S"]), item["dono"]
             item["dono"] = {"S": "<token>"}
-        if "mensagensZ" in item:
-            item["mensagensZ"] = {"B": json.loads(zlib.decompress(item["mensagensZ"]["B"]))}
+        for compressed in ("mensagensZ", "respostas"):  # zlib-compressed JSON: shown decoded
+            if compressed in item:
+                item[compressed] = {"B": json.loads(zlib.decompress(item[compressed]["B"]))}
         return item
 
 
@@ -258,7 +259,7 @@ def test_a_conversation_and_its_inbound_message(world: World):
     state = led.commit_conversation(state, messages=[{"role": "user", "content": "olá"}],
                                     status=ConversationStatus.WAITING_HUMAN, reply={"texto": "ok"})
     answered = {"respondidas": {"M": {"2i9_jWFxxLN8": {"N": "1800000001"}}},
-                "respostas": {"M": {"2i9_jWFxxLN8": {"M": {"v": {"N": "1"}, "r": {"S": '{"texto":"ok"}'}}}}}}
+                "respostas": {"B": {"2i9_jWFxxLN8": {"v": 1, "r": {"texto": "ok"}}}}}
     waiting = {**CONVERSATION_COMMON, "status": {"S": "aguardando_humano"}, "versao": {"N": "2"},
                "turnos": {"N": "1"}, "atualizadoEm": at(1), "mensagensZ": {"B": [{"role": "user", "content": "olá"}]},
                "pendencia": {"S": "humano"}, "registradoEm": at(1), "visitadoEm": at(1), **answered}

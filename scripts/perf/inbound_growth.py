@@ -17,12 +17,20 @@ import base64
 import os
 import uuid
 
-import boto3
-from moto import mock_aws
+import sys
+from pathlib import Path
 
-from cadencia_shared.ledger import INBOUND_TTL_S, ConversationStatus, Ledger, table_definition
+ROOT = Path(__file__).resolve().parents[2]
+for entry in (str(ROOT / "functions"), str(ROOT)):  # runnable as the docstring says, from the checkout
+    if entry not in sys.path:
+        sys.path.insert(0, entry)
 
-from .aws_count import item_size, write_units
+import boto3  # noqa: E402
+from moto import mock_aws  # noqa: E402
+
+from cadencia_shared.ledger import INBOUND_TTL_S, ConversationStatus, Ledger, table_definition  # noqa: E402
+
+from .aws_count import item_size, write_units  # noqa: E402
 
 CONVERSATION = "wa-1001-20260312"
 # What the loop stores for a redelivery (orchestrator/loop.py ``_STORED_REPLY``), with a typical answer.

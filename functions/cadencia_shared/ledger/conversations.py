@@ -170,7 +170,7 @@ def _commit_update(table: LedgerTable, state: ConversationState, messages: list[
         # rewritten whole: only this fenced lease holder writes them).
         after = state.answered.with_answer(state.message_key, reply, table.now_ms() // 1000, state.version)
         waiting += f", {ANSWERED_ATTRIBUTE} = :respondidas, {REPLIES_ATTRIBUTE} = :respostas"
-        values[":respondidas"], values[":respostas"] = after.answered, after.replies
+        values[":respondidas"], values[":respostas"] = after.answered, after.stored_replies()
     if chain_head is not None:  # the audit chain's anchor rides on the commit (audit_anchors)
         waiting += f", {CONVERSATION_SEQ} = :cs, {CONVERSATION_HASH} = :ch"
         values[":cs"], values[":ch"] = conversation_anchor_values(chain_head)
