@@ -19,6 +19,7 @@ from typing import Any
 from cadencia_shared.ledger import AttemptResult, Ledger, table_definition
 from cadencia_shared.ledger.attempts import RECORDS_BASE, REFUSALS_LISTED
 from cadencia_shared.ledger.table import counter_pk
+from tests.support.call_links import answer
 
 REFUND = "emitir_reembolso"
 CEILING = 4
@@ -97,14 +98,14 @@ def test_twenty_racers_on_a_legacy_counter_at_two_get_exactly_two_more_allowed(l
 
 def test_a_legacy_counter_is_converted_once_and_its_next_attempt_is_answered_in_its_own_record(local_stack):
     """Sequential: the legacy counter at 1 allows attempt 2, whose answer lands on
-    ``registros[0]`` and reads back as attempt 2; attempts 3, 4 follow, 5 is refused."""
+    ``registros[0]`` and its link joins it as attempt 2; attempts 3, 4 follow, 5 is refused."""
     conv = f"conv-legado-{uuid.uuid4().hex[:6]}"
     ledger = _ledger(local_stack.aws_endpoint, _legacy_table(local_stack.aws_endpoint, conv, 1))
     attempts = [ledger.register_attempt(conversation_id=conv, subject="4821", tool=REFUND, ceiling=CEILING,
                                         order_id="4821") for _ in range(4)]
     assert [(a.number, a.allowed, a.listed) for a in attempts] == [
         (2, True, True), (3, True, True), (4, True, True), (5, False, True)]
-    ledger.record_attempt_result(attempts[0], AttemptResult.EXECUTED)
+    answer(ledger, attempts[0], AttemptResult.EXECUTED)
     assert [(r["tentativaNumero"], r["resultado"]) for r in ledger.attempts(conv)] == [
         (2, "executado"), (3, "pendente"), (4, "pendente"), (5, "bloqueado_por_teto")]
 
