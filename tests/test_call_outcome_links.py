@@ -15,9 +15,8 @@ from botocore.exceptions import ClientError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cadencia_shared.audit_chain import AuditChain, table_definition
+from cadencia_shared.audit_chain import AuditChain
 from cadencia_shared.ledger import Ledger
-from cadencia_shared.ledger import table_definition as ledger_definition
 from cadencia_shared.ledger.attempts import CALL_EVENT, with_outcomes
 from cadencia_shared.ledger.table import counter_pk
 from orchestrator.events import TurnRequest
@@ -27,37 +26,21 @@ from scripts.local_stack.aws import session_client
 
 from .support.anthropic_fake import ScriptedModel, text_reply, tool_use, tool_uses
 from .support.orchestrators import CountingInvoker, build
+from .test_decision_links import SequenceInvoker, tables  # noqa: F401 - the private tables fixture, reused
 
 STATUS = "consultar_status_pedido"
 
 
-@pytest.fixture
-def tables(local_stack):
-    ddb = session_client("dynamodb", local_stack.aws_endpoint)
-    audit_name, ledger_name = (f"{p}-{uuid.uuid4().hex[:10]}" for p in ("auditoria-saida", "cadencia-saida"))
-    ddb.create_table(**table_definition(audit_name))
-    ddb.create_table(**ledger_definition(ledger_name))
-    yield ddb, audit_name, ledger_name
-    for name in (audit_name, ledger_name):
-        ddb.delete_table(TableName=name)
+def _tables(tables, local_stack) -> tuple:
+    return (session_client("dynamodb", local_stack.aws_endpoint), *tables)
 
 
-class SequenceInvoker:
-    def __init__(self, *answers: Invocation) -> None:
-        self.answers = list(answers)
-        self.calls = 0
-
-    def invoke(self, tool, event):  # noqa: ANN001, ANN201 - the ToolInvoker protocol
-        self.calls += 1
-        return self.answers.pop(0)
-
-
-def test_the_outcome_is_on_the_link_only_and_the_record_reads_it_back(tables):
+def test_the_outcome_is_on_the_link_only_and_the_record_reads_it_back(tables, local_stack):
     """Three calls of one round (answered, refused by the tool, timed out): the counter
     items' records carry no ``resultado`` (no second write), the links carry the
     outcome with ``assunto``, and ``Ledger.attempts`` shows each record with its own
     link's outcome — matched by subject and number, not by position."""
-    ddb, audit_name, ledger_name = tables
+    ddb, audit_name, ledger_name = _tables(tables, local_stack)
     ledger = Ledger(ledger_name, ddb, audit_chain=AuditChain(audit_name, ddb, anchor_table=ledger_name))
     conv = f"conv-saida-{uuid.uuid4().hex[:8]}"
     invoker = SequenceInvoker(
@@ -81,11 +64,11 @@ def test_the_outcome_is_on_the_link_only_and_the_record_reads_it_back(tables):
                       ("9999", 1, "recusado_pela_ferramenta", "pedido_inexistente")]
 
 
-def test_a_link_write_that_fails_fails_the_turn_loudly_and_leaves_the_attempt_pending(tables, caplog):
+def test_a_link_write_that_fails_fails_the_turn_loudly_and_leaves_the_attempt_pending(tables, local_stack, caplog):
     """The chain's table is missing (a real ClientError from the server): the tool ran
     once, the turn raises instead of answering, the failure is logged with the ids and
     the outcome (never the arguments), and the attempt stays counted and ``pendente``."""
-    ddb, audit_name, ledger_name = tables
+    ddb, audit_name, ledger_name = _tables(tables, local_stack)
     broken = AuditChain(f"ausente-{uuid.uuid4().hex[:8]}", ddb, anchor_table=ledger_name)
     conv = f"conv-saida-{uuid.uuid4().hex[:8]}"
     invoker = CountingInvoker(answer={"ok": True, "resultado": "consultado", "dados": {"email": "ana@example.com"}})
@@ -130,10 +113,10 @@ def test_the_join_never_gives_a_refused_or_unlinked_record_an_outcome(numbers, l
             assert record["resultado"] == (f"r{n}" if n in linked else "pendente")
 
 
-def test_the_output_contract_counts_only_links_within_the_ceiling(tables):
+def test_the_output_contract_counts_only_links_within_the_ceiling(tables, local_stack):
     """``attempt_results`` reads the links of (tool, subject) numbered 1..limit: a link
     past the ceiling, of another subject, or with a boolean number is not evidence."""
-    ddb, audit_name, ledger_name = tables
+    ddb, audit_name, ledger_name = _tables(tables, local_stack)
     ledger = Ledger(ledger_name, ddb, audit_chain=AuditChain(audit_name, ddb, anchor_table=ledger_name))
     conv = f"conv-saida-{uuid.uuid4().hex[:8]}"
     tool, subject = "atualizar_cadastro", "cliente-1001"
