@@ -16,7 +16,9 @@ loop. Issue 11's order: deadline and budgets → cancellation → circuit breake
 retry ceiling → confirmation gate (issue 10) → invoke → after-steps.
 ``DecisionAudit`` heads the list, so its after-step runs last: every call that
 was invoked leaves one link on the conversation's audit chain with its decision
-and its outcome; a refused call leaves the refusing control's own link.
+and its outcome — the ONLY place that outcome is written (the retry ceiling's
+record, written before the invoke, is the decision); a refused call leaves the
+refusing control's own link.
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from botocore.exceptions import BotoCoreError, ClientError
+
+from cadencia_shared.audit_chain import ChainContention
 from cadencia_shared.ledger import Attempt, AttemptRecorder, AttemptResult, AuditTrail, ConversationCancellation, Ledger
-from cadencia_shared.ledger.attempts import RESULT_DETAIL_MAX
-from cadencia_shared.observability import Metric, count_for_tool
+from cadencia_shared.ledger.attempts import CALL_EVENT, RESULT_DETAIL_MAX
+from cadencia_shared.observability import Metric, count_for_tool, logger_for
 from cadencia_shared.outcomes import Outcome
 from cadencia_shared.settings import ApprovalSettings
 
@@ -166,7 +171,7 @@ def _recorded_outcome(invocation: Invocation) -> tuple[Outcome, str | None]:
     if payload.get("ok"):
         return _RECORDED_AS.get(payload.get("resultado", ""), Outcome.EXECUTED), None
     code = (payload.get("erro") or {}).get("codigo")
-    # Clipped here, once, for both records of the call (the attempt's and the audit link's).
+    # Clipped here, once: the link carries what ``Ledger.attempts`` shows as the record's ``detalhe``.
     return Outcome.REFUSED_BY_TOOL, None if code is None else str(code)[:RESULT_DETAIL_MAX]
 
 
@@ -233,15 +238,13 @@ class RetryCeiling:
         )
 
     def after(self, ctx: CallContext, outcome: CallOutcome) -> None:
-        if outcome.invocation is None:
-            # A later control refused: the attempt stays counted and ``pendente``
-            # (issue 10/11 name the outcome their refusals record).
-            return
-        result, detail = _recorded_outcome(outcome.invocation)
-        self.ledger.record_attempt_result(ctx.notes[RetryCeiling], AttemptResult(result), detail)
+        # Nothing to write: the record (written by ``before``) is the decision; the
+        # outcome goes once on the call's link (``DecisionAudit``). A call a later
+        # control refused has no link and its attempt stays counted and ``pendente``.
+        return None
 
 
-CALL_DECIDED_EVENT = "CHAMADA_DE_FERRAMENTA"
+_log = logger_for("orchestrator")
 
 
 class DecisionAudit:
@@ -254,9 +257,13 @@ class DecisionAudit:
     A refused call is not linked here: the control that refused it appended its
     own link (ceiling, breaker, approval) or the turn's ending is audited with
     its limit (deadline, budgets, cancellation), so each decision is ONE link.
-    The link follows the invocation: a process killed in between leaves the
-    attempt record (written before the invoke, ``resultado`` ``pendente``) as
-    the write-ahead evidence, and the chain simply has no link for that call.
+    The link follows the invocation and is the only record of the outcome
+    (``Ledger.attempts`` joins it to the attempt record by ferramenta, assunto and
+    tentativaNumero): a process killed in between leaves the attempt record
+    (written before the invoke, read ``pendente``) as the write-ahead evidence,
+    and the chain simply has no link for that call. A link write that fails is
+    logged (ids and the outcome, never arguments) and re-raised: the turn fails
+    and is retried as a new, counted attempt; the failed one stays ``pendente``.
     """
 
     def __init__(self, trail: AuditTrail) -> None:
@@ -270,10 +277,18 @@ class DecisionAudit:
             return
         result, detail = _recorded_outcome(outcome.invocation)
         attempt: Attempt | None = ctx.notes.get(RetryCeiling)
-        self.trail.append_audit(conversation_id=ctx.call.conversation_id, event=CALL_DECIDED_EVENT, details={
-            "ferramenta": ctx.call.spec.name, "pedidoId": ctx.call.order_id, "decisao": "permitida",
-            "resultado": AttemptResult(result).value, "detalhe": detail,
-            "tentativaNumero": attempt.number if attempt else None})
+        details = {"ferramenta": ctx.call.spec.name, "assunto": ctx.call.subject, "pedidoId": ctx.call.order_id,
+                   "decisao": "permitida", "resultado": AttemptResult(result).value, "detalhe": detail,
+                   "tentativaNumero": attempt.number if attempt else None}
+        try:
+            self.trail.append_audit(conversation_id=ctx.call.conversation_id, event=CALL_EVENT, details=details)
+        except (BotoCoreError, ClientError, ChainContention):
+            # Not silent: the one record of this outcome was not written. The attempt
+            # record reads ``pendente`` (outcome not evidenced), the turn fails.
+            _log.exception("call outcome link not written", extra={
+                "conversaId": ctx.call.conversation_id, "ferramenta": details["ferramenta"],
+                "tentativaNumero": details["tentativaNumero"], "resultado": details["resultado"]})
+            raise
 
 
 def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float, invoker: ToolInvoker,

@@ -148,11 +148,16 @@ class Evidence(Protocol):
 
 
 class LedgerEvidence:
-    """The ledger as evidence, read by key with strongly consistent GetItems (the
-    orchestrator's role may read no index): the refund claim by its idempotency key
+    """The ledger as evidence, strongly consistent reads by key (the orchestrator's
+    role may read no ledger index): the refund claim by its idempotency key
     (conversation + order, so another conversation's claim is never found); the
-    profile update by the attempt records of (conversation, the customer's record,
-    ``atualizar_cadastro``) that the ceiling allowed."""
+    profile update by the ``CHAMADA_DE_FERRAMENTA`` links of (conversation, the
+    customer's record, ``atualizar_cadastro``) numbered within the ceiling — one
+    Query of the conversation's audit chain. Those links, not the tool's own
+    ``CADASTRO_ATUALIZADO``: the tool appends that one inside its database
+    transaction, BEFORE the commit (a failed commit leaves it behind), while the
+    orchestrator writes the call link only after the tool answered ``atualizado``,
+    i.e. after the commit."""
 
     def __init__(self, ledger: Ledger, *, ceiling: int) -> None:
         self.ledger = ledger

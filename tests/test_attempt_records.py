@@ -24,6 +24,7 @@ from moto import mock_aws
 from cadencia_shared.ledger import AttemptResult, Ledger, table_definition
 from cadencia_shared.ledger.attempts import REFUSALS_LISTED, RESULT_DETAIL_MAX
 from cadencia_shared.ledger.table import counter_pk
+from tests.support.call_links import answer
 
 REFUND = "emitir_reembolso"
 
@@ -87,9 +88,10 @@ def test_an_orchestrator_killed_after_the_decision_leaves_the_attempt_pending(lo
         "chaveIdempotencia": f"{conv}#4821#reembolso"}
     second = ledger.register_attempt(conversation_id=conv, subject="4821", tool=REFUND, ceiling=4, order_id="4821")
     assert second.number == 2 and second.allowed
-    ledger.record_attempt_result(second, AttemptResult.EXECUTED)
-    assert ledger.attempt_results(conversation_id=conv, subject="4821", tool=REFUND, limit=4) == [
-        "pendente", "executado"]
+    answer(ledger, second, AttemptResult.EXECUTED)
+    assert [r["resultado"] for r in ledger.attempts(conv)] == ["pendente", "executado"]
+    # Only the answered call has a link: the killed one is absent from the links' evidence.
+    assert ledger.attempt_results(conversation_id=conv, subject="4821", tool=REFUND, limit=4) == ["executado"]
 
 
 def _hammer(endpoint: str, table: str, conv: str, ceiling: int, started: Any) -> None:
@@ -99,7 +101,7 @@ def _hammer(endpoint: str, table: str, conv: str, ceiling: int, started: Any) ->
     while True:
         attempt = ledger.register_attempt(conversation_id=conv, subject="4821", tool=REFUND, ceiling=ceiling)
         if attempt.allowed:
-            ledger.record_attempt_result(attempt, AttemptResult.EXECUTED, detail=f"n{attempt.number}")
+            answer(ledger, attempt, AttemptResult.EXECUTED, detail=f"n{attempt.number}")
 
 
 def test_writers_killed_at_random_points_never_misplace_a_record(local_stack):
@@ -161,7 +163,7 @@ def test_any_ids_and_details_read_back_as_written(moto_ledger, subject, tool, or
                                              order_id=order) for _ in details]
     for attempt, detail in zip(attempts, details):
         if attempt.allowed:
-            moto_ledger.record_attempt_result(attempt, AttemptResult.REFUSED_BY_TOOL, detail)
+            answer(moto_ledger, attempt, AttemptResult.REFUSED_BY_TOOL, detail)
     records = sorted(moto_ledger.attempts(conv), key=lambda r: r["tentativaNumero"])
     assert [a.number for a in attempts] == list(range(1, len(details) + 1))
     assert [r["tentativaNumero"] for r in records] == list(range(1, min(len(details), ceiling + REFUSALS_LISTED) + 1))

@@ -159,7 +159,8 @@ def test_sigkill_between_invoke_and_link_leaves_the_attempt_record_as_the_eviden
     ledger, chain = _ledger(local_stack.aws_endpoint, audit_name, ledger_name)
     assert list(chain.records(conv)) == []
     assert chain.verify(conv) == (0, None)
-    assert ledger.attempt_results(conversation_id=conv, subject="4821", tool=STATUS, limit=4) == ["pendente"]
+    assert [(r["tentativaNumero"], r["resultado"]) for r in ledger.attempts(conv)] == [(1, "pendente")]
+    assert ledger.attempt_results(conversation_id=conv, subject="4821", tool=STATUS, limit=4) == []
 
     # The killed turn's lease runs out (as time would make it) before the next turn.
     ledger.table.client.update_item(TableName=ledger_name, Key={"pk": {"S": f"conversa#{conv}"}},

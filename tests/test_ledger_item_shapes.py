@@ -35,6 +35,7 @@ from cadencia_shared.ledger import (
     refund_idempotency_key,
     table_definition,
 )
+from tests.support.call_links import answer
 
 from .support.moto_ledger import ledger_table_in_process
 
@@ -206,11 +207,11 @@ def test_the_counter_holds_its_attempt_records(world: World):
         "chaveIdempotencia": {"S": KEY}, "registros": {"L": [{"M": {"timestamp": at(0), "teto": {"N": "1"}}}]}}
     assert world.item("contador#conv-shapes#PED-1001#emitir_reembolso") == refund_counter
     world.tick()
-    led.record_attempt_result(first, AttemptResult.EXECUTED, "d" * 600)
-    done = {"timestamp": at(0), "teto": {"N": "1"}, "resultado": {"S": "executado"}, "concluidoEm": at(1),
-            "detalhe": {"S": "d" * 500}}
-    assert world.item("contador#conv-shapes#PED-1001#emitir_reembolso") == {
-        **refund_counter, "registros": {"L": [{"M": done}]}}
+    answer(led, first, AttemptResult.EXECUTED, "d" * 600)
+    # The outcome is written once, on the call's link: the counter item is not touched.
+    assert world.item("contador#conv-shapes#PED-1001#emitir_reembolso") == refund_counter
+    (joined,) = [a for a in led.attempts(CONV) if a["assunto"] == ORDER]
+    assert (joined["resultado"], joined["detalhe"]) == ("executado", "d" * 500)
     for _ in range(2):
         led.register_attempt(conversation_id=CONV, subject="status", tool="consultar_status_pedido", ceiling=1)
     assert world.item("contador#conv-shapes#status#consultar_status_pedido") == {

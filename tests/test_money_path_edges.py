@@ -109,9 +109,10 @@ def test_a_lost_claim_says_which_key_and_state_it_lost_to(mocked_aws):
 
 def test_the_ceiling_control_tells_the_model_why_and_records_how_each_attempt_ended(mocked_aws):
     """The ceiling as a control (orchestrator/controls.py): the refusal body the model reads
-    names the attempt and the limit, and the after-step stores why an invoked attempt failed
+    names the attempt and the limit, and why an invoked attempt failed is read back on its
+    record — written once, by the call's audit link (DecisionAudit), joined by number
     (killed survivors of mutation testing on RetryCeiling.before/after)."""
-    from orchestrator.controls import CallContext, CallOutcome
+    from orchestrator.controls import CallContext, CallOutcome, DecisionAudit
     from orchestrator.invokers.base import Invocation, InvocationStatus
     from orchestrator.model import Deadline
 
@@ -122,7 +123,9 @@ def test_the_ceiling_control_tells_the_model_why_and_records_how_each_attempt_en
                     conversation_id=conv, customer_id=1001)
     first = CallContext(call=call, deadline=Deadline.after(60))
     assert ceiling.before(first) is None
-    ceiling.after(first, CallOutcome(invocation=Invocation(InvocationStatus.TIMEOUT, detail="x")))
+    answered = CallOutcome(invocation=Invocation(InvocationStatus.TIMEOUT, detail="x"))
+    ceiling.after(first, answered)
+    DecisionAudit(ledger).after(first, answered)  # the chain unwinds in reverse: the audit last
 
     refusal = ceiling.before(CallContext(call=call, deadline=Deadline.after(60)))
     assert refusal is not None

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from cadencia_shared.audit_chain import AuditChain
 from cadencia_shared.audit_chain import table_definition as audit_table_definition
-from cadencia_shared.ledger import ClaimStatus, Ledger, refund_idempotency_key
+from cadencia_shared.ledger import AttemptResult, ClaimStatus, Ledger, refund_idempotency_key
 from cadencia_shared.outcomes import Outcome
 from orchestrator import texts
 from orchestrator.events import TurnRequest
@@ -26,6 +26,7 @@ from orchestrator.model import Deadline
 from orchestrator.output_contract import FinalAnswer, LedgerEvidence, narrative_violations, review, tool_definition
 from scripts.local_stack.emf import capture_emf
 from tests.support.anthropic_fake import ScriptedModel, final_answer
+from tests.support.call_links import answer
 from tests.support.orchestrators import CountingInvoker, build
 
 ORDER, AMOUNT = "4821", Decimal("189.90")
@@ -62,7 +63,7 @@ def _refund(ledger: Ledger, conv: str, status: ClaimStatus, amount: Decimal = AM
 def _profile_attempt(ledger: Ledger, conv: str, outcome: Outcome = Outcome.EXECUTED) -> None:
     attempt = ledger.register_attempt(conversation_id=conv, subject="cliente-1001", tool="atualizar_cadastro",
                                       ceiling=4)
-    ledger.record_attempt_result(attempt, outcome)
+    answer(ledger, attempt, AttemptResult(outcome.value))
 
 
 def _review(ledger: Ledger, answer, conversation: str):

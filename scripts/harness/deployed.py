@@ -19,6 +19,7 @@ from typing import Any
 
 from rich.console import Console
 
+from cadencia_shared.audit_chain import AUDIT_TABLE, AuditChain
 from cadencia_shared.catalog import ORCHESTRATOR_FUNCTION_NAME
 from cadencia_shared.ledger import Ledger
 
@@ -45,7 +46,9 @@ def run_deployed(args: argparse.Namespace, scenarios: list[Scenario], console: C
         return 2
     outputs = stack_outputs(boto3.client("cloudformation"), args.stack)
     function = outputs.get("OrchestratorFunctionName", ORCHESTRATOR_FUNCTION_NAME)
-    ledger = Ledger(outputs["LedgerTableName"], boto3.client("dynamodb"))
+    ddb = boto3.client("dynamodb")
+    # The attempts' outcomes are the orchestrator's audit-chain links (Ledger.attempts joins them).
+    ledger = Ledger(outputs["LedgerTableName"], ddb, audit_chain=AuditChain(AUDIT_TABLE, ddb))
     lam = boto3.client("lambda", config=Config(read_timeout=120, retries={"max_attempts": 1}))
     endings: dict[str, str] = {}
     with report.progress_bar(console) as bar:
@@ -62,8 +65,7 @@ def run_deployed(args: argparse.Namespace, scenarios: list[Scenario], console: C
                       conversaId=i["conversaId"], pedidoId=i.get("pedidoId"), ferramenta=i["ferramenta"],
                       tentativaNumero=int(i["tentativaNumero"]), resultado=i["resultado"],
                       chaveIdempotencia=i.get("chaveIdempotencia"))
-               for sc in scenarios for i in ledger.history(sc.conversaId)
-               if i.get("tipo") == "tentativa"]
+               for sc in scenarios for i in ledger.attempts(sc.conversaId)]
     admin_url = os.environ.get("GATEWAY_ADMIN_URL")
     if admin_url:
         from scripts.local_stack.gateway_admin import GatewayAdmin

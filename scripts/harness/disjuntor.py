@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     seed_erp(state, scenarios)
     ddb = session_client("dynamodb", state.aws_endpoint)
     reset_ledger(ddb, state.ledger_table)
-    ledger = Ledger(state.ledger_table, ddb)
+    # The orchestrator's audit chain: the attempts' outcomes are its links (Ledger.attempts).
+    ledger = Ledger(state.ledger_table, ddb, audit_chain=AuditChain(AUDIT_TABLE, ddb))
     endings: Counter = Counter()
     with contextlib.ExitStack() as exit_stack:
         server = exit_stack.enter_context(ScriptedModelServer())

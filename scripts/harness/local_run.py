@@ -12,6 +12,7 @@ import anthropic
 import psycopg
 from rich.console import Console
 
+from cadencia_shared.audit_chain import AUDIT_TABLE, AuditChain
 from cadencia_shared.ledger import Ledger
 from emitir_reembolso.gateway import PaymentGatewayClient
 from scripts.local_stack import stack
@@ -57,7 +58,8 @@ def run_local(args: argparse.Namespace, scenarios: list[Scenario], console: Cons
         seed_erp(state, scenarios)
         ddb = session_client("dynamodb", state.aws_endpoint)
         reset_ledger(ddb, state.ledger_table)
-        ledger = Ledger(state.ledger_table, ddb)
+        # Read with the orchestrator's audit chain: the attempts' outcomes are its links.
+        ledger = Ledger(state.ledger_table, ddb, audit_chain=AuditChain(AUDIT_TABLE, ddb))
 
         server = stack_exit.enter_context(ScriptedModelServer()) if args.model == scripted else None
         env = model_env(args, server.base_url if server else None)

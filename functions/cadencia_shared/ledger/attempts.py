@@ -7,15 +7,24 @@ read precedes it: there is no count-then-act window (the race in Lab 87's Query)
 
 The SAME update appends the attempt's record to the item's ``registros`` list
 (``list_append``): the record of attempt n is ``registros[n-1]``, written before
-the tool is invoked (no ``resultado`` yet: ``pendente``, the write-ahead evidence
-of a call whose process dies mid-way), and its ``resultado`` is set later by
-``SET registros[n-1].resultado`` — one write before the tool runs, not two.
+the tool is invoked — the decision and the write-ahead evidence. The call's
+outcome is written ONCE, after the invoke, on its ``CHAMADA_DE_FERRAMENTA``
+audit-chain link (``orchestrator.controls.DecisionAudit``), never back on the
+record: readers join the two (``Ledger.attempts``, ``with_outcomes``) by
+(ferramenta, assunto, tentativaNumero). An allowed record with no link is
+``pendente`` (a process died between decision and link, or a later control
+refused the call); a refused record is ``bloqueado_por_teto`` from its write.
+Records written by the release before this join carry their own ``resultado``,
+which is kept.
 
 Bounded item: the list keeps the ``ceiling`` allowed attempts and at most
 ``REFUSALS_LISTED`` refused ones after them (the append's condition). A refusal
 past that still takes its number (a second ``ADD`` without the append, counted in
 ``recusasNaoListadas``) and is still a metric and an audit-chain link; it is just
-not listed. A record is ~80 bytes (the series' constant fields live once on the
+not listed. A counter from an older release (``tentativas`` and ``tentativa#``
+items, no list) is converted once on its next attempt: ``registrosBase`` keeps
+the attempts numbered before, which stay readable as those items (``history``).
+A record is ~80 bytes (the series' constant fields live once on the
 item; ``detalhe`` ≤ ``RESULT_DETAIL_MAX`` only on a tool's refusal), so with the
 default ceiling of 4 the item stays under 1 KB (one write unit) unless the tool
 answers long error codes.
@@ -44,10 +53,14 @@ from .table import (
 )
 
 ATTEMPT_EVENT = "TENTATIVA_DE_FERRAMENTA_REGISTRADA"
+CALL_EVENT = "CHAMADA_DE_FERRAMENTA"  # an invoked call's audit link: its decision and its outcome
 RESULT_DETAIL_MAX = 500  # characters of an attempt's ``detalhe``
 REFUSALS_LISTED = 4  # refused attempts kept in ``registros`` after the allowed ones
 ATTEMPT_RECORDS = "registros"
 UNLISTED_REFUSALS = "recusasNaoListadas"
+# Attempts numbered before ``registros`` existed (a counter from an older release,
+# its records are ``tentativa#`` items): ``registros[0]`` is attempt ``registrosBase + 1``.
+RECORDS_BASE = "registrosBase"
 
 
 class AttemptResult(StrEnum):
@@ -74,7 +87,7 @@ class Attempt:
     ceiling: int
     idempotency_key: str | None
     recorded_at: str
-    listed: bool = True  # its record is ``registros[number-1]`` (else a refusal past the listed ones)
+    listed: bool = True  # its record is in ``registros`` (else a refusal past the listed ones)
 
     @property
     def allowed(self) -> bool:
@@ -87,16 +100,16 @@ class AttemptRecorder(Protocol):
     def register_attempt(self, *, conversation_id: str, subject: str, tool: str, ceiling: int,
                          order_id: str | None = None, idempotency_key: str | None = None) -> Attempt: ...
 
-    def record_attempt_result(self, attempt: Attempt, result: AttemptResult, detail: str | None = None) -> None: ...
-
 
 def _listed_update(conversation_id: str, subject: str, tool: str, ceiling: int, now: str,
                    order_id: str | None, idempotency_key: str | None) -> dict[str, Any]:
     """Number the attempt AND append its record, if the list is still dense and short.
 
-    Dense (``registros`` has exactly ``tentativas`` records: no unlisted refusal yet,
-    not a counter from before records lived here) is what makes ``registros[n-1]``
-    attempt n. Counter, series fields and the history index's keys in one write; the
+    Dense (``registros`` holds every attempt after ``registrosBase``: no unlisted
+    refusal yet; a counter from before records lived here has no list until
+    ``_adopt_legacy_counter`` gives it one) is what makes ``registros[n-1-base]``
+    attempt n. ``tentativas < :last`` counts the legacy attempts too: such a list
+    is only shorter. Counter, series fields and the history index's keys in one write; the
     index keys are set once (``if_not_exists``), so later updates never rewrite the
     index entry (it projects only the keys and ``tipo``)."""
     series = {":conv": conversation_id, ":subject": subject, ":tool": tool, ":order": order_id,
@@ -129,57 +142,57 @@ class AttemptStore:
         The ``ADD`` on the counter is the whole decision (module doc): exactly
         ``ceiling`` of any number of racing callers get a number <= ``ceiling``.
         Only when the append's condition refuses (the list is full) does a second
-        ``ADD`` number the attempt, unlisted and refused whatever its number.
+        ``ADD`` number the attempt, unlisted and refused whatever its number. A
+        legacy counter (``_adopt_legacy_counter``) is converted once, then appended to.
         """
         now = self.table.iso()
         key = self.table.key(counter_pk(conversation_id, subject, tool))
-        listed = True
+        listed_update = _listed_update(conversation_id, subject, tool, ceiling, now, order_id, idempotency_key)
+        for _ in range(2):  # at most one conversion, then one more append
+            try:
+                resp = self.table.client.update_item(
+                    TableName=self.table.name, Key=key, ReturnValues="UPDATED_NEW",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD", **listed_update)
+                return _numbered(resp["Attributes"], conversation_id, subject, tool, ceiling, order_id,
+                                 idempotency_key, now, listed=True)
+            except ClientError as err:
+                if not condition_failed(err):
+                    raise
+                if not self._adopt_legacy_counter(key, err.response.get("Item")):
+                    break
+        resp = self.table.client.update_item(
+            TableName=self.table.name, Key=key, ReturnValues="UPDATED_NEW",
+            UpdateExpression=f"ADD tentativas :one, {UNLISTED_REFUSALS} :one SET atualizadoEm = :now",
+            ExpressionAttributeValues=serialize({":one": 1, ":now": now}))
+        return _numbered(resp["Attributes"], conversation_id, subject, tool, ceiling, order_id, idempotency_key,
+                         now, listed=False)
+
+    def _adopt_legacy_counter(self, key: dict[str, Any], old: dict[str, Any] | None) -> bool:
+        """A counter written before records lived on it (``tentativas``, no ``registros``:
+        the append's condition refuses it forever) gets ``registrosBase = tentativas`` and
+        an empty list, once — conditional on still being legacy, so of N racing callers one
+        converts and all append after it. Its numbers still come from the same ``ADD``:
+        the legacy attempts count against the ceiling. ``old`` is the item the failed
+        append saw (``ReturnValuesOnConditionCheckFailure``: no extra read). True: retry
+        the append (converted, by this call or a racing one)."""
+        if not old or "tentativas" not in old or ATTEMPT_RECORDS in old:
+            return False
         try:
-            resp = self.table.client.update_item(
-                TableName=self.table.name, Key=key, ReturnValues="UPDATED_NEW",
-                **_listed_update(conversation_id, subject, tool, ceiling, now, order_id, idempotency_key))
+            self.table.client.update_item(
+                TableName=self.table.name, Key=key,
+                UpdateExpression=f"SET {RECORDS_BASE} = tentativas, {ATTEMPT_RECORDS} = :none",
+                ConditionExpression=f"attribute_exists(tentativas) AND attribute_not_exists({ATTEMPT_RECORDS})",
+                ExpressionAttributeValues=serialize({":none": []}))
         except ClientError as err:
             if not condition_failed(err):
                 raise
-            listed = False
-            resp = self.table.client.update_item(
-                TableName=self.table.name, Key=key, ReturnValues="UPDATED_NEW",
-                UpdateExpression=f"ADD tentativas :one, {UNLISTED_REFUSALS} :one SET atualizadoEm = :now",
-                ExpressionAttributeValues=serialize({":one": 1, ":now": now}))
-        return Attempt(
-            conversation_id=conversation_id, subject=subject, order_id=order_id, tool=tool,
-            number=int(resp["Attributes"]["tentativas"]["N"]), ceiling=ceiling,
-            idempotency_key=idempotency_key, recorded_at=now, listed=listed,
-        )
+        return True
 
-    def attempt_results(self, *, conversation_id: str, subject: str, tool: str, limit: int) -> list[str]:
-        """The ``resultado`` of the first ``limit`` numbered attempts at (conversation,
-        subject, tool) — with ``limit`` = the ceiling, every attempt that was allowed to
-        run. One strongly consistent GetItem (the output contract's evidence; no index
-        read: the orchestrator's role has none on this table)."""
-        counter = self.table.get(counter_pk(conversation_id, subject, tool))
-        return [record["resultado"] for record in attempt_records(counter)[:limit]]
-
-    def record_attempt_result(self, attempt: Attempt, result: AttemptResult, detail: str | None = None) -> None:
-        """``resultado`` of an allowed (hence listed) attempt, in place: ``registros[n-1]``."""
-        slot = f"{ATTEMPT_RECORDS}[{attempt.number - 1}]"
-        values: dict[str, Any] = {":r": result.value, ":now": self.table.iso()}
-        expression = f"SET {slot}.resultado = :r, {slot}.concluidoEm = :now"
-        if detail:
-            expression += f", {slot}.detalhe = :d"
-            values[":d"] = detail[:RESULT_DETAIL_MAX]
-        self.table.client.update_item(
-            TableName=self.table.name,
-            Key=self.table.key(counter_pk(attempt.conversation_id, attempt.subject, attempt.tool)),
-            UpdateExpression=expression,
-            ConditionExpression=f"attribute_exists({slot})",
-            ExpressionAttributeValues=serialize(values),
-        )
-
-    def attempts(self, conversation_id: str) -> Iterator[dict[str, Any]]:
+    def attempt_records_of(self, conversation_id: str) -> Iterator[dict[str, Any]]:
         """Every listed attempt of one conversation, in time order, one dict each with
-        the fields an attempt item had (``tentativaNumero``, ``decisao``, ``resultado``,
-        ...): the counters from the history index, then their records."""
+        the fields an attempt item had (``tentativaNumero``, ``decisao``, ...): the
+        counters from the history index, then their records. No call outcome yet
+        (``Ledger.attempts`` joins the links)."""
         entries = self.table.query_index(GSI_BY_CONVERSATION, GSI_PARTITION, conversation_id,
                                          item_type=ItemType.COUNTER)
         counters = self.table.get_many([entry[TABLE_KEY] for entry in entries]).values()
@@ -190,19 +203,52 @@ class AttemptStore:
 def attempt_records(counter: dict[str, Any] | None) -> list[dict[str, Any]]:
     """A counter item's records as per-attempt dicts. ``decisao`` and a refused
     record's ``resultado`` follow from its number and the ceiling written with it
-    (both stored by the one write that numbered it); no ``resultado`` yet is
-    ``pendente`` (allowed, the tool's answer not recorded)."""
+    (both stored by the one write that numbered it); an allowed record reads
+    ``pendente`` until ``with_outcomes`` finds its link."""
     if not counter:
         return []
     series = {"evento": ATTEMPT_EVENT, "conversaId": counter.get(GSI_PARTITION), "pedidoId": counter.get("pedidoId"),
               "assunto": counter.get("assunto"), "ferramenta": counter.get("ferramenta"),
               "chaveIdempotencia": counter.get("chaveIdempotencia")}
     out = []
-    for number, record in enumerate(counter.get(ATTEMPT_RECORDS, []), start=1):
+    for number, record in enumerate(counter.get(ATTEMPT_RECORDS, []), start=int(counter.get(RECORDS_BASE, 0)) + 1):
         ceiling = int(record["teto"])
         allowed = number <= ceiling
         default = AttemptResult.PENDING if allowed else AttemptResult.BLOCKED_BY_CEILING
         out.append({**series, **record, "tentativaNumero": number, "teto": ceiling,
                     "decisao": "permitida" if allowed else "bloqueada_por_teto",
                     "resultado": record.get("resultado", default.value)})
+    return out
+
+
+def _numbered(attributes: dict[str, Any], conversation_id: str, subject: str, tool: str, ceiling: int,
+              order_id: str | None, idempotency_key: str | None, now: str, *, listed: bool) -> Attempt:
+    return Attempt(
+        conversation_id=conversation_id, subject=subject, order_id=order_id, tool=tool,
+        number=int(attributes["tentativas"]["N"]), ceiling=ceiling, idempotency_key=idempotency_key,
+        recorded_at=now, listed=listed)
+
+
+def _link_key(details: dict[str, Any]) -> tuple[Any, Any, Any]:
+    return details.get("ferramenta"), details.get("assunto"), details.get("tentativaNumero")
+
+
+def with_outcomes(records: Iterator[dict[str, Any]] | list[dict[str, Any]],
+                  links: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each allowed record with the ``resultado``/``detalhe`` of the call link
+    (``CALL_EVENT`` details) of the same (ferramenta, assunto, tentativaNumero);
+    none: it stays as written (``pendente``, or the result a record of the previous
+    release carries). A refused record is never joined: it was never invoked, and
+    a link claiming otherwise is not evidence."""
+    outcomes = {_link_key(link): link for link in links}
+    out = []
+    for record in records:
+        link = outcomes.get((record["ferramenta"], record["assunto"], record["tentativaNumero"]))
+        if link is None or record["decisao"] != "permitida" or record["resultado"] != AttemptResult.PENDING.value:
+            out.append(record)
+            continue
+        joined = {**record, "resultado": link["resultado"]}
+        if link.get("detalhe"):
+            joined["detalhe"] = str(link["detalhe"])[:RESULT_DETAIL_MAX]
+        out.append(joined)
     return out

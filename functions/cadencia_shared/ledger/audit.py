@@ -47,6 +47,8 @@ class AuditChain(Protocol):
 
     def anchored_by_commit(self, chain: str, head: Head | None) -> None: ...
 
+    def records(self, chain: str) -> Iterator[dict[str, Any]]: ...
+
 
 class AuditTrail(Protocol):
     """What a control, a tool or a script needs to leave an audit record."""
@@ -97,6 +99,16 @@ class AuditStore:
         """The commit carrying ``head`` succeeded: the block's end skips that anchor write."""
         if self.audit_chain is not None:
             self.audit_chain.anchored_by_commit(conversation_id, head)
+
+    def links(self, conversation_id: str, event: str) -> list[dict[str, Any]]:
+        """The details of one conversation's audit records of ``event``, in order: one
+        Query of its chain (the chain's key is the conversation), or, without a chain,
+        its ``auditoria#`` items through ``history``."""
+        if self.audit_chain is not None:
+            records: Iterator[dict[str, Any]] = self.audit_chain.records(conversation_id)
+        else:
+            records = self.history(conversation_id, item_type=ItemType.AUDIT)
+        return [json.loads(record["detalhes"]) for record in records if record.get("evento") == event]
 
     def history(self, conversation_id: str, *, item_type: ItemType | None = None) -> Iterator[dict[str, Any]]:
         """Every indexed item of one conversation in time order: the index gives the

@@ -11,10 +11,10 @@ satisfies all of them, and each store also works alone over a ``LedgerTable``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from .attempts import AttemptStore
+from .attempts import CALL_EVENT, AttemptStore, with_outcomes
 from .audit import AuditChain, AuditStore
 from .claims import ClaimStore
 from .conversations import ConversationStore
@@ -41,3 +41,21 @@ class Ledger(ClaimStore, AttemptStore, ConversationStore, AuditStore):
 
     def now_ms(self) -> int:
         return self.table.now_ms()
+
+    def attempts(self, conversation_id: str) -> Iterator[dict[str, Any]]:
+        """Every listed attempt of one conversation, in time order, with its call's
+        outcome: the counters' records (the decisions, written before the invoke)
+        joined with the conversation's ``CHAMADA_DE_FERRAMENTA`` links (the outcomes,
+        written once after it); an allowed record with no link is ``pendente``."""
+        return iter(with_outcomes(self.attempt_records_of(conversation_id),
+                                  self.links(conversation_id, CALL_EVENT)))
+
+    def attempt_results(self, *, conversation_id: str, subject: str, tool: str, limit: int) -> list[str]:
+        """The outcomes of the invoked calls numbered 1..``limit`` at (conversation,
+        subject, tool) — with ``limit`` = the ceiling, the calls that were allowed to
+        run — in number order, from their links alone (one Query of the chain; the
+        orchestrator's role has it). A call killed before its link is absent."""
+        links = [link for link in self.links(conversation_id, CALL_EVENT)
+                 if (link.get("ferramenta"), link.get("assunto")) == (tool, subject)
+                 and type(link.get("tentativaNumero")) is int and 1 <= link["tentativaNumero"] <= limit]
+        return [str(link["resultado"]) for link in sorted(links, key=lambda link: link["tentativaNumero"])]
