@@ -45,7 +45,11 @@ class ImportRow:
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": f"{ROOT / 'functions'}{os.pathsep}{ROOT}", "POWERTOOLS_LOG_LEVEL": "INFO"}
+    # Without PYTHONDONTWRITEBYTECODE (a developer's or CI's shell may set it): the
+    # warm-up run must write the first-party .pyc, as the assets ship them, or every
+    # timed import would compile the modules changed since the last write.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPATH": f"{ROOT / 'functions'}{os.pathsep}{ROOT}", "POWERTOOLS_LOG_LEVEL": "INFO"}
 
 
 def _timed(statement: str, python: str = sys.executable, env: dict[str, str] | None = None) -> float:
