@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from cadencia_shared.catalog import CONSULTAR_STATUS_PEDIDO, LEDGER_ITEM_ACTIONS, Egress
 
-ROW = dataclasses.replace(CONSULTAR_STATUS_PEDIDO, name="consultar_rastreio", egress=Egress.LEDGER_ENDPOINT)
+ROW = dataclasses.replace(CONSULTAR_STATUS_PEDIDO, name="consultar_rastreio", egress=Egress.LEDGER_ENDPOINT,
+                          read_only=False)  # a row that may write the ledger
 
 
 def test_the_item_actions_are_accepted():
