@@ -173,9 +173,8 @@ class HumanReplies:
         written = {} if contact is None else {"para": contact.wa_id, "phoneNumberId": contact.phone_number_id}
         try:
             _require_waiting(state.status)
-            self.ledger.commit_conversation(state, messages=history.append_assistant_text(state.messages,
-                                                                                          request.texto),
-                                            status=state.status, reply=written)
+            messages = history.bounded(history.append_assistant_text(state.messages, request.texto))
+            self.ledger.commit_conversation(state, messages=messages, status=state.status, reply=written)
         except (CancellationPending, StaleConversation):
             raise HumanReplyRefused("conversa_ocupada", "A conversa mudou enquanto a resposta era gravada; "
                                                         "confira a conversa e tente de novo.") from None

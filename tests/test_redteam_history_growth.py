@@ -1,0 +1,93 @@
+"""Red team: a conversation's stored history must always fit its DynamoDB item.
+
+Found: while a conversation waits for a person (or for an approval) the model is not
+consulted and every customer message is appended to the stored history untrimmed —
+and merged into ONE ``user`` message (roles alternate), which the count-based trim
+could not cut anyway. A customer who keeps writing while waiting (4000 characters a
+message, the channel's limit, text that compresses like base62) grew the item past
+DynamoDB's 400 KB in ~70 messages here: every later commit failed with a
+ValidationException (not a condition failure), the turn released its lease, the queue
+redelivered the message until the DLQ, and the conversation was stuck for good — a
+person's reply to it failed the same way. moto refuses at 405 000 bytes; real
+DynamoDB at 400 KB including attribute names, so the bound is checked here against
+the real limit with a margin for the other attributes.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+import uuid
+
+import pytest
+
+from cadencia_shared.ledger import ConversationStatus, Ledger
+from orchestrator import history
+from orchestrator.events import TurnRequest
+from orchestrator.model import Deadline
+
+from .support.anthropic_fake import ScriptedModel
+from .support.moto_ledger import ledger_table_in_process
+from .support.orchestrators import CountingInvoker, build
+
+TABLE = "ledger-growth"
+DYNAMODB_ITEM_LIMIT = 400 * 1024
+CUSTOMER = 7
+
+
+def _item_bytes(item: dict) -> int:
+    """An upper estimate of DynamoDB's item size: names plus values, as raw bytes."""
+    total = 0
+    for name, value in item.items():
+        total += len(name.encode())
+        total += len(repr(value).encode()) if not isinstance(value, bytes | bytearray) else len(value)
+    return total
+
+
+def _noise(rnd: random.Random, size: int = 4000) -> str:
+    return "".join(rnd.choice(string.ascii_letters + string.digits) for _ in range(size))
+
+
+@pytest.mark.parametrize("status", [ConversationStatus.WAITING_HUMAN, ConversationStatus.WAITING_APPROVAL])
+def test_a_customer_writing_while_waiting_never_outgrows_the_item(monkeypatch, status):
+    with ledger_table_in_process(monkeypatch, TABLE) as client:
+        ledger = Ledger(TABLE, client)
+        conv = f"wa-{CUSTOMER}-espera{uuid.uuid4().hex[:6]}"
+        first = ledger.acquire_conversation(conversation_id=conv, customer_id=CUSTOMER, lease_s=60)
+        ledger.commit_conversation(first, messages=history.append_user_text([], "quero falar com alguém"),
+                                   status=status)
+        orch, _ = build(ScriptedModel(), ledger, CountingInvoker())
+        rnd = random.Random(87)
+        for n in range(160):
+            last = _noise(rnd)
+            reply = orch.handle(TurnRequest(conversaId=conv, clienteId=CUSTOMER, mensagemId=f"wamid.{n}",
+                                            mensagem=last), Deadline.after(60))
+            assert reply.status == status.value and not reply.duplicada
+        raw = client.get_item(TableName=TABLE, Key={"pk": {"S": f"conversa#{conv}"}})["Item"]
+        stored = ledger.read_conversation(conv)
+        assert stored.turns == 161
+        assert _item_bytes(raw["mensagensZ"]) < DYNAMODB_ITEM_LIMIT // 2
+        # What is kept is still a valid history, and the newest text is in it.
+        assert stored.messages[0]["role"] == "user"
+        assert history.text_of(stored.messages[-1]["content"]).endswith(last)
+
+
+def test_the_bound_cuts_whole_turns_first_and_keeps_every_tool_use_with_its_result():
+    rnd = random.Random(5)
+    messages: list = []
+    for n in range(30):
+        messages = history.append_user_text(messages, _noise(rnd, 3000))
+        messages.append({"role": "assistant", "content": [
+            {"type": "text", "text": _noise(rnd, 2000)},
+            {"type": "tool_use", "id": f"toolu_{n}", "name": "consultar_status_pedido", "input": {"pedidoId": n}}]})
+        messages.append({"role": "user", "content": [history.tool_result(f"toolu_{n}", _noise(rnd, 3000),
+                                                                         is_error=False)]})
+    small = history.bounded(messages, max_bytes=60_000)
+    assert len(small) < len(messages) and small[-1] == messages[-1]
+    assert len(history.json.dumps(small).encode()) <= 60_000
+    assert small[0]["role"] == "user" and all(b["type"] == "text" for b in small[0]["content"])
+    used = history.tool_use_ids(small)
+    answered = {b["tool_use_id"] for m in small if m["role"] == "user" for b in m["content"]
+                if b.get("type") == "tool_result"}
+    assert used == answered
+    assert history.bounded(messages[:3]) == messages[:3]  # under the bound: unchanged
