@@ -89,13 +89,15 @@ def _size(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
 
 
-def bounded(messages: list[Message], max_bytes: int = STORED_HISTORY_MAX_BYTES) -> list[Message]:
+def bounded(messages: list[Message], max_bytes: int = STORED_HISTORY_MAX_BYTES, *,
+            cut_turns: bool = True) -> list[Message]:
     """The history as stored: within ``max_bytes``, dropping the oldest turns first
     (cut where a customer message begins, as ``trim``), then the oldest text blocks of
     merged messages (the newest block of each message is kept, and no tool block is
-    touched, so every tool_use keeps its result)."""
+    touched, so every tool_use keeps its result). ``cut_turns=False``: blocks only, so
+    the number of messages stays (a person's reply id counts them: orchestrator.human_reply)."""
     out, size = list(messages), _size(messages)
-    while size > max_bytes and len(out) > 1:
+    while cut_turns and size > max_bytes and len(out) > 1:
         shorter = trim(out, len(out) - 1)
         if len(shorter) == len(out):
             break  # one turn left: it cannot be cut at a customer message

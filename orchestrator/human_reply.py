@@ -173,7 +173,9 @@ class HumanReplies:
         written = {} if contact is None else {"para": contact.wa_id, "phoneNumberId": contact.phone_number_id}
         try:
             _require_waiting(state.status)
-            messages = history.bounded(history.append_assistant_text(state.messages, request.texto))
+            # Blocks only, never a whole turn: the reply id counts the customer's messages,
+            # so a cut turn would give a re-run of this reply another id (written, sent twice).
+            messages = history.bounded(history.append_assistant_text(state.messages, request.texto), cut_turns=False)
             self.ledger.commit_conversation(state, messages=messages, status=state.status, reply=written)
         except (CancellationPending, StaleConversation):
             raise HumanReplyRefused("conversa_ocupada", "A conversa mudou enquanto a resposta era gravada; "

@@ -91,3 +91,42 @@ def test_the_bound_cuts_whole_turns_first_and_keeps_every_tool_use_with_its_resu
                 if b.get("type") == "tool_result"}
     assert used == answered
     assert history.bounded(messages[:3]) == messages[:3]  # under the bound: unchanged
+
+
+def _long_waiting_conversation(ledger: Ledger, conv: str, rnd: random.Random) -> None:
+    """A conversation of many short turns, just under the bound, now waiting for a person."""
+    messages: list = []
+    while history._size(messages) < history.STORED_HISTORY_MAX_BYTES - 3_000:
+        messages = history.append_user_text(messages, _noise(rnd, 1500))
+        messages = history.append_assistant_text(messages, _noise(rnd, 500))
+    state = ledger.acquire_conversation(conversation_id=conv, customer_id=CUSTOMER, lease_s=60)
+    ledger.commit_conversation(state, messages=messages, status=ConversationStatus.WAITING_HUMAN)
+
+
+def test_a_persons_reply_rerun_after_the_bound_cut_the_history_is_not_written_twice(monkeypatch):
+    """Found attacking the bound itself: the reply id counts the customer's messages, so a
+    person's reply whose commit cut the oldest turn got another id when run again (its
+    answer lost, the person retries): written, and sent, a second time."""
+    from canal_whatsapp.contacts import ChannelContacts
+    from orchestrator.human_reply import HumanReplies, HumanReplyRequest
+
+    with ledger_table_in_process(monkeypatch, TABLE) as client:
+        ledger = Ledger(TABLE, client)
+        conv = f"wa-{CUSTOMER}-longa{uuid.uuid4().hex[:6]}"
+        _long_waiting_conversation(ledger, conv, random.Random(3))
+        replies = HumanReplies(ledger, ChannelContacts(ledger), sender=None)  # no address: nothing is sent
+        text = _noise(random.Random(4), 4000)
+        request = HumanReplyRequest(conversaId=conv, texto=text)
+        first = replies.reply(request)
+        again = replies.reply(request)
+        assert not first.repeated and again.repeated and again.reply_id == first.reply_id
+        stored = ledger.read_conversation(conv)
+        assert sum(1 for m in stored.messages for b in m["content"] if b.get("text") == text) == 1
+        # Blocks only: over the bound by at most the newest reply, and many replies stay there
+        # (they join one message, whose oldest blocks go), far inside the 400 KB item.
+        one_reply = len(text.encode()) + 100
+        assert history._size(stored.messages) <= history.STORED_HISTORY_MAX_BYTES + one_reply
+        rnd = random.Random(6)
+        for _ in range(60):
+            replies.reply(HumanReplyRequest(conversaId=conv, texto=_noise(rnd, 4000)))
+        assert history._size(ledger.read_conversation(conv).messages) <= history.STORED_HISTORY_MAX_BYTES + one_reply
