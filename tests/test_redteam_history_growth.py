@@ -20,6 +20,8 @@ import string
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cadencia_shared.ledger import ConversationStatus, Ledger
 from orchestrator import history
@@ -130,3 +132,42 @@ def test_a_persons_reply_rerun_after_the_bound_cut_the_history_is_not_written_tw
         for _ in range(60):
             replies.reply(HumanReplyRequest(conversaId=conv, texto=_noise(rnd, 4000)))
         assert history._size(ledger.read_conversation(conv).messages) <= history.STORED_HISTORY_MAX_BYTES + one_reply
+
+
+_TURN = st.tuples(st.lists(st.text(min_size=1, max_size=300), min_size=1, max_size=4),  # customer texts (merged)
+                  st.booleans(),  # the model called a tool
+                  st.text(min_size=0, max_size=300))  # its text
+
+
+def _history_of(turns) -> list:
+    messages: list = []
+    for n, (texts, called, said) in enumerate(turns):
+        for text in texts:
+            messages = history.append_user_text(messages, text)
+        content = ([{"type": "text", "text": said}] if said else []) + (
+            [{"type": "tool_use", "id": f"toolu_{n}", "name": "consultar_status_pedido", "input": {}}] if called else [])
+        messages.append({"role": "assistant", "content": content or [{"type": "text", "text": "ok"}]})
+        if called:
+            messages.append({"role": "user", "content": [history.tool_result(f"toolu_{n}", "{}", is_error=False)]})
+    return messages
+
+
+@settings(max_examples=150, deadline=None)
+@given(turns=st.lists(_TURN, min_size=1, max_size=12), max_bytes=st.integers(50, 20_000), cut=st.booleans())
+def test_the_bound_always_leaves_a_valid_history(turns, max_bytes, cut):
+    messages = _history_of(turns)
+    out = history.bounded(messages, max_bytes, cut_turns=cut)
+    assert out and out[0]["role"] == "user"
+    assert [m["role"] for m in out] == [m["role"] for m in messages[len(messages) - len(out):]]  # a suffix, by role
+    if not cut:
+        assert len(out) == len(messages)  # blocks only: the messages (and the reply id's count) stay
+    used = history.tool_use_ids(out)
+    answered = {b["tool_use_id"] for m in out if m["role"] == "user" for b in m["content"]
+                if isinstance(b, dict) and b.get("type") == "tool_result"}
+    assert used == answered  # every tool_use keeps its result, no orphan result
+    newest = history._blocks(messages[-1]["content"])[-1]
+    assert history._blocks(out[-1]["content"])[-1] == newest  # the newest block is never dropped
+    if history._size(out) > max_bytes:  # only when nothing more may go:
+        assert not any(b.get("type") == "text" for m in out for b in history._blocks(m["content"])[:-1])
+        if cut:  # ... and no older turn is left to cut
+            assert len(history.trim(out, len(out) - 1)) == len(out)
