@@ -8,6 +8,7 @@ merged into one message (a reply that failed after tools ran leaves a user
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -73,6 +74,46 @@ def trim(messages: list[Message], max_messages: int) -> list[Message]:
     first = fitting[0] if fitting else starts[-1]
     out = out[first:]
     out[0] = {"role": "user", "content": [b for b in _blocks(out[0]["content"]) if b.get("type") != "tool_result"]}
+    return out
+
+
+# The stored history's bound, as UTF-8 JSON (zlib never makes it bigger than this plus a
+# few bytes): the conversation item is capped at 400 KB by DynamoDB, and the rest of it
+# (the inbound maps, the anchor, the status) needs room. The count trim alone does not
+# bound it: while a conversation waits, every customer text joins ONE user message
+# (tests/test_redteam_history_growth.py).
+STORED_HISTORY_MAX_BYTES = 200_000
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def bounded(messages: list[Message], max_bytes: int = STORED_HISTORY_MAX_BYTES, *,
+            cut_turns: bool = True) -> list[Message]:
+    """The history as stored: within ``max_bytes``, dropping the oldest turns first
+    (cut where a customer message begins, as ``trim``), then the oldest text blocks of
+    merged messages (the newest block of each message is kept, and no tool block is
+    touched, so every tool_use keeps its result). ``cut_turns=False``: blocks only, so
+    the number of messages stays (a person's reply id counts them: orchestrator.human_reply)."""
+    out, size = list(messages), _size(messages)
+    while cut_turns and size > max_bytes and len(out) > 1:
+        shorter = trim(out, len(out) - 1)
+        if len(shorter) == len(out):
+            break  # one turn left: it cannot be cut at a customer message
+        out, size = shorter, _size(shorter)
+    for index, message in enumerate(out):
+        if size <= max_bytes:
+            break
+        blocks = _blocks(message["content"])
+        while size > max_bytes and len(blocks) > 1:
+            oldest_text = next((i for i, b in enumerate(blocks[:-1]) if b.get("type") == "text"), None)
+            if oldest_text is None:
+                break
+            size -= _size(blocks[oldest_text]) + 1  # and its comma
+            blocks = blocks[:oldest_text] + blocks[oldest_text + 1:]
+        if len(blocks) != len(_blocks(message["content"])):
+            out[index] = {**message, "content": blocks}
     return out
 
 

@@ -137,14 +137,14 @@ class HumanReplies:
         The same inbound dedupe as a customer's message (the reply id is the message
         id): the lease claims it, the commit marks it answered with where it went."""
         if current.has_answered(rid):  # a re-run: nothing to write, no lease taken
-            return self._written_before(request, current.stored_reply(rid)), True
+            return self._written_before(request, rid, current.stored_reply(rid)), True
         _require_waiting(current.status)
         try:
             state = self.ledger.acquire_conversation(conversation_id=request.conversaId,
                                                      customer_id=current.customer_id, lease_s=self.lease_s,
                                                      message_id=rid)
         except MessageAnswered as answered:  # written by a run that finished after our read
-            return self._written_before(request, answered.reply), True
+            return self._written_before(request, rid, answered.reply), True
         except MessageInProgress:
             raise HumanReplyRefused(
                 "resposta_em_andamento", "Esta mesma resposta está sendo gravada agora; tente de novo em instantes.",
@@ -159,12 +159,20 @@ class HumanReplies:
             self.ledger.release_conversation(state)
             raise
 
-    def _written_before(self, request: HumanReplyRequest, stored: dict[str, Any] | None) -> dict[str, Any]:
-        """Where a reply written before went. The ledger keeps it only for its most
-        recent answers; an older one goes to the conversation's channel address now —
-        the outbox record keyed by the reply id still sends it at most once."""
-        if stored is not None:
-            return stored
+    def _written_before(self, request: HumanReplyRequest, rid: str, stored: dict[str, Any] | None
+                        ) -> dict[str, Any]:
+        """Where a reply written before goes. Nowhere when it was written without a
+        channel address (stored ``{}``). Else the address its outbox record holds, the
+        one it was written with; without a record (killed between the commit and the
+        record, or the record expired) — or when the ledger no longer keeps the reply
+        (its most recent answers only) — the conversation's channel address now. The
+        outbox record keyed by the reply id still sends it at most once. The number is
+        never read from the conversation item: that item never expires (``_commit``)."""
+        if stored is not None and not stored:
+            return {}
+        record = self.sender.outbox.read(rid)
+        if record is not None:
+            return {"para": record["para"], "phoneNumberId": record["phoneNumberId"]}
         contact = self.contacts.find(request.conversaId)
         return {} if contact is None else {"para": contact.wa_id, "phoneNumberId": contact.phone_number_id}
 
@@ -173,9 +181,14 @@ class HumanReplies:
         written = {} if contact is None else {"para": contact.wa_id, "phoneNumberId": contact.phone_number_id}
         try:
             _require_waiting(state.status)
-            self.ledger.commit_conversation(state, messages=history.append_assistant_text(state.messages,
-                                                                                          request.texto),
-                                            status=state.status, reply=written)
+            # Blocks only, never a whole turn: the reply id counts the customer's messages,
+            # so a cut turn would give a re-run of this reply another id (written, sent twice).
+            messages = history.bounded(history.append_assistant_text(state.messages, request.texto), cut_turns=False)
+            # Stored: whether it went to the channel, not where — the conversation item never
+            # expires, while the number lives only where the ledger's TTL removes it
+            # (``contato#``, ``envio#``: docs/architecture.md, personal data).
+            stored = {"canal": "whatsapp"} if written else {}
+            self.ledger.commit_conversation(state, messages=messages, status=state.status, reply=stored)
         except (CancellationPending, StaleConversation):
             raise HumanReplyRefused("conversa_ocupada", "A conversa mudou enquanto a resposta era gravada; "
                                                         "confira a conversa e tente de novo.") from None

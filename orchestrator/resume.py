@@ -104,6 +104,7 @@ class Resumer:
             return Resumed(record.conversation_id, approval, None, state.status.value, "nada_a_retomar")
         try:
             messages, status, text, reason = self._decided(record, list(state.messages), deadline)
+            messages = history.bounded(messages)
             try:
                 self.ledger.commit_conversation(state, messages=messages, status=status)
             except CancellationPending:

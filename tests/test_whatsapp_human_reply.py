@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -306,3 +307,20 @@ def test_a_person_answers_a_conversa_py_customer_from_another_terminal(local_sta
     out = out_file.read()
     assert HANDED_OFF in out and out.count(text) == 1, out[-3000:]
     assert person_texts(ledger, conv, text) == 1
+
+
+def test_a_persons_reply_leaves_no_phone_number_on_the_conversation_item(channel, ledger):
+    """Red team: the customer's number is kept only where it expires with the ledger's TTL
+    (``contato#``, ``envio#``). A person's reply stored its address (``para``: the wa_id)
+    in the conversation item's ``respostas``, and that item never expires: the number
+    stayed for good once a person had answered last. A re-run still sends nothing."""
+    conv = hand_off(channel, ANA, 1001, 53)
+    text = "Oi, Ana! Aqui é o Caio, da Cadência. Já estou vendo o seu caso."
+    done = responder(conv, text)
+    assert done.returncode == 0, done.stdout + done.stderr
+    raw = ledger.client.get_item(TableName=ledger.table.name, Key={"pk": {"S": f"conversa#{conv}"}})["Item"]
+    kept = zlib.decompress(raw["respostas"]["B"]).decode()
+    assert ANA not in kept and ANA not in str(raw)
+    again = responder(conv, text)
+    assert again.returncode == 0 and "já tinha sido registrada" in again.stdout
+    assert [m.body for m in channel.api.sent_to(ANA)] == [text]
