@@ -203,6 +203,7 @@ class RetryCeiling:
             ceiling=self.limit,
             order_id=call.order_id,
             idempotency_key=call.idempotency_key,
+            indexed=not call.spec.read_only,  # a read-only call's record needs no finding by conversation
         )
         if attempt.allowed:
             count_for_tool(Metric.CALLS_ALLOWED, call.spec.name)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from cadencia_shared.audit_chain import AuditChain
 from cadencia_shared.ledger import Ledger
-from cadencia_shared.ledger.attempts import CALL_EVENT, with_outcomes
+from cadencia_shared.ledger.attempts import CALL_EVENT, attempt_records, with_outcomes
 from cadencia_shared.ledger.table import counter_pk
 from orchestrator.events import TurnRequest
 from orchestrator.invokers import Invocation, InvocationStatus
@@ -29,6 +29,7 @@ from .support.orchestrators import CountingInvoker, build
 from .test_decision_links import SequenceInvoker, tables  # noqa: F401 - the private tables fixture, reused
 
 STATUS = "consultar_status_pedido"
+PROFILE = "atualizar_cadastro"
 
 
 def _tables(tables, local_stack) -> tuple:
@@ -64,27 +65,45 @@ def test_the_outcome_is_on_the_link_only_and_the_record_reads_it_back(tables, lo
                       ("9999", 1, "recusado_pela_ferramenta", "pedido_inexistente")]
 
 
-def test_a_link_write_that_fails_fails_the_turn_loudly_and_leaves_the_attempt_pending(tables, local_stack, caplog):
-    """The chain's table is missing (a real ClientError from the server): the tool ran
-    once, the turn raises instead of answering, the failure is logged with the ids and
-    the outcome (never the arguments), and the attempt stays counted and ``pendente``."""
+def _turn_with_a_broken_chain(tables, local_stack, tool: str, arguments: dict, answer: dict):  # noqa: ANN001, ANN202
     ddb, audit_name, ledger_name = _tables(tables, local_stack)
     broken = AuditChain(f"ausente-{uuid.uuid4().hex[:8]}", ddb, anchor_table=ledger_name)
     conv = f"conv-saida-{uuid.uuid4().hex[:8]}"
-    invoker = CountingInvoker(answer={"ok": True, "resultado": "consultado", "dados": {"email": "ana@example.com"}})
-    orch, _ = build(ScriptedModel(tool_use(STATUS, {"pedidoId": "4821"}), text_reply("x")),
+    invoker = CountingInvoker(answer=answer)
+    orch, _ = build(ScriptedModel(tool_use(tool, arguments), text_reply("x")),
                     Ledger(ledger_name, ddb, audit_chain=broken), invoker)
     with pytest.raises(ClientError):
-        orch.handle(TurnRequest(conversaId=conv, clienteId=1001, mensagemId="wamid.f", mensagem="status"),
+        orch.handle(TurnRequest(conversaId=conv, clienteId=1001, mensagemId="wamid.f", mensagem="oi"),
                     Deadline.after(60))
-    assert invoker.calls[STATUS] == 1
-    logged = [r for r in caplog.records if r.getMessage() == "call outcome link not written"]
-    assert [(r.levelname, r.ferramenta, r.tentativaNumero, r.resultado) for r in logged] == [
-        ("ERROR", STATUS, 1, "executado")]
-    assert "example.com" not in json.dumps([vars(r) for r in logged], default=str)
+    assert invoker.calls[tool] == 1
     reader = Ledger(ledger_name, ddb, audit_chain=AuditChain(audit_name, ddb, anchor_table=ledger_name))
+    return conv, reader
+
+
+def test_a_link_write_that_fails_fails_the_turn_loudly_and_leaves_the_attempt_pending(tables, local_stack, caplog):
+    """The chain's table is missing (a real ClientError from the server): the tool ran
+    once, the turn raises instead of answering, the failure is logged with the ids and
+    the outcome (never the arguments), and the attempt stays counted and ``pendente``,
+    found by conversation (a call that changes something: its counter is indexed)."""
+    conv, reader = _turn_with_a_broken_chain(tables, local_stack, PROFILE, {"campos": {"email": "ana@example.com"}},
+                                             {"ok": True, "resultado": "atualizado"})
+    logged = [r for r in caplog.records if r.getMessage() == "call outcome link not written"]
+    assert [(r.levelname, r.ferramenta, r.tentativaNumero) for r in logged] == [("ERROR", PROFILE, 1)]
+    assert "example.com" not in json.dumps([vars(r) for r in logged], default=str)
     assert [(a["tentativaNumero"], a["decisao"], a["resultado"]) for a in reader.attempts(conv)] == [
         (1, "permitida", "pendente")]
+
+
+def test_a_read_only_call_without_its_link_is_on_its_counter_not_in_the_conversations_list(tables, local_stack):
+    """A read-only call changes nothing, so its counter stays out of the history index
+    (one write unit less on the first call at a key): without its link it is not listed
+    by conversation, and its ``pendente`` record is still on the counter, read by key."""
+    conv, reader = _turn_with_a_broken_chain(tables, local_stack, STATUS, {"pedidoId": "4821"},
+                                             {"ok": True, "resultado": "consultado", "dados": {"status": "entregue"}})
+    assert list(reader.attempts(conv)) == []
+    counter = reader.table.get(counter_pk(conv, "4821", STATUS))
+    assert [(r["tentativaNumero"], r["resultado"]) for r in attempt_records(counter)] == [(1, "pendente")]
+    assert "conversaId" not in counter  # not in the history index
 
 
 def _record(subject: str, number: int, ceiling: int) -> dict:

@@ -19,6 +19,8 @@ import pytest
 
 from cadencia_shared.audit_chain import AuditChain, table_definition
 from cadencia_shared.ledger import Ledger, table_definition as ledger_definition
+from cadencia_shared.ledger.attempts import attempt_records
+from cadencia_shared.ledger.table import counter_pk
 from orchestrator.events import TurnRequest
 from orchestrator.invokers import Invocation, InvocationStatus
 from orchestrator.model import Deadline
@@ -159,7 +161,11 @@ def test_sigkill_between_invoke_and_link_leaves_the_attempt_record_as_the_eviden
     ledger, chain = _ledger(local_stack.aws_endpoint, audit_name, ledger_name)
     assert list(chain.records(conv)) == []
     assert chain.verify(conv) == (0, None)
-    assert [(r["tentativaNumero"], r["resultado"]) for r in ledger.attempts(conv)] == [(1, "pendente")]
+    # The record, on its counter (read by key): a read-only call's counter stays out of the
+    # history index, so until a link names it the conversation's list does not show it.
+    counter = ledger.table.get(counter_pk(conv, "4821", STATUS))
+    assert [(r["tentativaNumero"], r["resultado"]) for r in attempt_records(counter)] == [(1, "pendente")]
+    assert list(ledger.attempts(conv)) == []
     assert ledger.attempt_results(conversation_id=conv, subject="4821", tool=STATUS, limit=4) == []
 
     # The killed turn's lease runs out (as time would make it) before the next turn.
@@ -173,6 +179,8 @@ def test_sigkill_between_invoke_and_link_leaves_the_attempt_record_as_the_eviden
     (link,) = _links(chain, conv)
     assert (link["resultado"], link["tentativaNumero"]) == ("executado", 2)
     assert chain.verify(conv) == (1, None)
+    assert [(r["tentativaNumero"], r["resultado"]) for r in ledger.attempts(conv)] == [(1, "pendente"),
+                                                                                       (2, "executado")]
 
 
 def test_a_tools_error_code_is_clipped_alike_in_the_link_and_the_attempt_record():

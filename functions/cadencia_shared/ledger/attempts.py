@@ -32,7 +32,7 @@ answers long error codes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -98,11 +98,12 @@ class AttemptRecorder(Protocol):
     """What the retry ceiling (``orchestrator.controls.RetryCeiling``) needs of the ledger."""
 
     def register_attempt(self, *, conversation_id: str, subject: str, tool: str, ceiling: int,
-                         order_id: str | None = None, idempotency_key: str | None = None) -> Attempt: ...
+                         order_id: str | None = None, idempotency_key: str | None = None,
+                         indexed: bool = True) -> Attempt: ...
 
 
 def _listed_update(conversation_id: str, subject: str, tool: str, ceiling: int, now: str,
-                   order_id: str | None, idempotency_key: str | None) -> dict[str, Any]:
+                   order_id: str | None, idempotency_key: str | None, indexed: bool) -> dict[str, Any]:
     """Number the attempt AND append its record, if the list is still dense and short.
 
     Dense (``registros`` holds every attempt after ``registrosBase``: no unlisted
@@ -111,17 +112,19 @@ def _listed_update(conversation_id: str, subject: str, tool: str, ceiling: int, 
     attempt n. ``tentativas < :last`` counts the legacy attempts too: such a list
     is only shorter. Counter, series fields and the history index's keys in one write; the
     index keys are set once (``if_not_exists``), so later updates never rewrite the
-    index entry (it projects only the keys and ``tipo``)."""
-    series = {":conv": conversation_id, ":subject": subject, ":tool": tool, ":order": order_id,
-              ":key": idempotency_key}
+    index entry (it projects only the keys and ``tipo``). ``indexed=False`` (a read-only
+    tool's counter) leaves the index out: see ``AttemptStore.register_attempt``."""
+    series = {":subject": subject, ":tool": tool, ":order": order_id, ":key": idempotency_key}
     sets = [f"{ATTEMPT_RECORDS} = list_append(if_not_exists({ATTEMPT_RECORDS}, :none), :this)",
-            "tipo = :type", "atualizadoEm = :now", f"{GSI_PARTITION} = if_not_exists({GSI_PARTITION}, :conv)",
-            f"{GSI_SORT} = if_not_exists({GSI_SORT}, :sort)", "assunto = :subject", "ferramenta = :tool",
+            "tipo = :type", "atualizadoEm = :now", "assunto = :subject", "ferramenta = :tool",
             *(["pedidoId = :order"] if order_id is not None else []),
             *(["chaveIdempotencia = :key"] if idempotency_key is not None else [])]
     values = {":one": 1, ":none": [], ":this": [{"timestamp": now, "teto": ceiling}], ":type": ItemType.COUNTER.value,
-              ":now": now, ":sort": counter_history_sort(now, subject, tool), ":last": ceiling + REFUSALS_LISTED,
-              **series}
+              ":now": now, ":last": ceiling + REFUSALS_LISTED, **series}
+    if indexed:
+        sets += [f"{GSI_PARTITION} = if_not_exists({GSI_PARTITION}, :conv)",
+                 f"{GSI_SORT} = if_not_exists({GSI_SORT}, :sort)"]
+        values.update({":conv": conversation_id, ":sort": counter_history_sort(now, subject, tool)})
     return {
         "UpdateExpression": "ADD tentativas :one SET " + ", ".join(sets),
         "ConditionExpression": (f"attribute_not_exists(tentativas) OR (attribute_exists({ATTEMPT_RECORDS}) "
@@ -136,8 +139,16 @@ class AttemptStore:
     table: LedgerTable
 
     def register_attempt(self, *, conversation_id: str, subject: str, tool: str, ceiling: int,
-                         order_id: str | None = None, idempotency_key: str | None = None) -> Attempt:
+                         order_id: str | None = None, idempotency_key: str | None = None,
+                         indexed: bool = True) -> Attempt:
         """Number this attempt with one atomic counter write that also records it.
+
+        ``indexed``: the counter enters the history index (once, at its first attempt:
+        one index write unit), so that a call killed between this write and its link —
+        whose ``pendente`` record is then the only evidence that it may have changed
+        something — is found by conversation. A read-only tool's call changes nothing
+        (``ToolSpec.read_only``): its counter stays out of the index, and
+        ``Ledger.attempts`` finds it through the call's link, which names it.
 
         The ``ADD`` on the counter is the whole decision (module doc): exactly
         ``ceiling`` of any number of racing callers get a number <= ``ceiling``.
@@ -147,7 +158,8 @@ class AttemptStore:
         """
         now = self.table.iso()
         key = self.table.key(counter_pk(conversation_id, subject, tool))
-        listed_update = _listed_update(conversation_id, subject, tool, ceiling, now, order_id, idempotency_key)
+        listed_update = _listed_update(conversation_id, subject, tool, ceiling, now, order_id, idempotency_key,
+                                       indexed)
         for _ in range(2):  # at most one conversion, then one more append
             try:
                 resp = self.table.client.update_item(
@@ -188,26 +200,31 @@ class AttemptStore:
                 raise
         return True
 
-    def attempt_records_of(self, conversation_id: str) -> Iterator[dict[str, Any]]:
+    def attempt_records_of(self, conversation_id: str,
+                           named: Iterable[tuple[str, str]] = ()) -> Iterator[dict[str, Any]]:
         """Every listed attempt of one conversation, in time order, one dict each with
         the fields an attempt item had (``tentativaNumero``, ``decisao``, ...): the
-        counters from the history index, then their records. No call outcome yet
-        (``Ledger.attempts`` joins the links)."""
+        counters from the history index and those ``named`` as (subject, tool) — a
+        read-only tool's, which stay out of the index, named by their calls' links —
+        then their records. No call outcome yet (``Ledger.attempts`` joins the links)."""
         entries = self.table.query_index(GSI_BY_CONVERSATION, GSI_PARTITION, conversation_id,
                                          item_type=ItemType.COUNTER)
-        counters = self.table.get_many([entry[TABLE_KEY] for entry in entries]).values()
-        records = [record for counter in counters for record in attempt_records(counter)]
+        keys = {entry[TABLE_KEY] for entry in entries}
+        keys.update(counter_pk(conversation_id, subject, tool) for subject, tool in named)
+        counters = self.table.get_many(sorted(keys)).values()
+        records = [record for counter in counters for record in attempt_records(counter, conversation_id)]
         return iter(sorted(records, key=lambda r: (r["timestamp"], r["tentativaNumero"])))
 
 
-def attempt_records(counter: dict[str, Any] | None) -> list[dict[str, Any]]:
+def attempt_records(counter: dict[str, Any] | None, conversation_id: str | None = None) -> list[dict[str, Any]]:
     """A counter item's records as per-attempt dicts. ``decisao`` and a refused
     record's ``resultado`` follow from its number and the ceiling written with it
     (both stored by the one write that numbered it); an allowed record reads
     ``pendente`` until ``with_outcomes`` finds its link."""
     if not counter:
         return []
-    series = {"evento": ATTEMPT_EVENT, "conversaId": counter.get(GSI_PARTITION), "pedidoId": counter.get("pedidoId"),
+    series = {"evento": ATTEMPT_EVENT, "conversaId": counter.get(GSI_PARTITION, conversation_id),
+              "pedidoId": counter.get("pedidoId"),
               "assunto": counter.get("assunto"), "ferramenta": counter.get("ferramenta"),
               "chaveIdempotencia": counter.get("chaveIdempotencia")}
     out = []

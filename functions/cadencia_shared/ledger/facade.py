@@ -47,8 +47,10 @@ class Ledger(ClaimStore, AttemptStore, ConversationStore, AuditStore):
         outcome: the counters' records (the decisions, written before the invoke)
         joined with the conversation's ``CHAMADA_DE_FERRAMENTA`` links (the outcomes,
         written once after it); an allowed record with no link is ``pendente``."""
-        return iter(with_outcomes(self.attempt_records_of(conversation_id),
-                                  self.links(conversation_id, CALL_EVENT)))
+        links = self.links(conversation_id, CALL_EVENT)
+        named = {(link["assunto"], link["ferramenta"]) for link in links
+                 if isinstance(link.get("assunto"), str) and isinstance(link.get("ferramenta"), str)}
+        return iter(with_outcomes(self.attempt_records_of(conversation_id, named), links))
 
     def attempt_results(self, *, conversation_id: str, subject: str, tool: str, limit: int) -> list[str]:
         """The outcomes of the invoked calls numbered 1..``limit`` at (conversation,
