@@ -89,8 +89,9 @@ def test_bad_attribute_values_refused(wire):
 
 def test_the_shipped_code_imports_no_boto3():
     """The point of the module: no handler's cold import reaches boto3 (or s3transfer).
-    The refund tool's does, through Powertools' parameters utility (its gateway secret)."""
+    (The refund tool's gateway secret does, when a refund first reaches the gateway.)"""
     handlers = ["orchestrator.handler", "consultar_status_pedido.handler", "atualizar_cadastro.handler",
+                "emitir_reembolso.handler", "decidir_aprovacao.handler",
                 "cadencia_shared.ledger", "cadencia_shared.audit_chain", "orchestrator.circuit_store"]
     code = ("import sys; " + "; ".join(f"import {m}" for m in handlers)
             + "; print(sorted(m for m in sys.modules if m.split('.')[0] in ('boto3', 's3transfer')))")
