@@ -30,12 +30,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
+from cadencia_shared.dynamo_types import deserialize, deserialize_item, serialize_item
 from cadencia_shared.ledger import TABLE_KEY, Ledger
 
-_ser, _de = TypeSerializer(), TypeDeserializer()
 ITEM_TYPE = "disjuntor"
 
 
@@ -66,7 +65,7 @@ class CircuitStore:
 
     def read(self, tool: str) -> CircuitRecord:
         resp = self.client.get_item(TableName=self.table_name, Key=_key(tool), ConsistentRead=True)
-        item = {k: _de.deserialize(v) for k, v in resp.get("Item", {}).items()}
+        item = deserialize_item(resp.get("Item", {}))
         return CircuitRecord(
             state=CircuitState(item.get("estado", CircuitState.CLOSED.value)),
             failures=int(item.get("falhas", 0)),
@@ -84,7 +83,7 @@ class CircuitStore:
             ExpressionAttributeValues=_values({":um": 1, ":tipo": ITEM_TYPE, ":fechado": CircuitState.CLOSED.value}),
             ReturnValues="UPDATED_NEW",
         )
-        return int(_de.deserialize(resp["Attributes"]["falhas"]))
+        return int(deserialize(resp["Attributes"]["falhas"]))
 
     def trip(self, tool: str, threshold: int) -> bool:
         """FECHADO → ABERTO once ``falhas`` reached ``threshold``; True for the one writer that did it."""
@@ -148,7 +147,7 @@ def _key(tool: str) -> dict[str, Any]:
 
 
 def _values(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: _ser.serialize(v) for k, v in values.items()}
+    return serialize_item(values)
 
 
 class StateCache:

@@ -307,3 +307,12 @@ PROFILE = {"tipo": "cadastro_atualizado"}
 def test_narrative_claims(text, actions, codes):
     final = FinalAnswer(text, False, (ORDER,), tuple(actions))
     assert [v.code for v in narrative_violations(final)] == codes
+
+
+def test_the_output_schema_is_valid_json_schema():
+    """Checked here, not at import (the module builds its validator from a constant)."""
+    from jsonschema import Draft202012Validator
+
+    from orchestrator.output_contract import SCHEMA
+
+    Draft202012Validator.check_schema(SCHEMA)

@@ -57,8 +57,8 @@ def conversation_anchor_values(head: Head) -> tuple[int, bytes]:
 
 
 def _hex(stored: Any) -> str:
-    raw = getattr(stored, "value", stored)  # boto3's Binary wrapper, or the client's bytes
-    return raw.hex() if isinstance(raw, bytes | bytearray) else str(raw)
+    # Binary attributes read back as bytes (cadencia_shared.dynamo_types).
+    return stored.hex() if isinstance(stored, bytes | bytearray) else str(stored)
 
 
 def anchor_problem(checked: int, anchors: list[Head], hashes_at: dict[int, str]) -> tuple[int, str] | None:

@@ -83,10 +83,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .audit_anchors import ANCHOR_PREFIX, GENESIS, LEDGER_KEY, Head, LedgerAnchors, anchor_problem
+from .dynamo_types import deserialize_item, serialize_item
 from .masking import mask_identifier
 
 AUDIT_TABLE = "cadencia-agente-auditoria"
@@ -99,8 +99,6 @@ MAX_APPEND_ATTEMPTS = 20
 HEAD_MEMORY_S = 60.0
 HEAD_MEMORY_CHAINS = 256  # chains remembered at most (bounded memory in a warm container)
 PERSONAL_KEYS = frozenset({"cpf", "telefone", "celular", "email", "e-mail", "endereco", "cep", "phone", "address"})
-
-_ser, _de = TypeSerializer(), TypeDeserializer()
 
 
 def mask(value: Any) -> Any:
@@ -204,7 +202,7 @@ class AuditChain:
                       "hashAnterior": last["hash"] if last else GENESIS}
             record["hash"] = record_hash(record)
             try:
-                self.client.put_item(TableName=self.table_name, Item={k: _ser.serialize(v) for k, v in record.items()},
+                self.client.put_item(TableName=self.table_name, Item=serialize_item(record),
                                      ConditionExpression=f"attribute_not_exists({SEQ_KEY})")
             except ClientError as err:
                 if _condition_failed(err):
@@ -383,7 +381,7 @@ def _condition_failed(err: ClientError) -> bool:
 
 
 def _decode(item: dict[str, Any]) -> dict[str, Any]:
-    record = {k: _de.deserialize(v) for k, v in item.items()}
+    record = deserialize_item(item)
     record[SEQ_KEY] = int(record[SEQ_KEY])
     return record
 

@@ -25,9 +25,10 @@ _lock = threading.Lock()
 
 def _iam_token(settings: DatabaseSettings, rds_client: Any | None) -> str:
     if rds_client is None:
-        import boto3  # deferred: only the IAM path needs it
+        # Deferred: only the IAM path needs it. botocore, not boto3 (cadencia_shared.aws).
+        from botocore.session import get_session
 
-        rds_client = boto3.client("rds", region_name=settings.region)
+        rds_client = get_session().create_client("rds", region_name=settings.region)
     # Signed locally with the function's credentials; no network call.
     return rds_client.generate_db_auth_token(
         DBHostname=settings.host, Port=settings.port, DBUsername=settings.user, Region=settings.region

@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from aws_lambda_powertools.utilities.parameters import SecretsProvider
-
 from cadencia_shared import db
 from cadencia_shared.aws import client
 from cadencia_shared.handler import tool_handler
@@ -25,6 +23,13 @@ from .settings import RefundSettings
 logger = logger_for(TOOL)
 
 
+@cache
+def _secrets(secrets_client: Any) -> Any:
+    from aws_lambda_powertools.utilities.parameters import SecretsProvider
+
+    return SecretsProvider(boto3_client=secrets_client)
+
+
 @dataclass(frozen=True)
 class RefundAdapters:
     ledger: Ledger
@@ -37,9 +42,12 @@ class RefundAdapters:
 def adapters(settings: RefundSettings) -> RefundAdapters:
     """Built once per execution environment (and per configuration)."""
     secrets_client = client("secretsmanager", settings.aws)
-    secrets = SecretsProvider(boto3_client=secrets_client)
 
     def read_gateway_token() -> str:
+        # Deferred: Powertools' parameters utility imports boto3 (and s3transfer), and
+        # only a refund that reaches the gateway reads the token (not a duplicate, an
+        # ineligible order or a refused event). Imported once; the provider is cached.
+        secrets = _secrets(secrets_client)
         # Powertools caches the value for max_age seconds: a warm function does not
         # call Secrets Manager on every refund, and never before a claim.
         value = secrets.get(settings.gateway.secret_name, max_age=settings.gateway.secret_max_age_s, transform="json")
@@ -74,3 +82,4 @@ def lambda_handler(request: RefundRequest) -> ToolResponse:
 def reset_adapters() -> None:
     """Forget cached clients (tests switch between mocked and local AWS)."""
     adapters.cache_clear()
+    _secrets.cache_clear()

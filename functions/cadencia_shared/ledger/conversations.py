@@ -85,8 +85,7 @@ def _encode_messages(messages: list[dict[str, Any]]) -> bytes:
 def _decode_messages(blob: Any) -> list[dict[str, Any]]:
     if blob is None:
         return []
-    raw = blob.value if hasattr(blob, "value") else blob  # boto3 Binary wrapper
-    return json.loads(zlib.decompress(raw))
+    return json.loads(zlib.decompress(blob))  # bytes (cadencia_shared.dynamo_types)
 
 
 @dataclass(frozen=True)

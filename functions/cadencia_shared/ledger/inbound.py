@@ -80,10 +80,9 @@ class AnsweredMessages:
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> AnsweredMessages:
-        stored = item.get(REPLIES_ATTRIBUTE)
-        raw = stored.value if hasattr(stored, "value") else stored  # boto3's Binary wrapper
+        stored = item.get(REPLIES_ATTRIBUTE)  # bytes (cadencia_shared.dynamo_types)
         return cls({k: int(v) for k, v in item.get(ANSWERED_ATTRIBUTE, {}).items()},
-                   json.loads(zlib.decompress(raw)) if raw else {})
+                   json.loads(zlib.decompress(stored)) if stored else {})
 
     def stored_replies(self) -> bytes:
         """``respostas`` as the item stores it (module doc)."""

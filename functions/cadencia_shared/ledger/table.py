@@ -20,8 +20,9 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
+
+from ..dynamo_types import deserialize_item, serialize_item
 
 TABLE_KEY = "pk"
 # One conversation's history in time order. Projects only the keys and ``tipo``
@@ -71,9 +72,6 @@ TTL_ATTRIBUTE = "expiraEm"
 ITEM_TYPE_ATTRIBUTE = "tipo"
 
 BATCH_GET_MAX = 100  # DynamoDB's limit of keys per BatchGetItem
-
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
 
 
 class ItemType(StrEnum):
@@ -165,11 +163,11 @@ def history_sort(at: str, item_type: ItemType, suffix: str) -> str:
 
 def serialize(values: dict[str, Any]) -> dict[str, Any]:
     """Python values → DynamoDB typed JSON; ``None`` means "no attribute" (sparse items)."""
-    return {k: _serializer.serialize(v) for k, v in values.items() if v is not None}
+    return serialize_item({k: v for k, v in values.items() if v is not None})
 
 
 def deserialize(item: dict[str, Any]) -> dict[str, Any]:
-    return {k: _deserializer.deserialize(v) for k, v in item.items()}
+    return deserialize_item(item)
 
 
 def condition_failed(err: ClientError) -> bool:
@@ -186,14 +184,14 @@ def old_item(err: ClientError) -> dict[str, Any] | None:
 
 
 class LedgerTable:
-    """The table name, the boto3 DynamoDB client and the clock every item kind shares."""
+    """The table name, the (botocore) DynamoDB client and the clock every item kind shares."""
 
     def __init__(self, table_name: str, client: Any | None = None, *,
                  clock: Callable[[], float] = time.time) -> None:
         if client is None:
-            import boto3
+            from botocore.session import get_session
 
-            client = boto3.client("dynamodb")
+            client = get_session().create_client("dynamodb")
         self.name = table_name
         self.client = client
         self.clock = clock
