@@ -171,7 +171,7 @@ def render(results: list[Measurement], races: dict[str, list[int]], cpu: dict[st
     lines += race_table(races)
     lines += [f"**Orchestrator CPU per tool call**: a whole status turn costs **{cpu['ratio']:.1f}×** the CPU of "
               f"the status tool called directly ({cpu['turn_ms']:.1f} ms vs {cpu['tool_ms']:.1f} ms of this "
-              f"process's thread, median of {int(cpu['repeats'])}; the turn adds the inbound record, the lease, "
+              f"process's thread, median of {int(cpu['repeats'])}; the turn adds the lease (which claims the message), "
               "two model calls through the SDK, the controls and the commit).", ""]
     lines += imports_table(imports)
     lines += bytecode_table(bytecode)
