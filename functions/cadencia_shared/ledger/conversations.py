@@ -14,9 +14,7 @@ own condition sees it atomically.
 
 from __future__ import annotations
 
-import json
 import uuid
-import zlib
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Protocol
@@ -41,10 +39,12 @@ from .table import (
     ItemType,
     LedgerError,
     LedgerTable,
+    compressed_json,
     condition_failed,
     conversation_id_of,
     conversation_pk,
     deserialize,
+    from_compressed_json,
     old_item,
     serialize,
 )
@@ -77,17 +77,6 @@ class CancellationPending(LedgerError):
     and version still hold): the turn must end as cancelled instead."""
 
 
-def _encode_messages(messages: list[dict[str, Any]]) -> bytes:
-    # Compressed: a days-long conversation must stay well inside DynamoDB's 400 KB item.
-    return zlib.compress(json.dumps(messages, ensure_ascii=False, separators=(",", ":")).encode())
-
-
-def _decode_messages(blob: Any) -> list[dict[str, Any]]:
-    if blob is None:
-        return []
-    return json.loads(zlib.decompress(blob))  # bytes (cadencia_shared.dynamo_types)
-
-
 @dataclass(frozen=True)
 class ConversationState:
     conversation_id: str
@@ -110,7 +99,7 @@ class ConversationState:
             status=ConversationStatus(item["status"]),
             version=int(item["versao"]),
             owner=owner,
-            messages=_decode_messages(item.get("mensagensZ")),
+            messages=from_compressed_json(item.get("mensagensZ"), []),
             turns=int(item.get("turnos", 0)),
             message_key=message_key,
             answered=AnsweredMessages.from_item(item),
@@ -151,7 +140,7 @@ class Conversations(ConversationCancellation, Protocol):
 def _commit_update(table: LedgerTable, state: ConversationState, messages: list[dict[str, Any]],
                    status: ConversationStatus, cancelled: bool, reply: dict[str, Any] | None,
                    chain_head: Head | None) -> dict[str, Any]:
-    values = {":m": _encode_messages(messages), ":st": status.value, ":um": 1, ":zero": 0,
+    values = {":m": compressed_json(messages), ":st": status.value, ":um": 1, ":zero": 0,
               ":agora": table.iso(), ":v": state.version, ":dono": state.owner}
     # A conversation waiting for a person is in the sparse index (people list it with
     # a Query); any other status takes it out. The index's sort key is the claims'

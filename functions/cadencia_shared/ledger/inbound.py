@@ -36,12 +36,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from .table import LedgerError
+from .table import LedgerError, compressed_json, from_compressed_json
 
 INBOUND_TTL_S = 7 * 24 * 3600  # a redelivery after a week is a new message (and the reply text is personal data)
 REPLIES_KEPT = 2  # replies stored for a redelivery; older answered ids are DONE with no reply (docs/whatsapp.md)
@@ -80,13 +78,12 @@ class AnsweredMessages:
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> AnsweredMessages:
-        stored = item.get(REPLIES_ATTRIBUTE)  # bytes (cadencia_shared.dynamo_types)
         return cls({k: int(v) for k, v in item.get(ANSWERED_ATTRIBUTE, {}).items()},
-                   json.loads(zlib.decompress(stored)) if stored else {})
+                   from_compressed_json(item.get(REPLIES_ATTRIBUTE), {}))
 
     def stored_replies(self) -> bytes:
         """``respostas`` as the item stores it (module doc)."""
-        return zlib.compress(json.dumps(self.replies, ensure_ascii=False, separators=(",", ":")).encode())
+        return compressed_json(self.replies)
 
     def reply_of(self, key: str) -> dict[str, Any] | None:
         stored = self.replies.get(key)

@@ -14,7 +14,9 @@ produce the same key.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
+import zlib
 from collections.abc import Callable, Collection, Iterator
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -168,6 +170,18 @@ def serialize(values: dict[str, Any]) -> dict[str, Any]:
 
 def deserialize(item: dict[str, Any]) -> dict[str, Any]:
     return deserialize_item(item)
+
+
+def compressed_json(value: Any) -> bytes:
+    """A JSON value as a binary attribute, zlib-compressed: the conversation item's
+    history and kept replies (every KB of that item is a write unit on each lease and
+    commit, and a days-long conversation must stay well inside the 400 KB item)."""
+    return zlib.compress(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+def from_compressed_json(blob: bytes | None, empty: Any) -> Any:
+    """``compressed_json``'s value back (``empty`` when the attribute is absent)."""
+    return empty if not blob else json.loads(zlib.decompress(blob))
 
 
 def condition_failed(err: ClientError) -> bool:
