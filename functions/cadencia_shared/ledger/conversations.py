@@ -240,7 +240,9 @@ class ConversationStore:
         except ClientError as err:
             if not condition_failed(err):
                 raise
-            old = old_item(err) or self.table.get(conversation_pk(conversation_id)) or {}
+            # Every clause of the lease's condition holds on a missing item, so a refusal
+            # always has an item: ALL_OLD returns it (no GetItem).
+            old = old_item(err) or {}
             if "clienteId" in old and int(old["clienteId"]) != customer_id:
                 raise ConversationOfAnotherCustomer(conversation_id) from None
             raise (refusal(old, conversation_id, message_id) or ConversationBusy(conversation_id)) from None
