@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 EXHAUSTED_ATTRIBUTE = "tetosAtingidos"
@@ -54,11 +55,10 @@ def exhausted_from_item(item: Mapping[str, Any]) -> dict[str, int]:
         return {}
     out: dict[str, int] = {}
     for key, number in stored.items():
-        if isinstance(key, str) and len(key) == _KEY_HEX and not isinstance(number, bool):
-            try:
-                out[key] = int(number)
-            except (TypeError, ValueError):
-                continue
+        # DynamoDB numbers read back as Decimal: an integral, non-negative one only (no strings, no bools).
+        if (isinstance(key, str) and len(key) == _KEY_HEX and isinstance(number, int | Decimal)
+                and not isinstance(number, bool) and number == int(number) and number >= 0):
+            out[key] = int(number)
     return out
 
 
