@@ -15,6 +15,8 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cadencia_shared.audit_chain import AuditChain
 from cadencia_shared.ledger import Ledger, table_definition
@@ -259,3 +261,30 @@ def test_malformed_stored_marks_are_dropped_never_trusted(stored):
 def test_stored_marks_read_back_from_dynamodb_numbers():
     assert exhausted_from_item({EXHAUSTED_ATTRIBUTE: {exhausted_key("1", REFUND): Decimal("7")}}) == {
         exhausted_key("1", REFUND): 7}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["4821", "4822", "cliente-1"]), st.integers(1, 12)), max_size=40),
+       st.integers(1, 8))
+def test_a_mark_refuses_only_what_the_counter_already_took_past_the_ceiling(noted, ceiling):
+    """Whatever counter answers a turn notes, a key is refused from the marks only
+    when some answer for it reached the ceiling, and numbered past every answer seen."""
+    marks = ExhaustedAttempts()
+    highest: dict[str, int] = {}
+    for subject, number in noted:
+        marks.note(subject, REFUND, number, ceiling)
+        highest[subject] = max(highest.get(subject, 0), number)
+    for subject in ("4821", "4822", "cliente-1", "9999"):
+        refused = marks.refused_number(subject, REFUND, ceiling)
+        if highest.get(subject, 0) < ceiling:
+            assert refused is None
+        else:
+            assert refused == highest[subject] + 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(max_size=20), st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6),
+                                                       st.text(max_size=5), st.decimals(allow_nan=False))))
+def test_any_stored_map_reads_back_as_integral_marks_only(stored):
+    for key, number in exhausted_from_item({EXHAUSTED_ATTRIBUTE: stored}).items():
+        assert len(key) == 16 and type(number) is int and number >= 0

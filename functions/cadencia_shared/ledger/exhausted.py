@@ -38,6 +38,7 @@ from typing import Any
 
 EXHAUSTED_ATTRIBUTE = "tetosAtingidos"
 EXHAUSTED_KEYS_KEPT = 32
+_HEX = frozenset("0123456789abcdef")
 _KEY_HEX = 16  # 64 bits: a collision inside one conversation's few keys is not a practical concern
 
 
@@ -53,13 +54,19 @@ def exhausted_from_item(item: Mapping[str, Any]) -> dict[str, int]:
     stored = item.get(EXHAUSTED_ATTRIBUTE)
     if not isinstance(stored, Mapping):
         return {}
-    out: dict[str, int] = {}
-    for key, number in stored.items():
-        # DynamoDB numbers read back as Decimal: an integral, non-negative one only (no strings, no bools).
-        if (isinstance(key, str) and len(key) == _KEY_HEX and isinstance(number, int | Decimal)
-                and not isinstance(number, bool) and number == int(number) and number >= 0):
-            out[key] = int(number)
-    return out
+    return {key: int(number) for key, number in stored.items() if _well_formed(key, number)}
+
+
+def _well_formed(key: Any, number: Any) -> bool:
+    """A key ``exhausted_key`` could have made, and an integral, non-negative number
+    (DynamoDB numbers read back as Decimal; no strings, no bools, no infinities)."""
+    if not (isinstance(key, str) and len(key) == _KEY_HEX and set(key) <= _HEX):
+        return False
+    if isinstance(number, bool):
+        return False
+    if isinstance(number, Decimal):
+        return number.is_finite() and number == number.to_integral_value() and number >= 0
+    return isinstance(number, int) and number >= 0
 
 
 class ExhaustedAttempts:
