@@ -32,7 +32,15 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from cadencia_shared.audit_chain import ChainContention
 from cadencia_shared.ledger import Attempt, AttemptRecorder, AttemptResult, AuditTrail, ConversationCancellation, Ledger
-from cadencia_shared.ledger.attempts import CALL_EVENT, RESULT_DETAIL_MAX
+from cadencia_shared.ledger.attempts import (
+    CALL_EVENT,
+    CEILING_EVENT,
+    ORIGIN_COUNTER,
+    ORIGIN_READ,
+    RESULT_DETAIL_MAX,
+    read_decided_attempt,
+)
+from cadencia_shared.ledger.exhausted import ExhaustedAttempts
 from cadencia_shared.observability import Metric, count_for_tool, logger_for
 from cadencia_shared.outcomes import Outcome
 from cadencia_shared.settings import ApprovalSettings
@@ -74,6 +82,9 @@ class CallContext:
     deadline: Deadline
     budget: TurnBudget | None = None  # the turn's budget (None: a round run on its own, e.g. in a test)
     message_id: str | None = None  # the customer's message this call answers (its hand-off link names it)
+    # The turn's exhausted attempt keys (None: a chain run without a conversation's lease,
+    # e.g. the approval resume: the retry ceiling then always numbers on the counter).
+    exhausted: ExhaustedAttempts | None = None
     notes: dict[str, Any] = field(default_factory=dict)
 
 
@@ -189,22 +200,23 @@ class RetryCeiling:
     counter) — never a Query followed by a decision, which races: two concurrent
     calls could both count 3 and both proceed. With the counter, 50 racing calls
     for one key get the numbers 1..50 and exactly ``limit`` are allowed.
+
+    Except a refusal the turn already knows: counters only grow, so a key whose
+    counter has returned a number >= ``limit`` (noted in the turn's
+    ``ExhaustedAttempts``, kept on the conversation item by the commit) refuses every
+    later attempt. Such an attempt is refused without the counter's write (issue 14:
+    a refusal is the lease, its one link and the commit), numbered last known + 1;
+    its link (``origem`` = ``marca_da_conversa``) is its record. Only refusals are
+    ever decided this way: every allowed call is numbered by the counter.
     """
 
     def __init__(self, ledger: CeilingLedger, limit: int) -> None:
         self.ledger = ledger
         self.limit = limit
 
-    def decide(self, call: ToolCall, message_id: str | None = None) -> Attempt:
-        attempt = self.ledger.register_attempt(
-            conversation_id=call.conversation_id,
-            subject=call.subject,
-            tool=call.spec.name,
-            ceiling=self.limit,
-            order_id=call.order_id,
-            idempotency_key=call.idempotency_key,
-            indexed=not call.spec.read_only,  # a read-only call's record needs no finding by conversation
-        )
+    def decide(self, call: ToolCall, message_id: str | None = None,
+               exhausted: ExhaustedAttempts | None = None) -> Attempt:
+        attempt, origin = self._number(call, exhausted)
         if attempt.allowed:
             count_for_tool(Metric.CALLS_ALLOWED, call.spec.name)
             return attempt
@@ -215,17 +227,38 @@ class RetryCeiling:
         # is still its own link, written here, also when several calls of a round are
         # refused and only one of their hand-offs ends the turn.
         count_for_tool(Metric.CEILING_INTERRUPTIONS, call.spec.name)
-        self.ledger.append_audit(
-            conversation_id=call.conversation_id,
-            event="TETO_DE_TENTATIVAS_ATINGIDO",
-            details={"ferramenta": call.spec.name, "assunto": call.subject, "pedidoId": call.order_id,
-                      "tentativaNumero": attempt.number, "teto": self.limit,
-                      "motivo": CEILING_HANDOFF_REASON, "mensagemId": message_id},
-        )
+        details = {"ferramenta": call.spec.name, "assunto": call.subject, "pedidoId": call.order_id,
+                   "tentativaNumero": attempt.number, "teto": self.limit,
+                   "motivo": CEILING_HANDOFF_REASON, "mensagemId": message_id, "origem": origin}
+        if origin == ORIGIN_READ:  # the link is the only record: it keeps what the counter's would
+            details["chaveIdempotencia"] = call.idempotency_key
+        self.ledger.append_audit(conversation_id=call.conversation_id, event=CEILING_EVENT, details=details)
         return attempt
 
+    def _number(self, call: ToolCall, exhausted: ExhaustedAttempts | None) -> tuple[Attempt, str]:
+        """The attempt's number: from the turn's exhausted keys when they already
+        refuse it, else from the counter (and noted when it reaches the ceiling)."""
+        tool, subject = call.spec.name, call.subject
+        known = None if exhausted is None else exhausted.refused_number(subject, tool, self.limit)
+        if known is not None:
+            return read_decided_attempt(conversation_id=call.conversation_id, subject=subject, tool=tool,
+                                        number=known, ceiling=self.limit, order_id=call.order_id,
+                                        idempotency_key=call.idempotency_key), ORIGIN_READ
+        attempt = self.ledger.register_attempt(
+            conversation_id=call.conversation_id,
+            subject=subject,
+            tool=tool,
+            ceiling=self.limit,
+            order_id=call.order_id,
+            idempotency_key=call.idempotency_key,
+            indexed=not call.spec.read_only,  # a read-only call's record needs no finding by conversation
+        )
+        if exhausted is not None:
+            exhausted.note(subject, tool, attempt.number, self.limit)
+        return attempt, ORIGIN_COUNTER
+
     def before(self, ctx: CallContext) -> Refusal | None:
-        attempt = self.decide(ctx.call, ctx.message_id)
+        attempt = self.decide(ctx.call, ctx.message_id, ctx.exhausted)
         if attempt.allowed:
             ctx.notes[RetryCeiling] = attempt
             return None

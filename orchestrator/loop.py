@@ -49,6 +49,7 @@ from cadencia_shared.ledger import (
     MessageInProgress,
     StaleConversation,
 )
+from cadencia_shared.ledger.exhausted import ExhaustedAttempts
 from cadencia_shared.observability import Metric, count
 
 from . import handoffs, history, texts
@@ -93,6 +94,7 @@ class _TurnState:
     messages: list[dict[str, Any]]
     budget: TurnBudget
     check: ReplyCheck  # the output contract's checks of this turn's final answers
+    exhausted: ExhaustedAttempts  # the retry ceiling's exhausted keys (seeded by the lease, stored by the commit)
     shrunk_for_context: bool = False
 
 
@@ -153,8 +155,11 @@ class Orchestrator:
             raise ConversationBusyError(req.conversaId) from None
         self.ledger.resume_chain(req.conversaId, state.chain_anchor)  # the first link needs no Query
 
+        # The retry ceiling's exhausted keys: read by the lease, noted by the turn's
+        # calls, stored by the commit (cadencia_shared.ledger.exhausted).
+        exhausted = ExhaustedAttempts(state.exhausted)
         try:
-            reply, committed = self._commit(req, state, self._turn(req, state, deadline))
+            reply, committed = self._commit(req, state, self._turn(req, state, deadline, exhausted), exhausted)
         except StaleConversation:
             self.ledger.append_audit(conversation_id=req.conversaId, event="COMMIT_CONCORRENTE_REJEITADO",
                                      details={"mensagemId": req.mensagemId, "versao": state.version})
@@ -178,12 +183,13 @@ class Orchestrator:
         return TurnReply(conversaId=req.conversaId, mensagemId=req.mensagemId, resposta=None,
                          status=answered.status, motivo="mensagem_ja_respondida", duplicada=True)
 
-    def _commit(self, req: TurnRequest, state: ConversationState, outcome: _Outcome) -> tuple[TurnReply, _Outcome]:
+    def _commit(self, req: TurnRequest, state: ConversationState, outcome: _Outcome,
+                exhausted: ExhaustedAttempts) -> tuple[TurnReply, _Outcome]:
         """The new state and "this message was answered" commit in one UpdateItem,
         fenced on the lease and on no pending cancellation. Returns the reply and
         the outcome actually committed (its hand-off event is published after)."""
         try:
-            return self._write(req, state, outcome), outcome
+            return self._write(req, state, outcome, exhausted), outcome
         except CancellationPending:
             # The operator's command came after the last check: it wins over what
             # this turn decided (a tool result that arrived late included). Whatever
@@ -193,9 +199,10 @@ class Orchestrator:
             ending = ending_for(Limit.CANCELLED)
             cancelled = _Outcome(outcome.messages, ConversationStatus.WAITING_HUMAN, ending.text, ending.reason,
                                  handoffs.hand_off(req.conversaId, ending.reason, req.mensagemId))
-            return self._write(req, state, cancelled), cancelled
+            return self._write(req, state, cancelled, exhausted), cancelled
 
-    def _write(self, req: TurnRequest, state: ConversationState, outcome: _Outcome) -> TurnReply:
+    def _write(self, req: TurnRequest, state: ConversationState, outcome: _Outcome,
+               exhausted: ExhaustedAttempts) -> TurnReply:
         reply = self._reply(req, outcome.reply, outcome.status.value, outcome.reason)
         # Stored for a redelivery: what the request does not already say (each byte
         # of the conversation item is paid on every lease and commit). The commit also
@@ -203,11 +210,13 @@ class Orchestrator:
         chain_head = self.ledger.chain_head_for_commit(req.conversaId, state.chain_anchor)
         self.ledger.commit_conversation(state, messages=history.bounded(outcome.messages), status=outcome.status,
                                         reply=reply.model_dump(mode="json", include=_STORED_REPLY),
-                                        cancelled=outcome.reason == Limit.CANCELLED, chain_head=chain_head)
+                                        cancelled=outcome.reason == Limit.CANCELLED, chain_head=chain_head,
+                                        exhausted=exhausted.numbers)
         self.ledger.chain_anchored_by_commit(req.conversaId, chain_head)
         return reply
 
-    def _turn(self, req: TurnRequest, state: ConversationState, deadline: Deadline) -> _Outcome:
+    def _turn(self, req: TurnRequest, state: ConversationState, deadline: Deadline,
+              exhausted: ExhaustedAttempts) -> _Outcome:
         messages = history.append_user_text(state.messages, req.mensagem)
         if state.status is ConversationStatus.WAITING_HUMAN:
             # A human owns the conversation now: the model is not consulted.
@@ -219,7 +228,7 @@ class Orchestrator:
         check = ReplyCheck(req.conversaId, req.clienteId, LedgerEvidence(self.ledger, ceiling=self.settings.ceiling),
                            self.settings.output_contract_attempts)
         turn = _TurnState(req, deadline, history.trim(messages, self.settings.history_max_messages),
-                          self._budget(), check)
+                          self._budget(), check, exhausted)
         while True:
             spent = turn.budget.before_model_call(deadline)
             if spent is not None:
@@ -265,7 +274,7 @@ class Orchestrator:
     def _run_tools(self, turn: _TurnState, step: RunTools) -> _Outcome | None:
         seen = history.tool_use_ids(turn.messages)
         turn.messages.append({"role": "assistant", "content": step.content})
-        done = self.tool_round.run(turn.request, step.blocks, turn.deadline, seen, turn.budget)
+        done = self.tool_round.run(turn.request, step.blocks, turn.deadline, seen, turn.budget, turn.exhausted)
         turn.messages.append({"role": "user", "content": done.results})
         ending = done.ending
         return None if ending is None else self._end(turn, ending)

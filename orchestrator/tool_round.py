@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cadencia_shared.catalog import TOOLS
+from cadencia_shared.ledger.exhausted import ExhaustedAttempts
 from cadencia_shared.observability import Metric, count, count_for_tool
 
 from . import history
@@ -49,7 +50,8 @@ class ToolRound:
         self.controls = list(controls)
 
     def run(self, req: TurnRequest, blocks: list[Any], deadline: Deadline, seen: set[str],
-            budget: TurnBudget | None = None) -> RoundResult:
+            budget: TurnBudget | None = None, exhausted: ExhaustedAttempts | None = None) -> RoundResult:
+        """``budget`` and ``exhausted`` are the turn's (None: a round run on its own)."""
         done = RoundResult()
         seen = set(seen)
         for block in blocks:
@@ -63,14 +65,14 @@ class ToolRound:
                 }))
                 continue
             seen.add(block.id)
-            result, refusal = self._run_one(req, block, deadline, budget)
+            result, refusal = self._run_one(req, block, deadline, budget, exhausted)
             done.results.append(result)
             if refusal is not None and refusal.ending is not None:
                 done.endings.append(refusal.ending)
         return done
 
-    def _run_one(self, req: TurnRequest, block: Any, deadline: Deadline,
-                 budget: TurnBudget | None) -> tuple[dict[str, Any], Refusal | None]:
+    def _run_one(self, req: TurnRequest, block: Any, deadline: Deadline, budget: TurnBudget | None,
+                 exhausted: ExhaustedAttempts | None) -> tuple[dict[str, Any], Refusal | None]:
         spec = TOOLS.get(block.name)
         if spec is None:
             return _error(block.id, {"erro": "ferramenta_desconhecida", "ferramenta": block.name}), None
@@ -80,7 +82,7 @@ class ToolRound:
             return _error(block.id, {"erro": "entrada_invalida", "detalhes": errors}), None
         call = ToolCall(spec=spec, tool_use_id=block.id, arguments=dict(block.input),
                         conversation_id=req.conversaId, customer_id=req.clienteId)
-        ctx = CallContext(call, deadline, budget, req.mensagemId)
+        ctx = CallContext(call, deadline, budget, req.mensagemId, exhausted=exhausted)
         passed: list[Control] = []
         for control in self.controls:
             refusal = control.before(ctx)

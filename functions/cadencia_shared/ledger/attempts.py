@@ -17,6 +17,12 @@ refused the call); a refused record is ``bloqueado_por_teto`` from its write.
 Records written by the release before this join carry their own ``resultado``,
 which is kept.
 
+A refusal may also be decided WITHOUT this write: when the turn's conversation
+already knows the key reached the ceiling (``exhausted`` module: counters only
+grow, so the counter could only refuse it too). Such a refusal's one record is its
+``CEILING_EVENT`` link (``origem`` = ``ORIGIN_READ``, numbered last known + 1);
+``Ledger.attempts`` lists it beside the counters' records (``read_decided_records``).
+
 Bounded item: the list keeps the ``ceiling`` allowed attempts and at most
 ``REFUSALS_LISTED`` refused ones after them (the append's condition). A refusal
 past that still takes its number (a second ``ADD`` without the append, counted in
@@ -54,6 +60,12 @@ from .table import (
 
 ATTEMPT_EVENT = "TENTATIVA_DE_FERRAMENTA_REGISTRADA"
 CALL_EVENT = "CHAMADA_DE_FERRAMENTA"  # an invoked call's audit link: its decision and its outcome
+CEILING_EVENT = "TETO_DE_TENTATIVAS_ATINGIDO"  # a refusal's audit link (it also carries the hand-off)
+# A ceiling link's ``origem``: numbered by the counter, or decided from the conversation's
+# exhausted keys without touching the counter (``exhausted`` module) — then the link is
+# the refusal's only record, and ``read_decided_records`` lists it.
+ORIGIN_COUNTER = "contador"
+ORIGIN_READ = "marca_da_conversa"
 RESULT_DETAIL_MAX = 500  # characters of an attempt's ``detalhe``
 REFUSALS_LISTED = 4  # refused attempts kept in ``registros`` after the allowed ones
 ATTEMPT_RECORDS = "registros"
@@ -235,6 +247,32 @@ def attempt_records(counter: dict[str, Any] | None, conversation_id: str | None 
         out.append({**series, **record, "tentativaNumero": number, "teto": ceiling,
                     "decisao": "permitida" if allowed else "bloqueada_por_teto",
                     "resultado": record.get("resultado", default.value)})
+    return out
+
+
+def read_decided_attempt(*, conversation_id: str, subject: str, tool: str, number: int, ceiling: int,
+                         order_id: str | None, idempotency_key: str | None) -> Attempt:
+    """A refusal decided from the conversation's exhausted keys: no counter record
+    (``listed=False``), its time is its audit link's."""
+    return Attempt(conversation_id=conversation_id, subject=subject, order_id=order_id, tool=tool, number=number,
+                   ceiling=ceiling, idempotency_key=idempotency_key, recorded_at="", listed=False)
+
+
+def read_decided_records(conversation_id: str, links: Iterable[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The refusals decided without the counter, as attempt records: one per
+    ``CEILING_EVENT`` link of origin ``ORIGIN_READ``, given as (its time, its details).
+    Each is its own decision and its own record, also when its number equals one the
+    counter gave (``exhausted`` module: a hint behind the counter)."""
+    out = []
+    for at, details in links:
+        number, ceiling = details.get("tentativaNumero"), details.get("teto")
+        if details.get("origem") != ORIGIN_READ or type(number) is not int or type(ceiling) is not int:
+            continue
+        out.append({"evento": ATTEMPT_EVENT, "conversaId": conversation_id, "pedidoId": details.get("pedidoId"),
+                    "assunto": details.get("assunto"), "ferramenta": details.get("ferramenta"),
+                    "chaveIdempotencia": details.get("chaveIdempotencia"), "timestamp": at, "tentativaNumero": number, "teto": ceiling,
+                    "decisao": "bloqueada_por_teto", "resultado": AttemptResult.BLOCKED_BY_CEILING.value,
+                    "origem": ORIGIN_READ})
     return out
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
@@ -104,11 +104,17 @@ class AuditStore:
         """The details of one conversation's audit records of ``event``, in order: one
         Query of its chain (the chain's key is the conversation), or, without a chain,
         its ``auditoria#`` items through ``history``."""
+        return [details for _, _, details in self.timed_links(conversation_id, (event,))]
+
+    def timed_links(self, conversation_id: str, events: Collection[str]) -> list[tuple[str, str, dict[str, Any]]]:
+        """(event, when it was recorded, details) of the records of any of ``events``,
+        in order, from the same single read as ``links``."""
         if self.audit_chain is not None:
             records: Iterator[dict[str, Any]] = self.audit_chain.records(conversation_id)
         else:
             records = self.history(conversation_id, item_type=ItemType.AUDIT)
-        return [json.loads(record["detalhes"]) for record in records if record.get("evento") == event]
+        return [(record["evento"], str(record.get("registradoEm") or record.get("timestamp") or ""),
+                 json.loads(record["detalhes"])) for record in records if record.get("evento") in events]
 
     def history(self, conversation_id: str, *, item_type: ItemType | None = None) -> Iterator[dict[str, Any]]:
         """Every indexed item of one conversation in time order: the index gives the

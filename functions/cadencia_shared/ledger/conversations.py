@@ -9,12 +9,14 @@ also claims it and the commit also marks it answered (``inbound`` module doc: th
 dedupe lives on this item, so a turn is two UpdateItems and no transaction). A conversation waiting for a
 person carries ``pendencia = humano`` (the sparse index ``scripts/atendente.py``
 Queries). An operator's cancellation is an attribute of this item, so the commit's
-own condition sees it atomically.
+own condition sees it atomically. The retry ceiling's exhausted keys
+(``exhausted`` module) are read by the lease and written by the commit.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Protocol
@@ -22,6 +24,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from ..audit_anchors import CONVERSATION_HASH, CONVERSATION_SEQ, Head, conversation_anchor, conversation_anchor_values
+from .exhausted import EXHAUSTED_ATTRIBUTE, exhausted_from_item
 from .inbound import (
     ANSWERED_ATTRIBUTE,
     MESSAGE_NAME,
@@ -89,6 +92,8 @@ class ConversationState:
     message_key: str = ""  # the inbound message this lease claimed ("" for none): the commit answers it
     answered: AnsweredMessages = field(default_factory=AnsweredMessages)
     chain_anchor: Head | None = None  # the audit chain's head as of the last commit (audit_anchors)
+    # Attempt keys known to be at the ceiling (the ``exhausted`` module): the retry ceiling's hint.
+    exhausted: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_item(cls, conversation_id: str, item: dict[str, Any], *, owner: str,
@@ -104,6 +109,7 @@ class ConversationState:
             message_key=message_key,
             answered=AnsweredMessages.from_item(item),
             chain_anchor=conversation_anchor(item),
+            exhausted=exhausted_from_item(item),
         )
 
     def has_answered(self, message_id: str) -> bool:
@@ -132,14 +138,15 @@ class Conversations(ConversationCancellation, Protocol):
 
     def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]],
                             status: ConversationStatus, reply: dict[str, Any] | None = None,
-                            cancelled: bool = False, chain_head: Head | None = None) -> ConversationState: ...
+                            cancelled: bool = False, chain_head: Head | None = None,
+                            exhausted: Mapping[str, int] | None = None) -> ConversationState: ...
 
     def release_conversation(self, state: ConversationState) -> None: ...
 
 
 def _commit_update(table: LedgerTable, state: ConversationState, messages: list[dict[str, Any]],
                    status: ConversationStatus, cancelled: bool, reply: dict[str, Any] | None,
-                   chain_head: Head | None) -> dict[str, Any]:
+                   chain_head: Head | None, exhausted: Mapping[str, int] | None = None) -> dict[str, Any]:
     values = {":m": compressed_json(messages), ":st": status.value, ":um": 1, ":zero": 0,
               ":agora": table.iso(), ":v": state.version, ":dono": state.owner}
     # A conversation waiting for a person is in the sparse index (people list it with
@@ -162,6 +169,9 @@ def _commit_update(table: LedgerTable, state: ConversationState, messages: list[
     if chain_head is not None:  # the audit chain's anchor rides on the commit (audit_anchors)
         waiting += f", {CONVERSATION_SEQ} = :cs, {CONVERSATION_HASH} = :ch"
         values[":cs"], values[":ch"] = conversation_anchor_values(chain_head)
+    if exhausted:  # the retry ceiling's hint rides on the commit too (no write of its own)
+        waiting += f", {EXHAUSTED_ATTRIBUTE} = :tetos"
+        values[":tetos"] = dict(exhausted)
     # An operator's cancellation wins over whatever the turn decided: the commit
     # of a turn that did not end as cancelled is refused while one is pending;
     # the cancelled turn's commit consumes it.
@@ -266,12 +276,14 @@ class ConversationStore:
 
     def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]],
                             status: ConversationStatus, reply: dict[str, Any] | None = None,
-                            cancelled: bool = False, chain_head: Head | None = None) -> ConversationState:
+                            cancelled: bool = False, chain_head: Head | None = None,
+                            exhausted: Mapping[str, int] | None = None) -> ConversationState:
         """Write the new state and release the lease, fenced on (version, owner) —
         and, when the lease claimed a message, mark it answered with ``reply`` in the
         same UpdateItem: the state and "this message was answered" commit together
-        or not at all (so a redelivery can neither be lost nor run twice)."""
-        update = _commit_update(self.table, state, messages, status, cancelled, reply, chain_head)
+        or not at all (so a redelivery can neither be lost nor run twice). ``exhausted``:
+        the turn's exhausted attempt keys (``ExhaustedAttempts.numbers``), stored with it."""
+        update = _commit_update(self.table, state, messages, status, cancelled, reply, chain_head, exhausted)
         try:
             self.table.client.update_item(**update)
         except ClientError as err:
@@ -281,7 +293,8 @@ class ConversationStore:
                 raise CancellationPending(state.conversation_id) from None
             raise StaleConversation(state.conversation_id) from None
         return replace(state, messages=messages, status=status, version=state.version + 1, turns=state.turns + 1,
-                       message_key="", chain_anchor=chain_head or state.chain_anchor)
+                       message_key="", chain_anchor=chain_head or state.chain_anchor,
+                       exhausted=dict(exhausted) if exhausted else state.exhausted)
 
     def _cancelled_under_our_lease(self, state: ConversationState) -> bool:
         item = self.table.get_fields(conversation_pk(state.conversation_id), "versao", "dono", CANCELLATION_ATTRIBUTE)

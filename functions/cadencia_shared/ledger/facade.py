@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .attempts import CALL_EVENT, AttemptStore, with_outcomes
+from .attempts import CALL_EVENT, CEILING_EVENT, AttemptStore, read_decided_records, with_outcomes
 from .audit import AuditChain, AuditStore
 from .claims import ClaimStore
 from .conversations import ConversationStore
@@ -46,11 +46,19 @@ class Ledger(ClaimStore, AttemptStore, ConversationStore, AuditStore):
         """Every listed attempt of one conversation, in time order, with its call's
         outcome: the counters' records (the decisions, written before the invoke)
         joined with the conversation's ``CHAMADA_DE_FERRAMENTA`` links (the outcomes,
-        written once after it); an allowed record with no link is ``pendente``."""
-        links = self.links(conversation_id, CALL_EVENT)
-        named = {(link["assunto"], link["ferramenta"]) for link in links
+        written once after it); an allowed record with no link is ``pendente``. A
+        refusal decided without the counter (``exhausted`` module) has only its
+        ``TETO_DE_TENTATIVAS_ATINGIDO`` link: it is listed from that link. One read
+        of the chain serves both."""
+        linked = self.timed_links(conversation_id, (CALL_EVENT, CEILING_EVENT))
+        calls = [details for event, _, details in linked if event == CALL_EVENT]
+        refusals = [(at, details) for event, at, details in linked if event == CEILING_EVENT]
+        named = {(link["assunto"], link["ferramenta"]) for link in calls
                  if isinstance(link.get("assunto"), str) and isinstance(link.get("ferramenta"), str)}
-        return iter(with_outcomes(self.attempt_records_of(conversation_id, named), links))
+        records = [*self.attempt_records_of(conversation_id, named),
+                   *read_decided_records(conversation_id, refusals)]
+        records.sort(key=lambda r: (r["timestamp"], r["tentativaNumero"]))
+        return iter(with_outcomes(records, calls))
 
     def attempt_results(self, *, conversation_id: str, subject: str, tool: str, limit: int) -> list[str]:
         """The outcomes of the invoked calls numbered 1..``limit`` at (conversation,
