@@ -184,9 +184,9 @@ def _commit_update(table: LedgerTable, state: ConversationState, messages: list[
 
 
 def _lease_update(table: LedgerTable, conversation_id: str, customer_id: int, lease_s: int, owner: str,
-                  message_id: str | None) -> dict[str, Any]:
-    """The lease's UpdateItem; given ``message_id``, it also claims that message and is
-    refused when it was already answered (the inbound module)."""
+                  key: str | None) -> dict[str, Any]:
+    """The lease's UpdateItem; given an inbound message's ``key`` (``message_key``), it
+    also claims that message and is refused when it was already answered (the inbound module)."""
     now = table.now_ms()
     names = {"#st": "status"}
     values: dict[str, Any] = {
@@ -195,8 +195,8 @@ def _lease_update(table: LedgerTable, conversation_id: str, customer_id: int, le
         ":agora": table.iso(now), ":agora_ms": now}
     # Without a message, a claim left by a dead lease holder is dropped with its lease.
     claim, not_answered, unclaimed = "", "", f" REMOVE {PROCESSING_ATTRIBUTE}"
-    if message_id is not None:
-        names[MESSAGE_NAME] = values[":mid"] = message_key(message_id)
+    if key is not None:
+        names[MESSAGE_NAME] = values[":mid"] = key
         claim, unclaimed = f", {PROCESSING_ATTRIBUTE} = :mid", ""
         not_answered = f" AND attribute_not_exists({ANSWERED_ATTRIBUTE}.{MESSAGE_NAME})"
     return {
@@ -234,9 +234,10 @@ class ConversationStore:
         live lease is working on it).
         """
         owner = uuid.uuid4().hex
+        key = None if message_id is None else message_key(message_id)  # hashed once per lease
         try:
             resp = self.table.client.update_item(
-                **_lease_update(self.table, conversation_id, customer_id, lease_s, owner, message_id))
+                **_lease_update(self.table, conversation_id, customer_id, lease_s, owner, key))
         except ClientError as err:
             if not condition_failed(err):
                 raise
@@ -245,9 +246,9 @@ class ConversationStore:
             old = old_item(err) or {}
             if "clienteId" in old and int(old["clienteId"]) != customer_id:
                 raise ConversationOfAnotherCustomer(conversation_id) from None
-            raise (refusal(old, conversation_id, message_id) or ConversationBusy(conversation_id)) from None
+            raise (refusal(old, conversation_id, message_id, key) or ConversationBusy(conversation_id)) from None
         return ConversationState.from_item(conversation_id, deserialize(resp["Attributes"]), owner=owner,
-                                           message_key="" if message_id is None else message_key(message_id))
+                                           message_key=key or "")
 
     def read_conversation(self, conversation_id: str) -> ConversationState | None:
         """The stored state, without taking the lease (operators, the harness, tests)."""
