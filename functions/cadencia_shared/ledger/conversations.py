@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from ..audit_anchors import CONVERSATION_HASH, CONVERSATION_SEQ, Head, conversation_anchor, conversation_anchor_values
+from ..dynamo_types import deserialize_item
 from .inbound import (
     ANSWERED_ATTRIBUTE,
     MESSAGE_NAME,
@@ -43,7 +44,6 @@ from .table import (
     condition_failed,
     conversation_id_of,
     conversation_pk,
-    deserialize,
     from_compressed_json,
     old_item,
     serialize,
@@ -247,7 +247,7 @@ class ConversationStore:
             if "clienteId" in old and int(old["clienteId"]) != customer_id:
                 raise ConversationOfAnotherCustomer(conversation_id) from None
             raise (refusal(old, conversation_id, message_id, key) or ConversationBusy(conversation_id)) from None
-        return ConversationState.from_item(conversation_id, deserialize(resp["Attributes"]), owner=owner,
+        return ConversationState.from_item(conversation_id, deserialize_item(resp["Attributes"]), owner=owner,
                                            message_key=key or "")
 
     def read_conversation(self, conversation_id: str) -> ConversationState | None:

@@ -168,10 +168,6 @@ def serialize(values: dict[str, Any]) -> dict[str, Any]:
     return serialize_item({k: v for k, v in values.items() if v is not None})
 
 
-def deserialize(item: dict[str, Any]) -> dict[str, Any]:
-    return deserialize_item(item)
-
-
 def compressed_json(value: Any) -> bytes:
     """A JSON value as a binary attribute, zlib-compressed: the conversation item's
     history and kept replies (every KB of that item is a write unit on each lease and
@@ -194,7 +190,7 @@ def condition_failed(err: ClientError) -> bool:
 def old_item(err: ClientError) -> dict[str, Any] | None:
     """The item a failed condition saw (``ReturnValuesOnConditionCheckFailure=ALL_OLD``)."""
     item = err.response.get("Item")
-    return deserialize(item) if item else None
+    return deserialize_item(item) if item else None
 
 
 class LedgerTable:
@@ -224,7 +220,7 @@ class LedgerTable:
 
     def get(self, pk: str) -> dict[str, Any] | None:
         resp = self.client.get_item(TableName=self.name, Key=self.key(pk), ConsistentRead=True)
-        return deserialize(resp["Item"]) if "Item" in resp else None
+        return deserialize_item(resp["Item"]) if "Item" in resp else None
 
     def get_fields(self, pk: str, *names: str) -> dict[str, Any]:
         """A few attributes of one item (never, say, a conversation's large history)."""
@@ -233,7 +229,7 @@ class LedgerTable:
             ProjectionExpression=", ".join(f"#a{i}" for i in range(len(names))),
             ExpressionAttributeNames={f"#a{i}": name for i, name in enumerate(names)},
         )
-        return deserialize(resp["Item"]) if "Item" in resp else {}
+        return deserialize_item(resp["Item"]) if "Item" in resp else {}
 
     def get_many(self, pks: list[str]) -> dict[str, dict[str, Any]]:
         """Items by key, strongly consistent (BatchGetItem, 100 keys a request; keys
@@ -245,7 +241,7 @@ class LedgerTable:
             while request:
                 resp = self.client.batch_get_item(RequestItems=request)
                 for item in resp.get("Responses", {}).get(self.name, []):
-                    decoded = deserialize(item)
+                    decoded = deserialize_item(item)
                     found[decoded[TABLE_KEY]] = decoded
                 request = resp.get("UnprocessedKeys") or {}
         return found
@@ -288,7 +284,7 @@ class LedgerTable:
         while remaining is None or remaining > 0:
             resp = self.client.query(**kwargs, **({} if remaining is None else {"Limit": remaining}))
             items = resp.get("Items", [])
-            yield from (deserialize(item) for item in items)
+            yield from (deserialize_item(item) for item in items)
             remaining = None if remaining is None else remaining - len(items)
             if "LastEvaluatedKey" not in resp:
                 return
