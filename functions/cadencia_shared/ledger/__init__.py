@@ -84,6 +84,7 @@ from .table import (
     approval_id,
     approval_pk,
     refund_idempotency_key,
+    require_retired_indexes,
     table_definition,
 )
 
@@ -97,7 +98,8 @@ __all__ = [
     "ConversationBusy", "ConversationCancellation", "ConversationOfAnotherCustomer", "ConversationState",
     "ConversationStatus", "ConversationStore", "Conversations", "ItemType",
     "Ledger", "LedgerError", "LedgerTable", "RefundClaim", "RefundClaims",
-    "StaleConversation", "approval_id", "approval_pk", "clip_detail", "refund_idempotency_key", "table_definition",
+    "StaleConversation", "approval_id", "approval_pk", "clip_detail", "refund_idempotency_key",
+    "require_retired_indexes", "table_definition",
     # the inbound dedupe, on the conversation item (issue 14)
     "MessageAnswered", "MessageInProgress", "REPLIES_KEPT",
 ]

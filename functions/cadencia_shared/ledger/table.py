@@ -291,13 +291,19 @@ class LedgerTable:
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
 
+def require_retired_indexes(names: Collection[str]) -> None:
+    """Refuse (ValueError) any of ``names`` that is not in ``RETIRED_INDEXES``: a typo
+    in a deploy's list of indexes to keep would otherwise drop the index it meant to keep."""
+    unknown = set(names) - set(RETIRED_INDEXES)
+    if unknown:
+        raise ValueError(f"not a retired ledger index: {sorted(unknown)} (retired: {sorted(RETIRED_INDEXES)})")
+
+
 def table_definition(table_name: str, *, retired_indexes: Collection[str] = ()) -> dict[str, Any]:
     """CreateTable arguments (local stack, tests); the CDK stack mirrors them.
     ``retired_indexes``: names of ``RETIRED_INDEXES`` kept beside their successors
     (a migrating stack)."""
-    unknown = set(retired_indexes) - set(RETIRED_INDEXES)
-    if unknown:
-        raise ValueError(f"not a retired ledger index: {sorted(unknown)}")
+    require_retired_indexes(retired_indexes)
     retired = [_index(name, *keys) for name, keys in RETIRED_INDEXES.items() if name in retired_indexes]
     return {
         "TableName": table_name,
