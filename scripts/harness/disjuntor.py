@@ -31,6 +31,8 @@ from rich.table import Table
 from cadencia_shared.audit_chain import AUDIT_TABLE, AuditChain
 from cadencia_shared.catalog import CONSULTAR_STATUS_PEDIDO
 from cadencia_shared.ledger import Ledger
+from cadencia_shared.ledger.attempts import CALL_EVENT
+from cadencia_shared.ledger.audit import event_details
 from scripts.local_stack import stack
 from scripts.local_stack.aws import reset_ledger, session_client
 from scripts.local_stack.emf import capture_emf
@@ -50,8 +52,10 @@ def _figures(ledger: Ledger, conversations: list[str], endings: Counter, emf: di
     invoked, audits = [], Counter()
     chain = AuditChain(AUDIT_TABLE, ledger.client)  # the orchestrator's audit records (its AUDIT_TABLE)
     for conv in conversations:
-        invoked += [a for a in ledger.attempts(conv) if a["ferramenta"] == TOOL]
-        audits.update(a["evento"] for a in chain.records(conv))
+        records = list(chain.records(conv))  # one read of the chain: the events and the calls' outcomes
+        audits.update(a["evento"] for a in records)
+        calls = event_details(records, CALL_EVENT)
+        invoked += [a for a in ledger.attempts(conv, links=calls) if a["ferramenta"] == TOOL]
     metrics = Counter()
     for (name, dims), value in emf.items():
         if name in ("RecusasPorDisjuntor", "TransicoesDoDisjuntor", "ErrosDeFerramenta"):

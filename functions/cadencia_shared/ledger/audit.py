@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
@@ -32,6 +32,12 @@ from .table import (
     audit_pk,
     history_sort,
 )
+
+
+def event_details(records: Iterable[dict[str, Any]], event: str) -> list[dict[str, Any]]:
+    """The details of the audit ``records`` of ``event``, in order (``AuditStore.links``
+    on records a caller has read already)."""
+    return [json.loads(record["detalhes"]) for record in records if record.get("evento") == event]
 
 
 class AuditChain(Protocol):
@@ -108,7 +114,7 @@ class AuditStore:
             records: Iterator[dict[str, Any]] = self.audit_chain.records(conversation_id)
         else:
             records = self.history(conversation_id, item_type=ItemType.AUDIT)
-        return [json.loads(record["detalhes"]) for record in records if record.get("evento") == event]
+        return event_details(records, event)
 
     def history(self, conversation_id: str, *, item_type: ItemType | None = None) -> Iterator[dict[str, Any]]:
         """Every indexed item of one conversation in time order: the index gives the

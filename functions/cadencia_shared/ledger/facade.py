@@ -42,12 +42,15 @@ class Ledger(ClaimStore, AttemptStore, ConversationStore, AuditStore):
     def now_ms(self) -> int:
         return self.table.now_ms()
 
-    def attempts(self, conversation_id: str) -> Iterator[dict[str, Any]]:
+    def attempts(self, conversation_id: str, *, links: list[dict[str, Any]] | None = None
+                 ) -> Iterator[dict[str, Any]]:
         """Every listed attempt of one conversation, in time order, with its call's
         outcome: the counters' records (the decisions, written before the invoke)
         joined with the conversation's ``CHAMADA_DE_FERRAMENTA`` links (the outcomes,
-        written once after it); an allowed record with no link is ``pendente``."""
-        links = self.links(conversation_id, CALL_EVENT)
+        written once after it); an allowed record with no link is ``pendente``.
+        ``links``: those links, from a chain the caller read already (``event_details``)."""
+        if links is None:
+            links = self.links(conversation_id, CALL_EVENT)
         named = {(link["assunto"], link["ferramenta"]) for link in links
                  if isinstance(link.get("assunto"), str) and isinstance(link.get("ferramenta"), str)}
         return iter(with_outcomes(self.attempt_records_of(conversation_id, named), links))
