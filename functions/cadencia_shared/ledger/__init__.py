@@ -59,6 +59,7 @@ from .conversations import (
     ConversationState,
     ConversationStatus,
     ConversationStore,
+    EncodedHistory,
     StaleConversation,
 )
 from .facade import Ledger
@@ -96,7 +97,7 @@ __all__ = [
     "TTL_ATTRIBUTE", "UNSETTLED_MARK", "Attempt", "AttemptRecorder", "AttemptResult", "AttemptStore", "AuditChain",
     "AuditStore", "AuditTrail", "CancellationPending", "ClaimLost", "ClaimStatus", "ClaimStore", "ClaimTaken",
     "ConversationBusy", "ConversationCancellation", "ConversationOfAnotherCustomer", "ConversationState",
-    "ConversationStatus", "ConversationStore", "Conversations", "ItemType",
+    "ConversationStatus", "ConversationStore", "Conversations", "EncodedHistory", "ItemType",
     "Ledger", "LedgerError", "LedgerTable", "RefundClaim", "RefundClaims",
     "StaleConversation", "approval_id", "approval_pk", "clip_detail", "refund_idempotency_key",
     "require_retired_indexes", "table_definition",

@@ -40,6 +40,7 @@ from .table import (
     ItemType,
     LedgerError,
     LedgerTable,
+    compact_json,
     compressed_json,
     condition_failed,
     conversation_id_of,
@@ -114,6 +115,20 @@ class ConversationState:
         return self.answered.reply_of(message_key(message_id))
 
 
+@dataclass(frozen=True)
+class EncodedHistory:
+    """A history with its ``compact_json`` bytes, from a caller that encoded it to
+    measure it (orchestrator.history.for_storage): the commit compresses those bytes
+    instead of encoding the history a second time."""
+
+    messages: list[dict[str, Any]]
+    encoded: bytes
+
+    @classmethod
+    def of(cls, messages: list[dict[str, Any]]) -> EncodedHistory:
+        return cls(messages, compact_json(messages))
+
+
 class ConversationCancellation(Protocol):
     """What the cancellation control and the operators' command need of the ledger."""
 
@@ -130,18 +145,18 @@ class Conversations(ConversationCancellation, Protocol):
 
     def read_conversation(self, conversation_id: str) -> ConversationState | None: ...
 
-    def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]],
+    def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]] | EncodedHistory,
                             status: ConversationStatus, reply: dict[str, Any] | None = None,
                             cancelled: bool = False, chain_head: Head | None = None) -> ConversationState: ...
 
     def release_conversation(self, state: ConversationState) -> None: ...
 
 
-def _commit_update(table: LedgerTable, state: ConversationState, messages: list[dict[str, Any]],
+def _commit_update(table: LedgerTable, state: ConversationState, history: EncodedHistory,
                    status: ConversationStatus, cancelled: bool, reply: dict[str, Any] | None,
                    chain_head: Head | None) -> dict[str, Any]:
-    values = {":m": compressed_json(messages), ":st": status.value, ":um": 1, ":zero": 0,
-              ":agora": table.iso(), ":v": state.version, ":dono": state.owner}
+    values = {":m": compressed_json(history.messages, encoded=history.encoded), ":st": status.value,
+              ":um": 1, ":zero": 0, ":agora": table.iso(), ":v": state.version, ":dono": state.owner}
     # A conversation waiting for a person is in the sparse index (people list it with
     # a Query); any other status takes it out. The index's sort key is the claims'
     # ``visitadoEm`` (an item without it is not in the index): set to when the wait
@@ -265,14 +280,15 @@ class ConversationStore:
         entries = self.table.pending_entries(HUMAN_PENDING_MARK, limit=limit)
         return [(conversation_id_of(entry[TABLE_KEY]), entry[GSI_UNSETTLED_SORT]) for entry in entries]
 
-    def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]],
+    def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]] | EncodedHistory,
                             status: ConversationStatus, reply: dict[str, Any] | None = None,
                             cancelled: bool = False, chain_head: Head | None = None) -> ConversationState:
         """Write the new state and release the lease, fenced on (version, owner) —
         and, when the lease claimed a message, mark it answered with ``reply`` in the
         same UpdateItem: the state and "this message was answered" commit together
         or not at all (so a redelivery can neither be lost nor run twice)."""
-        update = _commit_update(self.table, state, messages, status, cancelled, reply, chain_head)
+        history = messages if isinstance(messages, EncodedHistory) else EncodedHistory.of(messages)
+        update = _commit_update(self.table, state, history, status, cancelled, reply, chain_head)
         try:
             self.table.client.update_item(**update)
         except ClientError as err:
@@ -281,8 +297,8 @@ class ConversationStore:
             if not cancelled and self._cancelled_under_our_lease(state):
                 raise CancellationPending(state.conversation_id) from None
             raise StaleConversation(state.conversation_id) from None
-        return replace(state, messages=messages, status=status, version=state.version + 1, turns=state.turns + 1,
-                       message_key="", chain_anchor=chain_head or state.chain_anchor)
+        return replace(state, messages=history.messages, status=status, version=state.version + 1,
+                       turns=state.turns + 1, message_key="", chain_anchor=chain_head or state.chain_anchor)
 
     def _cancelled_under_our_lease(self, state: ConversationState) -> bool:
         item = self.table.get_fields(conversation_pk(state.conversation_id), "versao", "dono", CANCELLATION_ATTRIBUTE)
