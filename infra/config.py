@@ -136,14 +136,15 @@ def _retired_indexes(opt: Lookup) -> tuple[str, ...]:
     """``keepRetiredIndexes``: names of retired ledger indexes to keep this deploy.
     ``keepLegacyHistoryIndex=true`` (the history index's migration, as first
     documented) still means ``porConversa``. An unknown name is refused: a typo would
-    otherwise drop the index it meant to keep."""
-    from cadencia_shared.ledger import LEGACY_GSI_BY_CONVERSATION, RETIRED_INDEXES
+    otherwise drop the index it meant to keep (the ledger's check, refused here at
+    parse time rather than when the table is synthesized)."""
+    from cadencia_shared.ledger import LEGACY_GSI_BY_CONVERSATION, require_retired_indexes
 
     names = _list(opt("keepRetiredIndexes", ""))
-    unknown = sorted(set(names) - set(RETIRED_INDEXES))
-    if unknown:
-        raise ConfigError(f"keepRetiredIndexes names no retired ledger index: {unknown} "
-                          f"(retired: {sorted(RETIRED_INDEXES)})")
+    try:
+        require_retired_indexes(names)
+    except ValueError as err:
+        raise ConfigError(f"keepRetiredIndexes: {err}") from None
     if _bool(opt("keepLegacyHistoryIndex", False), "keepLegacyHistoryIndex"):
         names += (LEGACY_GSI_BY_CONVERSATION,)
     return tuple(sorted(set(names)))

@@ -80,7 +80,8 @@ class CircuitStore:
         resp = self.client.update_item(
             TableName=self.table_name, Key=_key(tool),
             UpdateExpression="ADD falhas :um SET tipo = :tipo, estado = if_not_exists(estado, :fechado)",
-            ExpressionAttributeValues=_values({":um": 1, ":tipo": ITEM_TYPE, ":fechado": CircuitState.CLOSED.value}),
+            ExpressionAttributeValues=serialize_item(
+                {":um": 1, ":tipo": ITEM_TYPE, ":fechado": CircuitState.CLOSED.value}),
             ReturnValues="UPDATED_NEW",
         )
         return int(deserialize(resp["Attributes"]["falhas"]))
@@ -134,7 +135,7 @@ class CircuitStore:
         used = {k: v for k, v in values.items() if k in update or k in condition}
         try:
             self.client.update_item(TableName=self.table_name, Key=_key(tool), UpdateExpression=update,
-                                    ConditionExpression=condition, ExpressionAttributeValues=_values(used))
+                                    ConditionExpression=condition, ExpressionAttributeValues=serialize_item(used))
         except ClientError as err:
             if err.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
                 return False
@@ -144,10 +145,6 @@ class CircuitStore:
 
 def _key(tool: str) -> dict[str, Any]:
     return {TABLE_KEY: {"S": f"{ITEM_TYPE}#{tool}"}}
-
-
-def _values(values: dict[str, Any]) -> dict[str, Any]:
-    return serialize_item(values)
 
 
 class StateCache:

@@ -8,9 +8,11 @@ merged into one message (a reply that failed after tools ran leaves a user
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
+
+from cadencia_shared.ledger import EncodedHistory
+from cadencia_shared.ledger.table import compact_json
 
 Message = dict[str, Any]
 
@@ -86,7 +88,7 @@ STORED_HISTORY_MAX_BYTES = 200_000
 
 
 def _size(value: Any) -> int:
-    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+    return len(compact_json(value))
 
 
 def bounded(messages: list[Message], max_bytes: int = STORED_HISTORY_MAX_BYTES, *,
@@ -96,12 +98,34 @@ def bounded(messages: list[Message], max_bytes: int = STORED_HISTORY_MAX_BYTES, 
     merged messages (the newest block of each message is kept, and no tool block is
     touched, so every tool_use keeps its result). ``cut_turns=False``: blocks only, so
     the number of messages stays (a person's reply id counts them: orchestrator.human_reply)."""
-    out, size = list(messages), _size(messages)
+    return for_storage(messages, max_bytes, cut_turns=cut_turns).messages
+
+
+def for_storage(messages: list[Message], max_bytes: int = STORED_HISTORY_MAX_BYTES, *,
+                cut_turns: bool = True) -> EncodedHistory:
+    """``bounded``'s history with its stored JSON, which the commit compresses as is: a
+    history under the bound (the common case) is encoded once per commit, in one call."""
+    encoded = compact_json(messages)
+    if len(encoded) <= max_bytes:
+        return EncodedHistory(list(messages), encoded)
+    return _cut(messages, len(encoded), max_bytes, cut_turns)
+
+
+def _cut(messages: list[Message], size: int, max_bytes: int, cut_turns: bool) -> EncodedHistory:
+    """Over the bound: each message encoded once, the list's ``size`` kept from theirs
+    (``[``, ``]`` and a comma between two), and a message re-encoded only when a cut
+    rewrites it — not the whole list on every pass."""
+    out = list(messages)
+    parts = [compact_json(message) for message in out]
     while cut_turns and size > max_bytes and len(out) > 1:
         shorter = trim(out, len(out) - 1)
         if len(shorter) == len(out):
             break  # one turn left: it cannot be cut at a customer message
-        out, size = shorter, _size(shorter)
+        # ``trim`` keeps a suffix, rewriting its first message (a merged customer
+        # message loses the results of the cut turn's calls).
+        dropped, first = len(out) - len(shorter), compact_json(shorter[0])
+        size += len(first) - sum(map(len, parts[:dropped + 1])) - dropped  # and their commas
+        out, parts = shorter, [first, *parts[dropped + 1:]]
     for index, message in enumerate(out):
         if size <= max_bytes:
             break
@@ -114,7 +138,8 @@ def bounded(messages: list[Message], max_bytes: int = STORED_HISTORY_MAX_BYTES, 
             blocks = blocks[:oldest_text] + blocks[oldest_text + 1:]
         if len(blocks) != len(_blocks(message["content"])):
             out[index] = {**message, "content": blocks}
-    return out
+            parts[index] = compact_json(out[index])
+    return EncodedHistory(out, b"[" + b",".join(parts) + b"]")
 
 
 def append_assistant_text(messages: list[Message], text: str) -> list[Message]:

@@ -183,7 +183,8 @@ class HumanReplies:
             _require_waiting(state.status)
             # Blocks only, never a whole turn: the reply id counts the customer's messages,
             # so a cut turn would give a re-run of this reply another id (written, sent twice).
-            messages = history.bounded(history.append_assistant_text(state.messages, request.texto), cut_turns=False)
+            messages = history.for_storage(history.append_assistant_text(state.messages, request.texto),
+                                           cut_turns=False)
             # Stored: whether it went to the channel, not where — the conversation item never
             # expires, while the number lives only where the ledger's TTL removes it
             # (``contato#``, ``envio#``: docs/architecture.md, personal data).

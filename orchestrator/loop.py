@@ -208,7 +208,7 @@ class Orchestrator:
         # of the conversation item is paid on every lease and commit). The commit also
         # anchors the turn's audit links on the conversation (no anchor write of its own).
         chain_head = self.ledger.chain_head_for_commit(req.conversaId, state.chain_anchor)
-        self.ledger.commit_conversation(state, messages=history.bounded(outcome.messages), status=outcome.status,
+        self.ledger.commit_conversation(state, messages=history.for_storage(outcome.messages), status=outcome.status,
                                         reply=reply.model_dump(mode="json", include=_STORED_REPLY),
                                         cancelled=outcome.reason == Limit.CANCELLED, chain_head=chain_head,
                                         exhausted=exhausted.numbers)

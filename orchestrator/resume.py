@@ -104,15 +104,15 @@ class Resumer:
             return Resumed(record.conversation_id, approval, None, state.status.value, "nada_a_retomar")
         try:
             messages, status, text, reason = self._decided(record, list(state.messages), deadline)
-            messages = history.bounded(messages)
+            stored = history.for_storage(messages)
             try:
-                self.ledger.commit_conversation(state, messages=messages, status=status)
+                self.ledger.commit_conversation(state, messages=stored, status=status)
             except CancellationPending:
                 # An operator cancelled while the conversation waited (issue 11): the
                 # cancellation wins, as in the loop's commit; a person takes over.
                 ending = ending_for(Limit.CANCELLED)
                 status, text, reason = ConversationStatus.WAITING_HUMAN, ending.text, ending.reason
-                self.ledger.commit_conversation(state, messages=messages, status=status, cancelled=True)
+                self.ledger.commit_conversation(state, messages=stored, status=status, cancelled=True)
         except BaseException:
             self.ledger.release_conversation(state)
             raise

@@ -97,13 +97,7 @@ def finish_recorded_send(out: Sender, wamid: str, deadline: Deadline) -> None:
     outbox record is, if the reply got that far — a record still ``pendente`` is sent
     now, once (the outbox's claim); one sent, being sent or final is left alone. No
     record: the send was never recorded (docs/whatsapp.md, *Redelivery*)."""
-    record = out.outbox.read(wamid)
-    if record is None:
-        return
-    out.deliver(OutgoingReply(key=wamid, conversation_id=record.get("conversa"),
-                              phone_number_id=record["phoneNumberId"], to=record["para"], body=record["texto"],
-                              reply_to=record.get("contexto") or None),
-                time_left_s=deadline.remaining_s)
+    out.deliver_recorded(wamid, time_left_s=deadline.remaining_s)
 
 
 def _record_handler(record: SQSRecord, context: LambdaContext) -> None:

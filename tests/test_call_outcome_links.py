@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import Counter
 
 import pytest
 from botocore.exceptions import ClientError
@@ -22,6 +23,7 @@ from cadencia_shared.ledger.table import counter_pk
 from orchestrator.events import TurnRequest
 from orchestrator.invokers import Invocation, InvocationStatus
 from orchestrator.model import Deadline
+from scripts.harness import disjuntor
 from scripts.local_stack.aws import session_client
 
 from .support.anthropic_fake import ScriptedModel, text_reply, tool_use, tool_uses
@@ -57,12 +59,36 @@ def test_the_outcome_is_on_the_link_only_and_the_record_reads_it_back(tables, lo
     for subject in ("4821", "9999"):
         counter = ledger.table.get(counter_pk(conv, subject, STATUS))
         assert counter["registros"] and all(set(r) == {"timestamp", "teto"} for r in counter["registros"])
-    links = [json.loads(r["detalhes"]) for r in ledger.audit_chain.records(conv) if r["evento"] == CALL_EVENT]
+    chain = list(ledger.audit_chain.records(conv))
+    links = [json.loads(r["detalhes"]) for r in chain if r["evento"] == CALL_EVENT]
     assert [(x["assunto"], x["tentativaNumero"], x["resultado"]) for x in links] == [
         ("4821", 1, "executado"), ("9999", 1, "recusado_pela_ferramenta"), ("4821", 2, "erro_da_ferramenta")]
     joined = sorted((a["assunto"], a["tentativaNumero"], a["resultado"], a.get("detalhe")) for a in ledger.attempts(conv))
     assert joined == [("4821", 1, "executado", None), ("4821", 2, "erro_da_ferramenta", "tempo_esgotado"),
                       ("9999", 1, "recusado_pela_ferramenta", "pedido_inexistente")]
+    # The links a caller read already (scripts/harness/disjuntor.py) give the same join.
+    assert list(ledger.attempts(conv, chain=chain)) == list(ledger.attempts(conv))
+
+
+def test_the_breaker_harness_reads_each_conversation_chain_once(tables, local_stack, monkeypatch):
+    """scripts/harness/disjuntor.py's figures: one read of each conversation's chain
+    gives both the audited events and the calls' outcomes."""
+    ddb, audit_name, ledger_name = _tables(tables, local_stack)
+    ledger = Ledger(ledger_name, ddb, audit_chain=AuditChain(audit_name, ddb, anchor_table=ledger_name))
+    conv = f"conv-disjuntor-{uuid.uuid4().hex[:8]}"
+    invoker = SequenceInvoker(Invocation(InvocationStatus.TIMEOUT), Invocation(InvocationStatus.TIMEOUT))
+    orch, _ = build(ScriptedModel(tool_uses((STATUS, {"pedidoId": "4821"}), (STATUS, {"pedidoId": "4821"})),
+                                  text_reply("Conferi.")), ledger, invoker)
+    orch.handle(TurnRequest(conversaId=conv, clienteId=1001, mensagemId="wamid.1", mensagem="status"),
+                Deadline.after(60))
+    reads: list[str] = []
+    chain_records = AuditChain.records
+    monkeypatch.setattr(AuditChain, "records", lambda chain, name: reads.append(name) or chain_records(chain, name))
+    monkeypatch.setattr(disjuntor, "AUDIT_TABLE", audit_name)
+    figures = disjuntor._figures(ledger, [conv], Counter(), {}, 5)
+    assert reads == [conv]
+    assert figures["chamadasQueChegaramAFerramenta"] == 2
+    assert figures["resultadosDessasChamadas"] == {"erro_da_ferramenta": 2}
 
 
 def _turn_with_a_broken_chain(tables, local_stack, tool: str, arguments: dict, answer: dict):  # noqa: ANN001, ANN202

@@ -95,6 +95,25 @@ def test_any_message_id_is_answered_once_and_never_confused_with_another(moto_le
     assert set(item[ANSWERED_ATTRIBUTE]) == {message_key(first)} and PROCESSING_ATTRIBUTE not in item
 
 
+def test_a_lease_hashes_its_message_id_once(moto_ledger, monkeypatch):
+    """Granted, refused as answered, or refused as in progress: one SHA-256 per lease."""
+    from cadencia_shared.ledger import conversations
+
+    ledger, _ = moto_ledger
+    hashed: list[str] = []
+    monkeypatch.setattr(conversations, "message_key", lambda mid: hashed.append(mid) or message_key(mid))
+    _answer(ledger, "conv-um-hash", "wamid.a", {"texto": "a"})
+    assert hashed == ["wamid.a"]
+    with pytest.raises(MessageAnswered):
+        ledger.acquire_conversation(conversation_id="conv-um-hash", customer_id=CUSTOMER, lease_s=60,
+                                    message_id="wamid.a")
+    ledger.acquire_conversation(conversation_id="conv-um-hash", customer_id=CUSTOMER, lease_s=60, message_id="wamid.b")
+    with pytest.raises(MessageInProgress):
+        ledger.acquire_conversation(conversation_id="conv-um-hash", customer_id=CUSTOMER, lease_s=60,
+                                    message_id="wamid.b")
+    assert hashed == ["wamid.a", "wamid.a", "wamid.b", "wamid.b"]
+
+
 def test_old_ids_are_pruned_and_only_the_latest_replies_are_kept(moto_ledger):
     ledger, clock = moto_ledger
     conv = "conv-crescimento"

@@ -15,6 +15,7 @@ the real limit with a margin for the other attributes.
 
 from __future__ import annotations
 
+import json
 import random
 import string
 import uuid
@@ -86,7 +87,7 @@ def test_the_bound_cuts_whole_turns_first_and_keeps_every_tool_use_with_its_resu
                                                                          is_error=False)]})
     small = history.bounded(messages, max_bytes=60_000)
     assert len(small) < len(messages) and small[-1] == messages[-1]
-    assert len(history.json.dumps(small).encode()) <= 60_000
+    assert len(json.dumps(small).encode()) <= 60_000
     assert small[0]["role"] == "user" and all(b["type"] == "text" for b in small[0]["content"])
     used = history.tool_use_ids(small)
     answered = {b["tool_use_id"] for m in small if m["role"] == "user" for b in m["content"]

@@ -314,7 +314,7 @@ def test_a_redelivery_older_than_the_kept_replies_sends_only_what_the_outbox_rec
     """The ledger keeps the replies of the two latest answered messages only. An older
     message redelivered is DONE without text: its outbox record, still pending (the
     consumer died after recording it), is sent then, once; with no record nothing is sent."""
-    from canal_whatsapp.outbox import Outbox, OutgoingReply
+    from canal_whatsapp.outbox import Outbox, OutboxStatus, OutgoingReply
     from cadencia_shared.ledger import REPLIES_KEPT, ConversationStatus
 
     conversation = "wa-1001-20260327"
@@ -340,3 +340,5 @@ def test_a_redelivery_older_than_the_kept_replies_sends_only_what_the_outbox_rec
     time.sleep(1)
     assert _bodies(channel.api.sent_to(ANA)) == ["resposta registrada"]
     assert ledger.read_conversation(conversation).turns == 2 + REPLIES_KEPT  # no turn ran again
+    # Sent from the record as written; the message with no record gets none (nothing was sent).
+    assert Outbox(ledger).status(recorded) is OutboxStatus.SENT and Outbox(ledger).read(unrecorded) is None

@@ -81,15 +81,28 @@ class Sender:
         # Read before anything is claimed: a secret outage must leave the record sendable.
         token = self.access_token()
         self.outbox.record(reply)
+        return self._send_record(reply.key, token, time_left_s) or OutboxStatus.UNKNOWN
+
+    def deliver_recorded(self, key: str, *, time_left_s: Callable[[], float] | None = None
+                         ) -> OutboxStatus | None:
+        """Send the outbox record ``key`` as written (its recipient, text and quote): a
+        record still ``pendente`` or ``tentar_de_novo`` is sent now, at most once, one
+        sent, being sent or final is left alone. Returns the record's status; None: no
+        such record (nothing is sent). What the claim returns is what is sent, so the
+        record is not read first."""
+        token = self.access_token()  # before anything is claimed, as ``deliver``
+        return self._send_record(key, token, time_left_s)
+
+    def _send_record(self, key: str, token: str, time_left_s: Callable[[], float] | None) -> OutboxStatus | None:
         while True:
             if time_left_s is not None and time_left_s() < self.send_timeout_s + 1:
-                raise NoTimeToSend(reply.key)
-            claim = self.outbox.claim(reply.key, lease_s=self.lease_s)
-            if claim is None:  # sent, being sent, or final: nothing to send from here
-                current = self.outbox.status(reply.key)
+                raise NoTimeToSend(key)
+            claim = self.outbox.claim(key, lease_s=self.lease_s)
+            if claim is None:  # sent, being sent, final or absent: nothing to send from here
+                current = self.outbox.status(key)
                 if current is OutboxStatus.SENDING:
-                    raise SendInProgress(reply.key)
-                return current or OutboxStatus.UNKNOWN
+                    raise SendInProgress(key)
+                return current
             status = self._attempt(claim, token)
             if status is not OutboxStatus.RETRY:
                 return status

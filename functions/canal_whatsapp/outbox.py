@@ -27,7 +27,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from cadencia_shared.ledger import INBOUND_TTL_S, TABLE_KEY, TTL_ATTRIBUTE, Ledger
-from cadencia_shared.ledger.table import condition_failed, deserialize, serialize
+from cadencia_shared.dynamo_types import deserialize_item
+from cadencia_shared.ledger.table import condition_failed, serialize
 from cadencia_shared.observability import count
 
 ITEM_TYPE = "envio"
@@ -128,7 +129,7 @@ class Outbox:
                 self._expire_dead_sender(key, now)
                 return None
             raise
-        item = deserialize(resp["Attributes"])
+        item = deserialize_item(resp["Attributes"])
         # Records written before person's replies existed have no ``contexto``: they
         # were all agent replies, which quote the message they are keyed by.
         stored = OutgoingReply(key=key, conversation_id=item.get("conversa"), phone_number_id=item["phoneNumberId"],

@@ -50,8 +50,9 @@ def _figures(ledger: Ledger, conversations: list[str], endings: Counter, emf: di
     invoked, audits = [], Counter()
     chain = AuditChain(AUDIT_TABLE, ledger.client)  # the orchestrator's audit records (its AUDIT_TABLE)
     for conv in conversations:
-        invoked += [a for a in ledger.attempts(conv) if a["ferramenta"] == TOOL]
-        audits.update(a["evento"] for a in chain.records(conv))
+        records = list(chain.records(conv))  # one read of the chain: the events and the calls' outcomes
+        audits.update(a["evento"] for a in records)
+        invoked += [a for a in ledger.attempts(conv, chain=records) if a["ferramenta"] == TOOL]
     metrics = Counter()
     for (name, dims), value in emf.items():
         if name in ("RecusasPorDisjuntor", "TransicoesDoDisjuntor", "ErrosDeFerramenta"):

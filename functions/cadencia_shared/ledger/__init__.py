@@ -59,6 +59,7 @@ from .conversations import (
     ConversationState,
     ConversationStatus,
     ConversationStore,
+    EncodedHistory,
     StaleConversation,
 )
 from .facade import Ledger
@@ -84,6 +85,7 @@ from .table import (
     approval_id,
     approval_pk,
     refund_idempotency_key,
+    require_retired_indexes,
     table_definition,
 )
 
@@ -95,9 +97,10 @@ __all__ = [
     "TTL_ATTRIBUTE", "UNSETTLED_MARK", "Attempt", "AttemptRecorder", "AttemptResult", "AttemptStore", "AuditChain",
     "AuditStore", "AuditTrail", "CancellationPending", "ClaimLost", "ClaimStatus", "ClaimStore", "ClaimTaken",
     "ConversationBusy", "ConversationCancellation", "ConversationOfAnotherCustomer", "ConversationState",
-    "ConversationStatus", "ConversationStore", "Conversations", "ItemType",
+    "ConversationStatus", "ConversationStore", "Conversations", "EncodedHistory", "ItemType",
     "Ledger", "LedgerError", "LedgerTable", "RefundClaim", "RefundClaims",
-    "StaleConversation", "approval_id", "approval_pk", "clip_detail", "refund_idempotency_key", "table_definition",
+    "StaleConversation", "approval_id", "approval_pk", "clip_detail", "refund_idempotency_key",
+    "require_retired_indexes", "table_definition",
     # the inbound dedupe, on the conversation item (issue 14)
     "MessageAnswered", "MessageInProgress", "REPLIES_KEPT",
 ]

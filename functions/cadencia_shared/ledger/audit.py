@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol
 
@@ -32,6 +32,14 @@ from .table import (
     audit_pk,
     history_sort,
 )
+
+
+def timed_event_details(records: Iterable[dict[str, Any]], events: Collection[str]
+                        ) -> list[tuple[str, str, dict[str, Any]]]:
+    """(event, when it was recorded, details) of the audit ``records`` of any of
+    ``events``, in order (``AuditStore.timed_links`` on records a caller has read already)."""
+    return [(record["evento"], str(record.get("registradoEm") or record.get("timestamp") or ""),
+             json.loads(record["detalhes"])) for record in records if record.get("evento") in events]
 
 
 class AuditChain(Protocol):
@@ -113,8 +121,7 @@ class AuditStore:
             records: Iterator[dict[str, Any]] = self.audit_chain.records(conversation_id)
         else:
             records = self.history(conversation_id, item_type=ItemType.AUDIT)
-        return [(record["evento"], str(record.get("registradoEm") or record.get("timestamp") or ""),
-                 json.loads(record["detalhes"])) for record in records if record.get("evento") in events]
+        return timed_event_details(records, events)
 
     def history(self, conversation_id: str, *, item_type: ItemType | None = None) -> Iterator[dict[str, Any]]:
         """Every indexed item of one conversation in time order: the index gives the

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from ..audit_anchors import CONVERSATION_HASH, CONVERSATION_SEQ, Head, conversation_anchor, conversation_anchor_values
+from ..dynamo_types import deserialize_item
 from .exhausted import EXHAUSTED_ATTRIBUTE, exhausted_from_item
 from .inbound import (
     ANSWERED_ATTRIBUTE,
@@ -42,11 +43,11 @@ from .table import (
     ItemType,
     LedgerError,
     LedgerTable,
+    compact_json,
     compressed_json,
     condition_failed,
     conversation_id_of,
     conversation_pk,
-    deserialize,
     from_compressed_json,
     old_item,
     serialize,
@@ -120,6 +121,20 @@ class ConversationState:
         return self.answered.reply_of(message_key(message_id))
 
 
+@dataclass(frozen=True)
+class EncodedHistory:
+    """A history with its ``compact_json`` bytes, from a caller that encoded it to
+    measure it (orchestrator.history.for_storage): the commit compresses those bytes
+    instead of encoding the history a second time."""
+
+    messages: list[dict[str, Any]]
+    encoded: bytes
+
+    @classmethod
+    def of(cls, messages: list[dict[str, Any]]) -> EncodedHistory:
+        return cls(messages, compact_json(messages))
+
+
 class ConversationCancellation(Protocol):
     """What the cancellation control and the operators' command need of the ledger."""
 
@@ -136,7 +151,7 @@ class Conversations(ConversationCancellation, Protocol):
 
     def read_conversation(self, conversation_id: str) -> ConversationState | None: ...
 
-    def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]],
+    def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]] | EncodedHistory,
                             status: ConversationStatus, reply: dict[str, Any] | None = None,
                             cancelled: bool = False, chain_head: Head | None = None,
                             exhausted: Mapping[str, int] | None = None) -> ConversationState: ...
@@ -144,11 +159,11 @@ class Conversations(ConversationCancellation, Protocol):
     def release_conversation(self, state: ConversationState) -> None: ...
 
 
-def _commit_update(table: LedgerTable, state: ConversationState, messages: list[dict[str, Any]],
+def _commit_update(table: LedgerTable, state: ConversationState, history: EncodedHistory,
                    status: ConversationStatus, cancelled: bool, reply: dict[str, Any] | None,
                    chain_head: Head | None, exhausted: Mapping[str, int] | None = None) -> dict[str, Any]:
-    values = {":m": compressed_json(messages), ":st": status.value, ":um": 1, ":zero": 0,
-              ":agora": table.iso(), ":v": state.version, ":dono": state.owner}
+    values = {":m": compressed_json(history.messages, encoded=history.encoded), ":st": status.value,
+              ":um": 1, ":zero": 0, ":agora": table.iso(), ":v": state.version, ":dono": state.owner}
     # A conversation waiting for a person is in the sparse index (people list it with
     # a Query); any other status takes it out. The index's sort key is the claims'
     # ``visitadoEm`` (an item without it is not in the index): set to when the wait
@@ -194,9 +209,9 @@ def _commit_update(table: LedgerTable, state: ConversationState, messages: list[
 
 
 def _lease_update(table: LedgerTable, conversation_id: str, customer_id: int, lease_s: int, owner: str,
-                  message_id: str | None) -> dict[str, Any]:
-    """The lease's UpdateItem; given ``message_id``, it also claims that message and is
-    refused when it was already answered (the inbound module)."""
+                  key: str | None) -> dict[str, Any]:
+    """The lease's UpdateItem; given an inbound message's ``key`` (``message_key``), it
+    also claims that message and is refused when it was already answered (the inbound module)."""
     now = table.now_ms()
     names = {"#st": "status"}
     values: dict[str, Any] = {
@@ -205,8 +220,8 @@ def _lease_update(table: LedgerTable, conversation_id: str, customer_id: int, le
         ":agora": table.iso(now), ":agora_ms": now}
     # Without a message, a claim left by a dead lease holder is dropped with its lease.
     claim, not_answered, unclaimed = "", "", f" REMOVE {PROCESSING_ATTRIBUTE}"
-    if message_id is not None:
-        names[MESSAGE_NAME] = values[":mid"] = message_key(message_id)
+    if key is not None:
+        names[MESSAGE_NAME] = values[":mid"] = key
         claim, unclaimed = f", {PROCESSING_ATTRIBUTE} = :mid", ""
         not_answered = f" AND attribute_not_exists({ANSWERED_ATTRIBUTE}.{MESSAGE_NAME})"
     return {
@@ -244,9 +259,10 @@ class ConversationStore:
         live lease is working on it).
         """
         owner = uuid.uuid4().hex
+        key = None if message_id is None else message_key(message_id)  # hashed once per lease
         try:
             resp = self.table.client.update_item(
-                **_lease_update(self.table, conversation_id, customer_id, lease_s, owner, message_id))
+                **_lease_update(self.table, conversation_id, customer_id, lease_s, owner, key))
         except ClientError as err:
             if not condition_failed(err):
                 raise
@@ -255,9 +271,9 @@ class ConversationStore:
             old = old_item(err) or {}
             if "clienteId" in old and int(old["clienteId"]) != customer_id:
                 raise ConversationOfAnotherCustomer(conversation_id) from None
-            raise (refusal(old, conversation_id, message_id) or ConversationBusy(conversation_id)) from None
-        return ConversationState.from_item(conversation_id, deserialize(resp["Attributes"]), owner=owner,
-                                           message_key="" if message_id is None else message_key(message_id))
+            raise (refusal(old, conversation_id, message_id, key) or ConversationBusy(conversation_id)) from None
+        return ConversationState.from_item(conversation_id, deserialize_item(resp["Attributes"]), owner=owner,
+                                           message_key=key or "")
 
     def read_conversation(self, conversation_id: str) -> ConversationState | None:
         """The stored state, without taking the lease (operators, the harness, tests)."""
@@ -274,7 +290,7 @@ class ConversationStore:
         entries = self.table.pending_entries(HUMAN_PENDING_MARK, limit=limit)
         return [(conversation_id_of(entry[TABLE_KEY]), entry[GSI_UNSETTLED_SORT]) for entry in entries]
 
-    def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]],
+    def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]] | EncodedHistory,
                             status: ConversationStatus, reply: dict[str, Any] | None = None,
                             cancelled: bool = False, chain_head: Head | None = None,
                             exhausted: Mapping[str, int] | None = None) -> ConversationState:
@@ -283,7 +299,8 @@ class ConversationStore:
         same UpdateItem: the state and "this message was answered" commit together
         or not at all (so a redelivery can neither be lost nor run twice). ``exhausted``:
         the turn's exhausted attempt keys (``ExhaustedAttempts.numbers``), stored with it."""
-        update = _commit_update(self.table, state, messages, status, cancelled, reply, chain_head, exhausted)
+        history = messages if isinstance(messages, EncodedHistory) else EncodedHistory.of(messages)
+        update = _commit_update(self.table, state, history, status, cancelled, reply, chain_head, exhausted)
         try:
             self.table.client.update_item(**update)
         except ClientError as err:
@@ -292,8 +309,8 @@ class ConversationStore:
             if not cancelled and self._cancelled_under_our_lease(state):
                 raise CancellationPending(state.conversation_id) from None
             raise StaleConversation(state.conversation_id) from None
-        return replace(state, messages=messages, status=status, version=state.version + 1, turns=state.turns + 1,
-                       message_key="", chain_anchor=chain_head or state.chain_anchor,
+        return replace(state, messages=history.messages, status=status, version=state.version + 1,
+                       turns=state.turns + 1, message_key="", chain_anchor=chain_head or state.chain_anchor,
                        exhausted=dict(exhausted) if exhausted else state.exhausted)
 
     def _cancelled_under_our_lease(self, state: ConversationState) -> bool:

@@ -11,11 +11,11 @@ satisfies all of them, and each store also works alone over a ``LedgerTable``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .attempts import CALL_EVENT, CEILING_EVENT, AttemptStore, read_decided_records, with_outcomes
-from .audit import AuditChain, AuditStore
+from .audit import AuditChain, AuditStore, timed_event_details
 from .claims import ClaimStore
 from .conversations import ConversationStore
 from .table import LedgerTable
@@ -42,15 +42,18 @@ class Ledger(ClaimStore, AttemptStore, ConversationStore, AuditStore):
     def now_ms(self) -> int:
         return self.table.now_ms()
 
-    def attempts(self, conversation_id: str) -> Iterator[dict[str, Any]]:
+    def attempts(self, conversation_id: str, *, chain: Iterable[dict[str, Any]] | None = None
+                 ) -> Iterator[dict[str, Any]]:
         """Every listed attempt of one conversation, in time order, with its call's
         outcome: the counters' records (the decisions, written before the invoke)
         joined with the conversation's ``CHAMADA_DE_FERRAMENTA`` links (the outcomes,
         written once after it); an allowed record with no link is ``pendente``. A
         refusal decided without the counter (``exhausted`` module) has only its
         ``TETO_DE_TENTATIVAS_ATINGIDO`` link: it is listed from that link. One read
-        of the chain serves both."""
-        linked = self.timed_links(conversation_id, (CALL_EVENT, CEILING_EVENT))
+        of the chain serves both; ``chain``: its records, when the caller read them already."""
+        events = (CALL_EVENT, CEILING_EVENT)
+        linked = (self.timed_links(conversation_id, events) if chain is None
+                  else timed_event_details(chain, events))
         calls = [details for event, _, details in linked if event == CALL_EVENT]
         refusals = [(at, details) for event, at, details in linked if event == CEILING_EVENT]
         named = {(link["assunto"], link["ferramenta"]) for link in calls

@@ -102,12 +102,13 @@ class AnsweredMessages:
         return AnsweredMessages(answered, replies)
 
 
-def refusal(old: dict[str, Any], conversation_id: str, message_id: str | None) -> LedgerError | None:
-    """What a lease refused on a live lease means for ``message_id`` (None: the
-    caller decides between busy and another customer)."""
-    if message_id is None:
+def refusal(old: dict[str, Any], conversation_id: str, message_id: str | None,
+            key: str | None) -> LedgerError | None:
+    """What a lease refused on a live lease means for ``message_id``, whose
+    ``message_key`` the lease computed as ``key`` (None: the caller decides between
+    busy and another customer)."""
+    if message_id is None or key is None:
         return None
-    key = message_key(message_id)
     stored = AnsweredMessages.from_item(old)
     if key in stored.answered:
         return MessageAnswered(message_id, stored.reply_of(key), str(old.get("status", "")))

@@ -168,15 +168,23 @@ def serialize(values: dict[str, Any]) -> dict[str, Any]:
     return serialize_item({k: v for k, v in values.items() if v is not None})
 
 
-def deserialize(item: dict[str, Any]) -> dict[str, Any]:
-    return deserialize_item(item)
+# One encoder, not one per call: ``json.dumps`` with options builds a JSONEncoder each
+# time, which costs more than encoding a typical message (scripts/perf/history_encoding.py).
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
-def compressed_json(value: Any) -> bytes:
+def compact_json(value: Any) -> bytes:
+    """The UTF-8 JSON that ``compressed_json`` compresses (and orchestrator.history
+    measures against the item's bound): one encoding, defined once."""
+    return _COMPACT.encode(value).encode()
+
+
+def compressed_json(value: Any, *, encoded: bytes | None = None) -> bytes:
     """A JSON value as a binary attribute, zlib-compressed: the conversation item's
     history and kept replies (every KB of that item is a write unit on each lease and
-    commit, and a days-long conversation must stay well inside the 400 KB item)."""
-    return zlib.compress(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+    commit, and a days-long conversation must stay well inside the 400 KB item).
+    ``encoded``: ``compact_json(value)``, when the caller has it already."""
+    return zlib.compress(compact_json(value) if encoded is None else encoded)
 
 
 def from_compressed_json(blob: bytes | None, empty: Any) -> Any:
@@ -194,7 +202,7 @@ def condition_failed(err: ClientError) -> bool:
 def old_item(err: ClientError) -> dict[str, Any] | None:
     """The item a failed condition saw (``ReturnValuesOnConditionCheckFailure=ALL_OLD``)."""
     item = err.response.get("Item")
-    return deserialize(item) if item else None
+    return deserialize_item(item) if item else None
 
 
 class LedgerTable:
@@ -224,7 +232,7 @@ class LedgerTable:
 
     def get(self, pk: str) -> dict[str, Any] | None:
         resp = self.client.get_item(TableName=self.name, Key=self.key(pk), ConsistentRead=True)
-        return deserialize(resp["Item"]) if "Item" in resp else None
+        return deserialize_item(resp["Item"]) if "Item" in resp else None
 
     def get_fields(self, pk: str, *names: str) -> dict[str, Any]:
         """A few attributes of one item (never, say, a conversation's large history)."""
@@ -233,7 +241,7 @@ class LedgerTable:
             ProjectionExpression=", ".join(f"#a{i}" for i in range(len(names))),
             ExpressionAttributeNames={f"#a{i}": name for i, name in enumerate(names)},
         )
-        return deserialize(resp["Item"]) if "Item" in resp else {}
+        return deserialize_item(resp["Item"]) if "Item" in resp else {}
 
     def get_many(self, pks: list[str]) -> dict[str, dict[str, Any]]:
         """Items by key, strongly consistent (BatchGetItem, 100 keys a request; keys
@@ -245,7 +253,7 @@ class LedgerTable:
             while request:
                 resp = self.client.batch_get_item(RequestItems=request)
                 for item in resp.get("Responses", {}).get(self.name, []):
-                    decoded = deserialize(item)
+                    decoded = deserialize_item(item)
                     found[decoded[TABLE_KEY]] = decoded
                 request = resp.get("UnprocessedKeys") or {}
         return found
@@ -288,20 +296,26 @@ class LedgerTable:
         while remaining is None or remaining > 0:
             resp = self.client.query(**kwargs, **({} if remaining is None else {"Limit": remaining}))
             items = resp.get("Items", [])
-            yield from (deserialize(item) for item in items)
+            yield from (deserialize_item(item) for item in items)
             remaining = None if remaining is None else remaining - len(items)
             if "LastEvaluatedKey" not in resp:
                 return
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
 
+def require_retired_indexes(names: Collection[str]) -> None:
+    """Refuse (ValueError) any of ``names`` that is not in ``RETIRED_INDEXES``: a typo
+    in a deploy's list of indexes to keep would otherwise drop the index it meant to keep."""
+    unknown = set(names) - set(RETIRED_INDEXES)
+    if unknown:
+        raise ValueError(f"not a retired ledger index: {sorted(unknown)} (retired: {sorted(RETIRED_INDEXES)})")
+
+
 def table_definition(table_name: str, *, retired_indexes: Collection[str] = ()) -> dict[str, Any]:
     """CreateTable arguments (local stack, tests); the CDK stack mirrors them.
     ``retired_indexes``: names of ``RETIRED_INDEXES`` kept beside their successors
     (a migrating stack)."""
-    unknown = set(retired_indexes) - set(RETIRED_INDEXES)
-    if unknown:
-        raise ValueError(f"not a retired ledger index: {sorted(unknown)}")
+    require_retired_indexes(retired_indexes)
     retired = [_index(name, *keys) for name, keys in RETIRED_INDEXES.items() if name in retired_indexes]
     return {
         "TableName": table_name,
