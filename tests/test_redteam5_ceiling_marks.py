@@ -78,3 +78,66 @@ def test_a_hostile_stored_mark_sends_its_key_back_to_the_counter(anchored, hosti
     stored = anchored.client.get_item(TableName=anchored.anchor_table, Key={"pk": {"S": conversation_pk(conv)}})
     assert stored["Item"][EXHAUSTED_ATTRIBUTE]["M"][key] == {"N": "5"}  # the counter's number replaced it
     assert anchored.verify(conv)[1] is None
+
+
+def _turn_killed_at(endpoint: str, audit_table: str, ledger_table: str, conv: str, where: str) -> None:
+    """A refusal turn from the stored mark, SIGKILLed ``where``: before its link is
+    written, or after its commit was written (before anything answers the caller)."""
+    import os
+    import signal
+
+    from cadencia_shared.audit_chain import AuditChain
+    from scripts.local_stack.aws import session_client
+    from tests.test_audit_commit_anchor import _own_tool_use_ids
+
+    _own_tool_use_ids()
+    ledger = _ledger(AuditChain(audit_table, session_client("dynamodb", endpoint), anchor_table=ledger_table))
+    append, commit = ledger.append_audit, ledger.commit_conversation
+
+    def append_then_maybe_die(**kwargs):
+        if where == "before_link" and kwargs.get("event") == "TETO_DE_TENTATIVAS_ATINGIDO":
+            os.kill(os.getpid(), signal.SIGKILL)
+        return append(**kwargs)
+
+    def commit_then_die(*args, **kwargs):
+        commit(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    ledger.append_audit = append_then_maybe_die
+    if where == "after_commit":
+        ledger.commit_conversation = commit_then_die
+    _turn(ledger, conv, "m-2", _refund())
+
+
+@pytest.mark.parametrize("where", ["before_link", "after_commit"])
+def test_a_refusal_turn_sigkilled_at_its_other_writes(anchored, local_stack, where):  # noqa: F811
+    """The refusal path's writes are the lease, the link, the commit (the kill between
+    link and commit: tests/test_ceiling_hint.py). Killed after the lease, before the
+    link: nothing was decided on record; the redelivery refuses from the mark with 5,
+    one link, listed once. Killed after the commit: the redelivery is answered as a
+    duplicate; still one link, one listed refusal. Never an invocation, never a
+    counter write; the chain verifies."""
+    import multiprocessing as mp
+    import signal
+
+    conv = f"conv-morta-{where}-{uuid.uuid4().hex[:6]}"
+    _four_attempts(_ledger(anchored), conv)
+    proc = mp.get_context("spawn").Process(target=_turn_killed_at, args=(
+        local_stack.aws_endpoint, anchored.table_name, anchored.anchor_table, conv, where))
+    proc.start()
+    proc.join(timeout=120)
+    assert proc.exitcode == -signal.SIGKILL
+    anchored.client.update_item(TableName=anchored.anchor_table, Key={"pk": {"S": conversation_pk(conv)}},
+                                UpdateExpression="SET leaseAteMs = :z", ExpressionAttributeValues={":z": {"N": "0"}})
+    invoker = CountingInvoker()
+    reply = _turn(_ledger(anchored), conv, "m-2", _refund(), invoker=invoker)  # the redelivery
+    assert invoker.calls[REFUND] == 0
+    if where == "after_commit":
+        assert reply.duplicada and reply.status == "aguardando_humano"
+    else:
+        assert (reply.status, reply.motivo) == ("aguardando_humano", "teto")
+    assert [(link["tentativaNumero"], link["origem"]) for link in _ceiling_links(anchored, conv)] == [
+        (5, "marca_da_conversa")]
+    assert _listed(_ledger(anchored), conv) == [*ALLOWED, (5, "bloqueado_por_teto")]
+    assert int(_counter(_ledger(anchored), conv)["tentativas"]) == 4
+    assert anchored.verify(conv)[1] is None
