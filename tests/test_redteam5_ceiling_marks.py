@@ -141,3 +141,28 @@ def test_a_refusal_turn_sigkilled_at_its_other_writes(anchored, local_stack, whe
     assert _listed(_ledger(anchored), conv) == [*ALLOWED, (5, "bloqueado_por_teto")]
     assert int(_counter(_ledger(anchored), conv)["tentativas"]) == 4
     assert anchored.verify(conv)[1] is None
+
+
+def test_without_an_audit_chain_a_read_decided_refusal_is_listed_with_its_time(local_stack):
+    """The orchestrator runs without the chain when AUDIT_TABLE is unset: its links are
+    the ledger's ``auditoria#`` items, whose ``registradoEm`` is the history index's sort
+    key (``{time}#auditoria#{id}``), not a time. ``Ledger.attempts`` listed a refusal
+    decided from the marks with that as its ``timestamp`` (prova's and the deployed
+    check's records then carry it); the item's ``timestamp`` is the time."""
+    import re
+
+    from cadencia_shared.ledger import Ledger, table_definition
+    from scripts.local_stack.aws import session_client
+
+    client = session_client("dynamodb", local_stack.aws_endpoint)
+    table = f"cadencia-sem-cadeia-{uuid.uuid4().hex[:10]}"
+    client.create_table(**table_definition(table))
+    ledger = Ledger(table, client)  # no audit chain
+    conv = f"conv-sem-cadeia-{uuid.uuid4().hex[:6]}"
+    _four_attempts(ledger, conv)
+    reply = _turn(ledger, conv, "m-2", _refund())
+    assert reply.motivo == "teto"
+    listed = list(Ledger(table, client).attempts(conv))
+    assert [(a["tentativaNumero"], a.get("origem")) for a in listed][-1] == (5, "marca_da_conversa")
+    iso = re.compile(r"\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\Z")
+    assert [a["timestamp"] for a in listed if not iso.match(a["timestamp"])] == []
