@@ -166,3 +166,31 @@ def test_without_an_audit_chain_a_read_decided_refusal_is_listed_with_its_time(l
     assert [(a["tentativaNumero"], a.get("origem")) for a in listed][-1] == (5, "marca_da_conversa")
     iso = re.compile(r"\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\Z")
     assert [a["timestamp"] for a in listed if not iso.match(a["timestamp"])] == []
+
+
+def test_a_mark_never_reaches_another_conversation_subject_or_tool(anchored):  # noqa: F811
+    """Conversation A's key (4821, emitir_reembolso) is marked. In conversation B the
+    same key is numbered by B's own counter (1, allowed: no ceiling link); in A the
+    same order with another tool, and another order with the same tool, are numbered
+    by their counters and invoked. Only A's marked key is refused from the mark."""
+    from .support.anthropic_fake import text_reply, tool_use
+
+    conv_a, conv_b = (f"conv-isolada-{x}-{uuid.uuid4().hex[:6]}" for x in "ab")
+    _four_attempts(_ledger(anchored), conv_a)
+    _turn(_ledger(anchored), conv_b, "m-1", _refund(), text_reply("Pedi."))
+    assert _ceiling_links(anchored, conv_b) == []
+    assert int(_ledger(anchored).table.get(
+        f"contador#{conv_b}#4821#{REFUND}")["tentativas"]) == 1
+
+    invoker = CountingInvoker()
+    status = tool_use("consultar_status_pedido", {"pedidoId": "4821"})
+    other_order = tool_use(REFUND, {"pedidoId": "4822", "valor": 10.0})
+    reply = _turn(_ledger(anchored), conv_a, "m-2", status, other_order, text_reply("Feito."), invoker=invoker)
+    assert reply.status == "ativa" and _ceiling_links(anchored, conv_a) == []
+    assert invoker.calls["consultar_status_pedido"] >= 1 and invoker.calls[REFUND] == 1
+    stored = anchored.client.get_item(TableName=anchored.anchor_table, Key={"pk": {"S": conversation_pk(conv_a)}})
+    assert stored["Item"][EXHAUSTED_ATTRIBUTE]["M"] == {exhausted_key("4821", REFUND): {"N": "4"}}
+
+    reply = _turn(_ledger(anchored), conv_a, "m-3", _refund(), invoker=invoker)  # the marked key itself
+    assert reply.motivo == "teto" and invoker.calls[REFUND] == 1
+    assert [link["origem"] for link in _ceiling_links(anchored, conv_a)] == ["marca_da_conversa"]
