@@ -194,3 +194,23 @@ def test_a_mark_never_reaches_another_conversation_subject_or_tool(anchored):  #
     reply = _turn(_ledger(anchored), conv_a, "m-3", _refund(), invoker=invoker)  # the marked key itself
     assert reply.motivo == "teto" and invoker.calls[REFUND] == 1
     assert [link["origem"] for link in _ceiling_links(anchored, conv_a)] == ["marca_da_conversa"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.text(max_size=300), st.text(max_size=60), st.integers(0, 10**9)), max_size=80),
+       st.integers(1, 50))
+def test_hostile_subjects_and_tools_keep_the_marks_small(noted, ceiling):
+    """Whatever subjects and tools a turn notes (any text, any length), the commit
+    stores at most 32 fixed-size keys with numbers it can serialize: the map's size
+    does not depend on the input (the conversation item stays far under 400 KB)."""
+    marks = ExhaustedAttempts()
+    for subject, tool, number in noted:
+        marks.note(subject, tool, number, ceiling)
+        marks.refused_number(subject, tool, ceiling)
+    stored = marks.numbers
+    assert len(stored) <= 32 and all(len(key) == 16 for key in stored)
+    assert len(str(serialize({":tetos": stored}))) <= 32 * 48 + 16
+    # Read back: each mark as stored, or dropped past 10^9 (its key back to the counter).
+    read_back = exhausted_from_item({EXHAUSTED_ATTRIBUTE: {k: Decimal(v) for k, v in stored.items()}})
+    assert read_back.items() <= stored.items()
+    assert {k: v for k, v in stored.items() if v <= 10**9} == read_back
