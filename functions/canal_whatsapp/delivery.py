@@ -89,8 +89,15 @@ class Sender:
         record still ``pendente`` or ``tentar_de_novo`` is sent now, at most once, one
         sent, being sent or final is left alone. Returns the record's status; None: no
         such record (nothing is sent). What the claim returns is what is sent, so the
-        record is not read first."""
-        token = self.access_token()  # before anything is claimed, as ``deliver``
+        record is not read first — except when the token cannot be had: then a key with
+        no record is still nothing to send (None, as when the consumer read the record
+        first), and only a record that exists fails the redelivery (left unclaimed)."""
+        try:
+            token = self.access_token()  # before anything is claimed, as ``deliver``
+        except Exception:
+            if self.outbox.status(key) is None:
+                return None
+            raise
         return self._send_record(key, token, time_left_s)
 
     def _send_record(self, key: str, token: str, time_left_s: Callable[[], float] | None) -> OutboxStatus | None:

@@ -37,8 +37,10 @@ from .table import (
 def timed_event_details(records: Iterable[dict[str, Any]], events: Collection[str]
                         ) -> list[tuple[str, str, dict[str, Any]]]:
     """(event, when it was recorded, details) of the audit ``records`` of any of
-    ``events``, in order (``AuditStore.timed_links`` on records a caller has read already)."""
-    return [(record["evento"], str(record.get("registradoEm") or record.get("timestamp") or ""),
+    ``events``, in order (``AuditStore.timed_links`` on records a caller has read already).
+    When: a ledger ``auditoria#`` item's ``timestamp`` (its ``registradoEm`` is the
+    history index's sort key, ``{time}#auditoria#{id}``), else a chain link's ``registradoEm``."""
+    return [(record["evento"], str(record.get("timestamp") or record.get("registradoEm") or ""),
              json.loads(record["detalhes"])) for record in records if record.get("evento") in events]
 
 

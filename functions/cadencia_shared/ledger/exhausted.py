@@ -20,12 +20,14 @@ person's reply, a control chain run alone) has none and numbers on the counter.
 What it cannot know: attempts numbered without it (a turn killed before its
 commit, a path without a conversation state). Then its number is behind the
 counter: the next read-decided refusal is numbered last known + 1, which may equal
-a number the counter already gave. Such a collision is harmless to the decision
+a number the counter (or a read-decided refusal of a turn killed before its commit)
+already gave. Such a collision is harmless to the decision
 (both are refusals) and is visible, not hidden: ``Ledger.attempts`` lists the
 counter's record and the read-decided refusal both, with the same number.
 
 Bounded: at most ``EXHAUSTED_KEYS_KEPT`` keys (a conversation touches a handful);
-past that the oldest noted keys are dropped, which only sends their next attempt
+past that the keys this turn noted are kept and others dropped (a DynamoDB map has
+no order, so which stored ones go is arbitrary), which only sends their next attempt
 back to the counter.
 """
 
@@ -40,6 +42,10 @@ EXHAUSTED_ATTRIBUTE = "tetosAtingidos"
 EXHAUSTED_KEYS_KEPT = 32
 _HEX = frozenset("0123456789abcdef")
 _KEY_HEX = 16  # 64 bits: a collision inside one conversation's few keys is not a practical concern
+# No counter ever returns more (each number is one tool call of one conversation), and a
+# mark's successor must still be a DynamoDB number (38 digits): a stored 1E+40 would
+# make every commit that advances it raise decimal.Inexact — a conversation stuck.
+_NUMBER_MAX = 10**9
 
 
 def exhausted_key(subject: str, tool: str) -> str:
@@ -58,15 +64,16 @@ def exhausted_from_item(item: Mapping[str, Any]) -> dict[str, int]:
 
 
 def _well_formed(key: Any, number: Any) -> bool:
-    """A key ``exhausted_key`` could have made, and an integral, non-negative number
-    (DynamoDB numbers read back as Decimal; no strings, no bools, no infinities)."""
+    """A key ``exhausted_key`` could have made, and an integral number a counter can
+    have returned, 0..``_NUMBER_MAX`` (DynamoDB numbers read back as Decimal; no
+    strings, no bools, no infinities, nothing a refusal could not advance)."""
     if not (isinstance(key, str) and len(key) == _KEY_HEX and set(key) <= _HEX):
         return False
     if isinstance(number, bool):
         return False
     if isinstance(number, Decimal):
-        return number.is_finite() and number == number.to_integral_value() and number >= 0
-    return isinstance(number, int) and number >= 0
+        return number.is_finite() and number == number.to_integral_value() and 0 <= number <= _NUMBER_MAX
+    return isinstance(number, int) and 0 <= number <= _NUMBER_MAX
 
 
 class ExhaustedAttempts:
@@ -78,7 +85,8 @@ class ExhaustedAttempts:
 
     @property
     def numbers(self) -> dict[str, int]:
-        """What the commit stores: the newest ``EXHAUSTED_KEYS_KEPT`` keys noted."""
+        """What the commit stores: at most ``EXHAUSTED_KEYS_KEPT`` keys, the last noted
+        kept (the seeded ones come first, in the stored map's order)."""
         kept = list(self._numbers.items())[-EXHAUSTED_KEYS_KEPT:]
         return dict(kept)
 
