@@ -35,8 +35,6 @@ from cadencia_shared.ledger import Attempt, AttemptRecorder, AttemptResult, Audi
 from cadencia_shared.ledger.attempts import (
     CALL_EVENT,
     CEILING_EVENT,
-    ORIGIN_COUNTER,
-    ORIGIN_READ,
     RESULT_DETAIL_MAX,
     read_decided_attempt,
 )
@@ -206,8 +204,9 @@ class RetryCeiling:
     ``ExhaustedAttempts``, kept on the conversation item by the commit) refuses every
     later attempt. Such an attempt is refused without the counter's write (issue 14:
     a refusal is the lease, its one link and the commit), numbered last known + 1;
-    its link (``origem`` = ``marca_da_conversa``) is its record. Only refusals are
-    ever decided this way: every allowed call is numbered by the counter.
+    its link — the same fields as any refusal's — is its record (``Ledger.attempts``
+    tells it by its number, past the counter's). Only refusals are ever decided
+    this way: every allowed call is numbered by the counter.
     """
 
     def __init__(self, ledger: CeilingLedger, limit: int) -> None:
@@ -216,7 +215,7 @@ class RetryCeiling:
 
     def decide(self, call: ToolCall, message_id: str | None = None,
                exhausted: ExhaustedAttempts | None = None) -> Attempt:
-        attempt, origin = self._number(call, exhausted)
+        attempt = self._number(call, exhausted)
         if attempt.allowed:
             count_for_tool(Metric.CALLS_ALLOWED, call.spec.name)
             return attempt
@@ -227,15 +226,16 @@ class RetryCeiling:
         # is still its own link, written here, also when several calls of a round are
         # refused and only one of their hand-offs ends the turn.
         count_for_tool(Metric.CEILING_INTERRUPTIONS, call.spec.name)
-        details = {"ferramenta": call.spec.name, "assunto": call.subject, "pedidoId": call.order_id,
-                   "tentativaNumero": attempt.number, "teto": self.limit,
-                   "motivo": CEILING_HANDOFF_REASON, "mensagemId": message_id, "origem": origin}
-        if origin == ORIGIN_READ:  # the link is the only record: it keeps what the counter's would
-            details["chaveIdempotencia"] = call.idempotency_key
-        self.ledger.append_audit(conversation_id=call.conversation_id, event=CEILING_EVENT, details=details)
+        self.ledger.append_audit(
+            conversation_id=call.conversation_id,
+            event=CEILING_EVENT,
+            details={"ferramenta": call.spec.name, "assunto": call.subject, "pedidoId": call.order_id,
+                     "tentativaNumero": attempt.number, "teto": self.limit,
+                     "motivo": CEILING_HANDOFF_REASON, "mensagemId": message_id},
+        )
         return attempt
 
-    def _number(self, call: ToolCall, exhausted: ExhaustedAttempts | None) -> tuple[Attempt, str]:
+    def _number(self, call: ToolCall, exhausted: ExhaustedAttempts | None) -> Attempt:
         """The attempt's number: from the turn's exhausted keys when they already
         refuse it, else from the counter (and noted when it reaches the ceiling)."""
         tool, subject = call.spec.name, call.subject
@@ -243,7 +243,7 @@ class RetryCeiling:
         if known is not None:
             return read_decided_attempt(conversation_id=call.conversation_id, subject=subject, tool=tool,
                                         number=known, ceiling=self.limit, order_id=call.order_id,
-                                        idempotency_key=call.idempotency_key), ORIGIN_READ
+                                        idempotency_key=call.idempotency_key)
         attempt = self.ledger.register_attempt(
             conversation_id=call.conversation_id,
             subject=subject,
@@ -255,7 +255,7 @@ class RetryCeiling:
         )
         if exhausted is not None:
             exhausted.note(subject, tool, attempt.number, self.limit)
-        return attempt, ORIGIN_COUNTER
+        return attempt
 
     def before(self, ctx: CallContext) -> Refusal | None:
         attempt = self.decide(ctx.call, ctx.message_id, ctx.exhausted)

@@ -72,7 +72,7 @@ def test_a_hostile_stored_mark_sends_its_key_back_to_the_counter(anchored, hosti
     assert (reply.status, reply.motivo) == ("aguardando_humano", "teto")
     assert invoker.calls[REFUND] == 0
     (link,) = _ceiling_links(anchored, conv)
-    assert (link["tentativaNumero"], link["origem"]) == (5, "contador")
+    assert link["tentativaNumero"] == 5
     assert int(_counter(_ledger(anchored), conv)["tentativas"]) == 5
     assert _listed(_ledger(anchored), conv) == [*ALLOWED, (5, "bloqueado_por_teto")]
     stored = anchored.client.get_item(TableName=anchored.anchor_table, Key={"pk": {"S": conversation_pk(conv)}})
@@ -136,8 +136,7 @@ def test_a_refusal_turn_sigkilled_at_its_other_writes(anchored, local_stack, whe
         assert reply.duplicada and reply.status == "aguardando_humano"
     else:
         assert (reply.status, reply.motivo) == ("aguardando_humano", "teto")
-    assert [(link["tentativaNumero"], link["origem"]) for link in _ceiling_links(anchored, conv)] == [
-        (5, "marca_da_conversa")]
+    assert [link["tentativaNumero"] for link in _ceiling_links(anchored, conv)] == [5]  # decided from the mark:
     assert _listed(_ledger(anchored), conv) == [*ALLOWED, (5, "bloqueado_por_teto")]
     assert int(_counter(_ledger(anchored), conv)["tentativas"]) == 4
     assert anchored.verify(conv)[1] is None
@@ -163,7 +162,8 @@ def test_without_an_audit_chain_a_read_decided_refusal_is_listed_with_its_time(l
     reply = _turn(ledger, conv, "m-2", _refund())
     assert reply.motivo == "teto"
     listed = list(Ledger(table, client).attempts(conv))
-    assert [(a["tentativaNumero"], a.get("origem")) for a in listed][-1] == (5, "marca_da_conversa")
+    assert [(a["tentativaNumero"], a["decisao"]) for a in listed][-1] == (5, "bloqueada_por_teto")
+    assert int(ledger.table.get(f"contador#{conv}#4821#{REFUND}")["tentativas"]) == 4  # decided from the mark
     iso = re.compile(r"\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\Z")
     assert [a["timestamp"] for a in listed if not iso.match(a["timestamp"])] == []
 
@@ -193,7 +193,8 @@ def test_a_mark_never_reaches_another_conversation_subject_or_tool(anchored):  #
 
     reply = _turn(_ledger(anchored), conv_a, "m-3", _refund(), invoker=invoker)  # the marked key itself
     assert reply.motivo == "teto" and invoker.calls[REFUND] == 1
-    assert [link["origem"] for link in _ceiling_links(anchored, conv_a)] == ["marca_da_conversa"]
+    assert [link["tentativaNumero"] for link in _ceiling_links(anchored, conv_a)] == [5]
+    assert int(_ledger(anchored).table.get(f"contador#{conv_a}#4821#{REFUND}")["tentativas"]) == 4  # from the mark
 
 
 @settings(max_examples=200, deadline=None)

@@ -27,7 +27,8 @@ def test_the_resume_numbers_on_the_counter_and_keeps_the_marks(mocked_aws, gatew
     assert (resumed.status, resumed.reason) == ("aguardando_humano", "aprovada_nao_executada"), resumed
     assert gateway.debits_for(conv) == []
     links = [link for link in ledger.links(conv, "TETO_DE_TENTATIVAS_ATINGIDO")]
-    assert [(link["tentativaNumero"], link["origem"]) for link in links] == [(2, "contador")]
+    assert [link["tentativaNumero"] for link in links] == [2]
+    assert int(ledger.table.get(f"contador#{conv}#4821#emitir_reembolso")["tentativas"]) == 2  # the counter's
     assert ledger.read_conversation(conv).exhausted == {key: 1}  # the resume's commit left them
     assert [(a["tentativaNumero"], a["decisao"]) for a in ledger.attempts(conv)] == [
         (1, "permitida"), (2, "bloqueada_por_teto")]

@@ -20,8 +20,9 @@ which is kept.
 A refusal may also be decided WITHOUT this write: when the turn's conversation
 already knows the key reached the ceiling (``exhausted`` module: counters only
 grow, so the counter could only refuse it too). Such a refusal's one record is its
-``CEILING_EVENT`` link (``origem`` = ``ORIGIN_READ``, numbered last known + 1);
-``Ledger.attempts`` lists it beside the counters' records (``read_decided_records``).
+``CEILING_EVENT`` link (numbered last known + 1, the fields of any refusal's link);
+``Ledger.attempts`` lists it beside the counters' records (``read_decided_records``):
+it is the link whose number is past every number its counter gave.
 
 Bounded item: the list keeps the ``ceiling`` allowed attempts and at most
 ``REFUSALS_LISTED`` refused ones after them (the append's condition). A refusal
@@ -61,11 +62,6 @@ from .table import (
 ATTEMPT_EVENT = "TENTATIVA_DE_FERRAMENTA_REGISTRADA"
 CALL_EVENT = "CHAMADA_DE_FERRAMENTA"  # an invoked call's audit link: its decision and its outcome
 CEILING_EVENT = "TETO_DE_TENTATIVAS_ATINGIDO"  # a refusal's audit link (it also carries the hand-off)
-# A ceiling link's ``origem``: numbered by the counter, or decided from the conversation's
-# exhausted keys without touching the counter (``exhausted`` module) — then the link is
-# the refusal's only record, and ``read_decided_records`` lists it.
-ORIGIN_COUNTER = "contador"
-ORIGIN_READ = "marca_da_conversa"
 RESULT_DETAIL_MAX = 500  # characters of an attempt's ``detalhe``
 REFUSALS_LISTED = 4  # refused attempts kept in ``registros`` after the allowed ones
 ATTEMPT_RECORDS = "registros"
@@ -216,16 +212,22 @@ class AttemptStore:
                            named: Iterable[tuple[str, str]] = ()) -> Iterator[dict[str, Any]]:
         """Every listed attempt of one conversation, in time order, one dict each with
         the fields an attempt item had (``tentativaNumero``, ``decisao``, ...): the
-        counters from the history index and those ``named`` as (subject, tool) — a
-        read-only tool's, which stay out of the index, named by their calls' links —
-        then their records. No call outcome yet (``Ledger.attempts`` joins the links)."""
+        counters' records (``counters_of``). No call outcome yet (``Ledger.attempts``
+        joins the links)."""
+        counters = self.counters_of(conversation_id, named)
+        records = [record for counter in counters for record in attempt_records(counter, conversation_id)]
+        return iter(sorted(records, key=lambda r: (r["timestamp"], r["tentativaNumero"])))
+
+    def counters_of(self, conversation_id: str,
+                    named: Iterable[tuple[str, str]] = ()) -> list[dict[str, Any]]:
+        """One conversation's counter items: those in the history index and those
+        ``named`` as (subject, tool) — a read-only tool's, which stay out of the index,
+        named by their calls' links."""
         entries = self.table.query_index(GSI_BY_CONVERSATION, GSI_PARTITION, conversation_id,
                                          item_type=ItemType.COUNTER)
         keys = {entry[TABLE_KEY] for entry in entries}
         keys.update(counter_pk(conversation_id, subject, tool) for subject, tool in named)
-        counters = self.table.get_many(sorted(keys)).values()
-        records = [record for counter in counters for record in attempt_records(counter, conversation_id)]
-        return iter(sorted(records, key=lambda r: (r["timestamp"], r["tentativaNumero"])))
+        return list(self.table.get_many(sorted(keys)).values())
 
 
 def attempt_records(counter: dict[str, Any] | None, conversation_id: str | None = None) -> list[dict[str, Any]]:
@@ -258,21 +260,35 @@ def read_decided_attempt(*, conversation_id: str, subject: str, tool: str, numbe
                    ceiling=ceiling, idempotency_key=idempotency_key, recorded_at="", listed=False)
 
 
-def read_decided_records(conversation_id: str, links: Iterable[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The refusals decided without the counter, as attempt records: one per
-    ``CEILING_EVENT`` link of origin ``ORIGIN_READ``, given as (its time, its details).
-    Each is its own decision and its own record, also when its number equals one the
-    counter gave (``exhausted`` module: a hint behind the counter)."""
+def read_decided_records(conversation_id: str, links: Iterable[tuple[str, dict[str, Any]]],
+                         counters: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The refusals decided without the counter, as attempt records with the fields
+    of the counter's (``attempt_records``): one per ``CEILING_EVENT`` link, given as
+    (its time, its details), whose number is past every number its key's counter
+    gave (``counters``: ``counters_of``) — a number the counter gave is the
+    counter's refusal, listed from its record (or, past ``REFUSALS_LISTED``, not
+    listed). A read-decided number is last known + 1 (``exhausted``), so it is past
+    the counter's unless that hint was behind the counter (a turn killed after its
+    counter write, a path without the conversation's lease numbered since): such a
+    refusal is in the audit chain but not listed apart. Each listed link is its own
+    decision: two links of one number (a turn killed between its link and its
+    commit, then redelivered) are two records."""
+    by_key = {(c.get("assunto"), c.get("ferramenta")): c for c in counters}
     out = []
     for at, details in links:
         number, ceiling = details.get("tentativaNumero"), details.get("teto")
-        if details.get("origem") != ORIGIN_READ or type(number) is not int or type(ceiling) is not int:
+        subject, tool = details.get("assunto"), details.get("ferramenta")
+        if type(number) is not int or type(ceiling) is not int or not isinstance(subject, str) \
+                or not isinstance(tool, str):
             continue
-        out.append({"evento": ATTEMPT_EVENT, "conversaId": conversation_id, "pedidoId": details.get("pedidoId"),
-                    "assunto": details.get("assunto"), "ferramenta": details.get("ferramenta"),
-                    "chaveIdempotencia": details.get("chaveIdempotencia"), "timestamp": at, "tentativaNumero": number, "teto": ceiling,
-                    "decisao": "bloqueada_por_teto", "resultado": AttemptResult.BLOCKED_BY_CEILING.value,
-                    "origem": ORIGIN_READ})
+        counter = by_key.get((subject, tool)) or {}
+        if number <= int(counter.get("tentativas", 0)):
+            continue
+        out.append({"evento": ATTEMPT_EVENT, "conversaId": conversation_id,
+                    "pedidoId": counter.get("pedidoId", details.get("pedidoId")), "assunto": subject,
+                    "ferramenta": tool, "chaveIdempotencia": counter.get("chaveIdempotencia"),
+                    "timestamp": at, "teto": ceiling, "tentativaNumero": number,
+                    "decisao": "bloqueada_por_teto", "resultado": AttemptResult.BLOCKED_BY_CEILING.value})
     return out
 
 
