@@ -162,8 +162,9 @@ class Conversations(ConversationCancellation, Protocol):
 def _commit_update(table: LedgerTable, state: ConversationState, history: EncodedHistory,
                    status: ConversationStatus, cancelled: bool, reply: dict[str, Any] | None,
                    chain_head: Head | None, exhausted: Mapping[str, int] | None = None) -> dict[str, Any]:
-    values: dict[str, Any] = {":m": compressed_json(history.messages, encoded=history.encoded), ":st": status.value,
-              ":um": 1, ":zero": 0, ":agora": table.iso(), ":v": state.version, ":dono": state.owner}
+    values: dict[str, Any] = {
+        ":m": compressed_json(history.messages, encoded=history.encoded), ":st": status.value,
+        ":um": 1, ":zero": 0, ":agora": table.iso(), ":v": state.version, ":dono": state.owner}
     # A conversation waiting for a person is in the sparse index (people list it with
     # a Query); any other status takes it out. The index's sort key is the claims'
     # ``visitadoEm`` (an item without it is not in the index): set to when the wait
