@@ -1,0 +1,98 @@
+"""Red team of the read-decided refusal's listing rule (issue 14).
+
+``Ledger.attempts`` lists a ``TETO_DE_TENTATIVAS_ATINGIDO`` link as a refusal record
+of its own when its number is past every number its key's counter gave. Attacked
+here: which counter is "its key's" (a counter of the release before attempt records
+carries no ``assunto``/``ferramenta`` fields), links whose details are no object, and
+forged details of every type — against the local stack's moto server in the mode
+without an audit chain (``auditoria#`` ledger items), and the pure rule under
+hypothesis.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cadencia_shared.ledger.attempts import CEILING_EVENT, read_decided_records
+from cadencia_shared.ledger.table import counter_pk
+from tests.test_legacy_counters import CEILING, REFUND, _ledger, _legacy_table
+
+
+def _refusal_link(number: Any, subject: Any = "4821", tool: Any = REFUND) -> dict[str, Any]:
+    """A refusal's link details, exactly as ``RetryCeiling.decide`` writes them."""
+    return {"ferramenta": tool, "assunto": subject, "pedidoId": "4821", "tentativaNumero": number,
+            "teto": CEILING, "motivo": "teto", "mensagemId": "m1"}
+
+
+def test_refusal_links_of_an_unconverted_legacy_counter_are_not_listed_as_read_decided(local_stack):
+    """A counter of the release before attempt records (``tentativas`` 6, no series
+    fields) refused 5 and 6 and linked them. Its refusals are its ``tentativa#`` items
+    (``history``): neither number is past the counter, so neither link is a
+    read-decided refusal. Matching counters by their stored ``assunto``/``ferramenta``
+    missed this counter and listed both as refusals no counter gave."""
+    conv = f"conv-legado-{uuid.uuid4().hex[:6]}"
+    ledger = _ledger(local_stack.aws_endpoint, _legacy_table(local_stack.aws_endpoint, conv, 6))
+    for number in (5, 6):
+        ledger.append_audit(conversation_id=conv, event=CEILING_EVENT, details=_refusal_link(number))
+    assert list(ledger.attempts(conv)) == []
+    # A read-decided refusal past it (7) is still listed, once, with its number.
+    ledger.append_audit(conversation_id=conv, event=CEILING_EVENT, details=_refusal_link(7))
+    assert [(r["tentativaNumero"], r["resultado"]) for r in ledger.attempts(conv)] == [(7, "bloqueado_por_teto")]
+
+
+def test_a_link_whose_details_are_no_object_is_skipped_not_a_crash(local_stack):
+    """No-chain mode: an ``auditoria#`` item whose ``detalhes`` is JSON but not an
+    object (a forged or damaged item) made ``Ledger.attempts`` raise AttributeError,
+    so ``prova`` and the harness could not list the conversation at all."""
+    conv = f"conv-forjada-{uuid.uuid4().hex[:6]}"
+    ledger = _ledger(local_stack.aws_endpoint, _legacy_table(local_stack.aws_endpoint, conv, 0))
+    for hostile in ([1, 2], "texto", 5, None):
+        ledger.append_audit(conversation_id=conv, event=CEILING_EVENT, details=hostile)  # type: ignore[arg-type]
+    ledger.append_audit(conversation_id=conv, event="CHAMADA_DE_FERRAMENTA", details=[])  # type: ignore[arg-type]
+    ledger.append_audit(conversation_id=conv, event=CEILING_EVENT, details=_refusal_link(5))
+    assert [r["tentativaNumero"] for r in ledger.attempts(conv)] == [5]
+
+
+_ANY_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+                         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                                     max_size=3), max_leaves=6)
+_DETAILS = st.fixed_dictionaries({
+    "ferramenta": st.one_of(st.sampled_from([REFUND, "consultar_pedido"]), _ANY_JSON),
+    "assunto": st.one_of(st.sampled_from(["4821", "9999", "77"]), _ANY_JSON),
+    "tentativaNumero": st.one_of(st.integers(-3, 12), st.integers(min_value=10**30), _ANY_JSON),
+    "teto": st.one_of(st.just(CEILING), _ANY_JSON),
+    "pedidoId": st.one_of(st.sampled_from(["4821", None]), _ANY_JSON)})
+
+
+def _counter(conv: str, subject: str, tool: str, attempts: int, *, fields: bool) -> dict[str, Any]:
+    counter: dict[str, Any] = {"pk": counter_pk(conv, subject, tool), "tentativas": attempts}
+    if fields:
+        counter.update({"assunto": subject, "ferramenta": tool, "pedidoId": subject})
+    return counter
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_DETAILS, max_size=6), st.integers(0, 12), st.integers(0, 12), st.booleans())
+def test_every_listed_link_is_a_well_typed_number_past_its_own_keys_counter(links, first, second, fields):
+    """Any details: no crash; each listed record is one link of str subject and tool
+    and int (never bool) number and ceiling, past the counter of ITS key (two
+    keys, counters with or without series fields), its order id a str or None."""
+    conv = "conv-h"
+    counters = [_counter(conv, "4821", REFUND, first, fields=fields),
+                _counter(conv, "9999", REFUND, second, fields=fields)]
+    gave = {("4821", REFUND): first, ("9999", REFUND): second}
+    listed = read_decided_records(conv, [("2026-12-02T00:00:00.000Z", d) for d in links], counters)
+    expected = [d for d in links
+                if type(d.get("tentativaNumero")) is int and type(d.get("teto")) is int
+                and isinstance(d.get("assunto"), str) and isinstance(d.get("ferramenta"), str)
+                and d["tentativaNumero"] > gave.get((d["assunto"], d["ferramenta"]), 0)]
+    assert [(r["assunto"], r["ferramenta"], r["tentativaNumero"]) for r in listed] == [
+        (d["assunto"], d["ferramenta"], d["tentativaNumero"]) for d in expected]
+    for record in listed:
+        assert record["pedidoId"] is None or isinstance(record["pedidoId"], str)
+        assert record["conversaId"] == conv and record["decisao"] == "bloqueada_por_teto"
+
