@@ -44,15 +44,20 @@ def test_refusal_links_of_an_unconverted_legacy_counter_are_not_listed_as_read_d
     assert [(r["tentativaNumero"], r["resultado"]) for r in ledger.attempts(conv)] == [(7, "bloqueado_por_teto")]
 
 
-def test_a_link_whose_details_are_no_object_is_skipped_not_a_crash(local_stack):
+def test_a_link_whose_details_are_no_object_or_name_no_counter_key_is_skipped_not_a_crash(local_stack):
     """No-chain mode: an ``auditoria#`` item whose ``detalhes`` is JSON but not an
     object (a forged or damaged item) made ``Ledger.attempts`` raise AttributeError,
-    so ``prova`` and the harness could not list the conversation at all."""
+    and one naming a subject or tool no key can hold (empty, with ``#``) ValueError:
+    ``prova`` and the harness could not list the conversation at all."""
     conv = f"conv-forjada-{uuid.uuid4().hex[:6]}"
     ledger = _ledger(local_stack.aws_endpoint, _legacy_table(local_stack.aws_endpoint, conv, 0))
     for hostile in ([1, 2], "texto", 5, None):
         ledger.append_audit(conversation_id=conv, event=CEILING_EVENT, details=hostile)  # type: ignore[arg-type]
     ledger.append_audit(conversation_id=conv, event="CHAMADA_DE_FERRAMENTA", details=[])  # type: ignore[arg-type]
+    # Subjects/tools no counter key can hold (``checked_id``): counter_pk raised ValueError.
+    for subject, tool in (("", REFUND), ("48#21", REFUND), ("4821", "emitir#reembolso")):
+        for event in (CEILING_EVENT, "CHAMADA_DE_FERRAMENTA"):
+            ledger.append_audit(conversation_id=conv, event=event, details=_refusal_link(5, subject, tool))
     ledger.append_audit(conversation_id=conv, event=CEILING_EVENT, details=_refusal_link(5))
     assert [r["tentativaNumero"] for r in ledger.attempts(conv)] == [5]
 
