@@ -260,6 +260,16 @@ def read_decided_attempt(*, conversation_id: str, subject: str, tool: str, numbe
                    ceiling=ceiling, idempotency_key=idempotency_key, recorded_at="", listed=False)
 
 
+def link_series(details: dict[str, Any]) -> tuple[str, str] | None:
+    """The (subject, tool) a link names, when a counter key can hold them (non-empty
+    strings without ``#``, ``checked_id``); None: a forged or damaged link, which names
+    no counter (skipped by the readers, never a crash of the whole listing)."""
+    subject, tool = details.get("assunto"), details.get("ferramenta")
+    if not (isinstance(subject, str) and isinstance(tool, str) and subject and tool):
+        return None
+    return None if "#" in subject or "#" in tool else (subject, tool)
+
+
 def read_decided_records(conversation_id: str, links: Iterable[tuple[str, dict[str, Any]]],
                          counters: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The refusals decided without the counter, as attempt records with the fields
@@ -273,19 +283,22 @@ def read_decided_records(conversation_id: str, links: Iterable[tuple[str, dict[s
     refusal is in the audit chain but not listed apart. Each listed link is its own
     decision: two links of one number (a turn killed between its link and its
     commit, then redelivered) are two records."""
-    by_key = {(c.get("assunto"), c.get("ferramenta")): c for c in counters}
+    # By the counter's own key, not its stored ``assunto``/``ferramenta``: a counter of
+    # the release before attempt records has no such fields, and its refusals' links
+    # would all read as past a counter of 0.
+    by_key = {counter.get(TABLE_KEY): counter for counter in counters}
     out = []
     for at, details in links:
-        number, ceiling = details.get("tentativaNumero"), details.get("teto")
-        subject, tool = details.get("assunto"), details.get("ferramenta")
-        if type(number) is not int or type(ceiling) is not int or not isinstance(subject, str) \
-                or not isinstance(tool, str):
+        series, number, ceiling = link_series(details), details.get("tentativaNumero"), details.get("teto")
+        if series is None or type(number) is not int or type(ceiling) is not int:
             continue
-        counter = by_key.get((subject, tool)) or {}
+        subject, tool = series
+        counter = by_key.get(counter_pk(conversation_id, subject, tool)) or {}
         if number <= int(counter.get("tentativas", 0)):
             continue
+        order_id = counter.get("pedidoId", details.get("pedidoId"))
         out.append({"evento": ATTEMPT_EVENT, "conversaId": conversation_id,
-                    "pedidoId": counter.get("pedidoId", details.get("pedidoId")), "assunto": subject,
+                    "pedidoId": order_id if isinstance(order_id, str) else None, "assunto": subject,
                     "ferramenta": tool, "chaveIdempotencia": counter.get("chaveIdempotencia"),
                     "timestamp": at, "teto": ceiling, "tentativaNumero": number,
                     "decisao": "bloqueada_por_teto", "resultado": AttemptResult.BLOCKED_BY_CEILING.value})
