@@ -106,3 +106,22 @@ def test_every_listed_link_is_a_well_typed_number_past_its_own_keys_counter(link
         assert record["pedidoId"] is None or isinstance(record["pedidoId"], str)
         assert record["conversaId"] == conv and record["decisao"] == "bloqueada_por_teto"
 
+
+
+def test_a_call_link_without_a_usable_outcome_leaves_its_record_pending_not_a_crash(local_stack):
+    """A ``CHAMADA_DE_FERRAMENTA`` link that names an allowed attempt but carries no
+    ``resultado`` (or not a string) raised KeyError in ``with_outcomes``: one damaged
+    link hid the whole conversation from ``prova``. It is no evidence of an outcome:
+    the record stays ``pendente``, and a well-formed link of another attempt still joins."""
+    conv = f"conv-chamada-{uuid.uuid4().hex[:6]}"
+    ledger = _ledger(local_stack.aws_endpoint, _legacy_table(local_stack.aws_endpoint, conv, 0))
+    first, second, third = (ledger.register_attempt(conversation_id=conv, subject="4821", tool=REFUND,
+                                                    ceiling=CEILING, order_id="4821") for _ in range(3))
+    call = {"ferramenta": REFUND, "assunto": "4821", "decisao": "permitida"}
+    ledger.append_audit(conversation_id=conv, event="CHAMADA_DE_FERRAMENTA", details={**call, "tentativaNumero": 1})
+    ledger.append_audit(conversation_id=conv, event="CHAMADA_DE_FERRAMENTA",
+                        details={**call, "tentativaNumero": 2, "resultado": {"x": 1}})
+    ledger.append_audit(conversation_id=conv, event="CHAMADA_DE_FERRAMENTA",
+                        details={**call, "tentativaNumero": 3, "resultado": "executado"})
+    assert [(r["tentativaNumero"], r["resultado"]) for r in ledger.attempts(conv)] == [
+        (first.number, "pendente"), (second.number, "pendente"), (third.number, "executado")]
