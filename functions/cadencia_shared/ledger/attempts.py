@@ -324,7 +324,9 @@ def with_outcomes(records: Iterator[dict[str, Any]] | list[dict[str, Any]],
     none: it stays as written (``pendente``, or the result a record of the previous
     release carries). A refused record is never joined: it was never invoked, and
     a link claiming otherwise is not evidence."""
-    outcomes = {_link_key(link): link for link in links}
+    # A link with no string ``resultado`` (forged or damaged: every writer sets one) is
+    # no evidence of an outcome: its record stays as written rather than the listing failing.
+    outcomes = {_link_key(link): link for link in links if isinstance(link.get("resultado"), str)}
     out = []
     for record in records:
         link = outcomes.get((record["ferramenta"], record["assunto"], record["tentativaNumero"]))
