@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from cadencia_shared.ledger.attempts import CEILING_EVENT, read_decided_records
 from cadencia_shared.ledger.table import counter_pk
+from tests.test_audit_chain import anchored, audit  # noqa: F401
 from tests.test_legacy_counters import CEILING, REFUND, _ledger, _legacy_table
 
 
@@ -125,3 +126,51 @@ def test_a_call_link_without_a_usable_outcome_leaves_its_record_pending_not_a_cr
                         details={**call, "tentativaNumero": 3, "resultado": "executado"})
     assert [(r["tentativaNumero"], r["resultado"]) for r in ledger.attempts(conv)] == [
         (first.number, "pendente"), (second.number, "pendente"), (third.number, "executado")]
+
+
+def _drop_marks(chain: Any, conv: str) -> None:
+    """The conversation item as a path without marks sees it: the counter decides."""
+    from cadencia_shared.ledger.exhausted import EXHAUSTED_ATTRIBUTE
+    from cadencia_shared.ledger.table import conversation_pk
+
+    chain.client.update_item(TableName=chain.anchor_table, Key={"pk": {"S": conversation_pk(conv)}},
+                             UpdateExpression=f"REMOVE {EXHAUSTED_ATTRIBUTE}")
+
+
+def test_both_refusal_paths_link_the_same_fields_and_a_mixed_key_lists_each_refusal_once(anchored):  # noqa: F811
+    """Real orchestrator turns on one key: 4 allowed; refusal 5 by the counter (marks
+    removed, as on a path without the lease); refusal 6 read-decided (the counter's
+    answer marked the key); refusal 7 by the counter again (marks removed): the
+    counter's 6th number, so it collides with the read-decided 6; refusal 8
+    read-decided (7). The two paths' links have one key set, and the listing holds
+    every one of the four refusals once: the counter writes ONE link per number it
+    refuses, so a second link of a number the counter refused is a read-decided
+    refusal. The rule "listed only when past the counter" lost the read-decided 6."""
+    from tests.test_ceiling_hint import ALLOWED, _ceiling_links, _four_attempts, _hand_back, _ledger as chain_ledger
+    from tests.test_ceiling_hint import _counter as counter_of
+    from tests.test_ceiling_hint import _refund, _turn
+
+    conv = f"conv-misto-{uuid.uuid4().hex[:6]}"
+    _four_attempts(chain_ledger(anchored), conv)
+    paths = []
+    for message, by_counter in (("m-5", True), ("m-6", False), ("m-7", True), ("m-8", False)):
+        if by_counter:
+            _drop_marks(anchored, conv)
+        before = int(counter_of(chain_ledger(anchored), conv)["tentativas"])
+        reply = _turn(chain_ledger(anchored), conv, message, _refund())
+        assert (reply.status, reply.motivo) == ("aguardando_humano", "teto")
+        after = int(counter_of(chain_ledger(anchored), conv)["tentativas"])
+        paths.append(after - before)  # 1: the counter numbered it; 0: read-decided
+        _hand_back(anchored, conv)
+    assert paths == [1, 0, 1, 0]
+    links = _ceiling_links(anchored, conv)
+    assert [link["tentativaNumero"] for link in links] == [5, 6, 6, 7]
+    assert len({frozenset(link) for link in links}) == 1  # one kind of refusal link
+    refused = [(5, "bloqueado_por_teto"), (6, "bloqueado_por_teto"), (6, "bloqueado_por_teto"),
+               (7, "bloqueado_por_teto")]
+    assert _listed(chain_ledger(anchored), conv) == [*ALLOWED, *refused]
+    assert anchored.verify(conv)[1] is None
+
+
+def _listed(ledger: Any, conv: str) -> list[tuple[int, str]]:
+    return [(a["tentativaNumero"], a["resultado"]) for a in ledger.attempts(conv)]
