@@ -88,19 +88,28 @@ def _key_part(value: Any) -> bool:
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(_DETAILS, max_size=6), st.integers(0, 12), st.integers(0, 12), st.booleans())
-def test_every_listed_link_is_a_well_typed_number_past_its_own_keys_counter(links, first, second, fields):
+def test_every_listed_link_is_well_typed_and_judged_against_its_own_keys_counter(links, first, second, fields):
     """Any details: no crash; each listed record is one link of a subject and tool a key can hold
-    and int (never bool) number and ceiling, past the counter of ITS key (two
+    and int (never bool) number >= 1 and ceiling, past the counter of ITS key or not
+    the first link of a number that counter refused (two
     keys, counters with or without series fields), its order id a str or None."""
     conv = "conv-h"
     counters = [_counter(conv, "4821", REFUND, first, fields=fields),
                 _counter(conv, "9999", REFUND, second, fields=fields)]
     gave = {("4821", REFUND): first, ("9999", REFUND): second}
     listed = read_decided_records(conv, [("2026-12-02T00:00:00.000Z", d) for d in links], counters)
-    expected = [d for d in links
-                if type(d.get("tentativaNumero")) is int and type(d.get("teto")) is int
-                and _key_part(d.get("assunto")) and _key_part(d.get("ferramenta"))
-                and d["tentativaNumero"] > gave.get((d["assunto"], d["ferramenta"]), 0)]
+    expected, counters_link_seen = [], set()
+    for d in links:
+        number = d.get("tentativaNumero")
+        if not (type(number) is int and type(d.get("teto")) is int and number >= 1
+                and _key_part(d.get("assunto")) and _key_part(d.get("ferramenta"))):
+            continue
+        series = (d["assunto"], d["ferramenta"], number)
+        # The first link of a number the counter gave and refused is the counter's own.
+        if number <= gave.get(series[:2], 0) and number > d["teto"] and series not in counters_link_seen:
+            counters_link_seen.add(series)
+            continue
+        expected.append(d)
     assert [(r["assunto"], r["ferramenta"], r["tentativaNumero"]) for r in listed] == [
         (d["assunto"], d["ferramenta"], d["tentativaNumero"]) for d in expected]
     for record in listed:

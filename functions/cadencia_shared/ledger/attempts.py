@@ -22,7 +22,8 @@ already knows the key reached the ceiling (``exhausted`` module: counters only
 grow, so the counter could only refuse it too). Such a refusal's one record is its
 ``CEILING_EVENT`` link (numbered last known + 1, the fields of any refusal's link);
 ``Ledger.attempts`` lists it beside the counters' records (``read_decided_records``):
-it is the link whose number is past every number its counter gave.
+it is a link whose number is past every number its counter gave, or a further link of a number
+the counter gave and refused (the counter links each number it refuses once).
 
 Bounded item: the list keeps the ``ceiling`` allowed attempts and at most
 ``REFUSALS_LISTED`` refused ones after them (the append's condition). A refusal
@@ -273,29 +274,37 @@ def link_series(details: dict[str, Any]) -> tuple[str, str] | None:
 def read_decided_records(conversation_id: str, links: Iterable[tuple[str, dict[str, Any]]],
                          counters: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The refusals decided without the counter, as attempt records with the fields
-    of the counter's (``attempt_records``): one per ``CEILING_EVENT`` link, given as
-    (its time, its details), whose number is past every number its key's counter
-    gave (``counters``: ``counters_of``) — a number the counter gave is the
-    counter's refusal, listed from its record (or, past ``REFUSALS_LISTED``, not
-    listed). A read-decided number is last known + 1 (``exhausted``), so it is past
-    the counter's unless that hint was behind the counter (a turn killed after its
-    counter write, a path without the conversation's lease numbered since): such a
-    refusal is in the audit chain but not listed apart. Each listed link is its own
-    decision: two links of one number (a turn killed between its link and its
-    commit, then redelivered) are two records."""
+    of the counter's (``attempt_records``), one per ``CEILING_EVENT`` link given as
+    (its time, its details), matched to its key's counter (``counters``: ``counters_of``).
+
+    A link whose number is past every number the counter gave is read-decided. A
+    number the counter gave and refused has exactly ONE link of the counter's own
+    (``RetryCeiling.decide`` links each number it refuses once; the record is listed
+    from the counter, or past ``REFUSALS_LISTED`` not at all): every further link of
+    that number is a read-decided refusal whose hint was behind the counter (a path
+    without the conversation's lease numbered since) and is listed. Lost only when
+    the counter's own link is missing too (a turn SIGKILLed between its counter
+    write and its link): one link of a refused number is then taken for the
+    counter's. Each listed link is its own decision: two read-decided links of one
+    number past the counter (a turn killed between its link and its commit, then
+    redelivered) are two records."""
     # By the counter's own key, not its stored ``assunto``/``ferramenta``: a counter of
     # the release before attempt records has no such fields, and its refusals' links
     # would all read as past a counter of 0.
     by_key = {counter.get(TABLE_KEY): counter for counter in counters}
+    counters_links: set[tuple[str, int]] = set()  # (key, number) whose counter's own link was seen
     out = []
     for at, details in links:
         series, number, ceiling = link_series(details), details.get("tentativaNumero"), details.get("teto")
-        if series is None or type(number) is not int or type(ceiling) is not int:
+        if series is None or type(number) is not int or type(ceiling) is not int or number < 1:
+            continue  # a forged or damaged link: no counter numbers from 0
+        key = counter_pk(conversation_id, *series)
+        counter = by_key.get(key) or {}
+        if number <= int(counter.get("tentativas", 0)) and (key, number) not in counters_links \
+                and _counter_refused(counter, number, ceiling):
+            counters_links.add((key, number))
             continue
         subject, tool = series
-        counter = by_key.get(counter_pk(conversation_id, subject, tool)) or {}
-        if number <= int(counter.get("tentativas", 0)):
-            continue
         order_id = counter.get("pedidoId", details.get("pedidoId"))
         out.append({"evento": ATTEMPT_EVENT, "conversaId": conversation_id,
                     "pedidoId": order_id if isinstance(order_id, str) else None, "assunto": subject,
@@ -303,6 +312,15 @@ def read_decided_records(conversation_id: str, links: Iterable[tuple[str, dict[s
                     "timestamp": at, "teto": ceiling, "tentativaNumero": number,
                     "decisao": "bloqueada_por_teto", "resultado": AttemptResult.BLOCKED_BY_CEILING.value})
     return out
+
+
+def _counter_refused(counter: dict[str, Any], number: int, link_ceiling: int) -> bool:
+    """Whether the counter's own decision for ``number`` (one it gave) was a refusal:
+    its listed record's ceiling says; an unlisted or legacy number, the link's."""
+    base, records = int(counter.get(RECORDS_BASE, 0)), counter.get(ATTEMPT_RECORDS, [])
+    if base < number <= base + len(records):
+        return number > int(records[number - base - 1]["teto"])
+    return number > link_ceiling
 
 
 def _numbered(attributes: dict[str, Any], conversation_id: str, subject: str, tool: str, ceiling: int,
