@@ -183,3 +183,20 @@ def test_both_refusal_paths_link_the_same_fields_and_a_mixed_key_lists_each_refu
 
 def _listed(ledger: Any, conv: str) -> list[tuple[int, str]]:
     return [(a["tentativaNumero"], a["resultado"]) for a in ledger.attempts(conv)]
+
+
+def test_refusals_past_the_listed_ones_and_a_legacy_base_are_judged_by_the_right_record():
+    """A converted legacy counter (``registrosBase`` 2) with ``registros`` 3..8 (6..8
+    refused) and two unlisted refusals (9, 10): one link for each refused number is
+    the counter's own and not listed again; a second link of the unlisted 10 and one
+    of 11 are read-decided and listed; a link at the allowed 3 (a ceiling since
+    raised: the counter allowed 3, so no link of 3 is the counter's) is listed."""
+    conv = "conv-u"
+    records = [{"timestamp": f"2026-12-02T00:00:0{n}.000Z", "teto": CEILING} for n in range(3, 9)]
+    counter = {**_counter(conv, "4821", REFUND, 10, fields=True), "registrosBase": 2, "registros": records,
+               "recusasNaoListadas": 2}
+    numbers = [5, 6, 7, 8, 9, 10, 10, 11, 3]
+    links = [("2026-12-02T00:01:00.000Z", _refusal_link(n)) for n in numbers]
+    listed = read_decided_records(conv, links, [counter])
+    assert [r["tentativaNumero"] for r in listed] == [10, 11, 3]
+    assert {r["pedidoId"] for r in listed} == {"4821"}
