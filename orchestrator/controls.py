@@ -205,7 +205,7 @@ class RetryCeiling:
     later attempt. Such an attempt is refused without the counter's write (issue 14:
     a refusal is the lease, its one link and the commit), numbered last known + 1;
     its link — the same fields as any refusal's — is its record (``Ledger.attempts``
-    tells it by its number, past the counter's). Only refusals are ever decided
+    tells it from the counter's own link by its number). Only refusals are ever decided
     this way: every allowed call is numbered by the counter.
     """
 

@@ -22,7 +22,8 @@ already knows the key reached the ceiling (``exhausted`` module: counters only
 grow, so the counter could only refuse it too). Such a refusal's one record is its
 ``CEILING_EVENT`` link (numbered last known + 1, the fields of any refusal's link);
 ``Ledger.attempts`` lists it beside the counters' records (``read_decided_records``):
-it is the link whose number is past every number its counter gave.
+it is a link whose number is past every number its counter gave, or a further link of a number
+the counter gave and refused (the counter links each number it refuses once).
 
 Bounded item: the list keeps the ``ceiling`` allowed attempts and at most
 ``REFUSALS_LISTED`` refused ones after them (the append's condition). A refusal
@@ -260,36 +261,66 @@ def read_decided_attempt(*, conversation_id: str, subject: str, tool: str, numbe
                    ceiling=ceiling, idempotency_key=idempotency_key, recorded_at="", listed=False)
 
 
+def link_series(details: dict[str, Any]) -> tuple[str, str] | None:
+    """The (subject, tool) a link names, when a counter key can hold them (non-empty
+    strings without ``#``, ``checked_id``); None: a forged or damaged link, which names
+    no counter (skipped by the readers, never a crash of the whole listing)."""
+    subject, tool = details.get("assunto"), details.get("ferramenta")
+    if not (isinstance(subject, str) and isinstance(tool, str) and subject and tool):
+        return None
+    return None if "#" in subject or "#" in tool else (subject, tool)
+
+
 def read_decided_records(conversation_id: str, links: Iterable[tuple[str, dict[str, Any]]],
                          counters: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The refusals decided without the counter, as attempt records with the fields
-    of the counter's (``attempt_records``): one per ``CEILING_EVENT`` link, given as
-    (its time, its details), whose number is past every number its key's counter
-    gave (``counters``: ``counters_of``) — a number the counter gave is the
-    counter's refusal, listed from its record (or, past ``REFUSALS_LISTED``, not
-    listed). A read-decided number is last known + 1 (``exhausted``), so it is past
-    the counter's unless that hint was behind the counter (a turn killed after its
-    counter write, a path without the conversation's lease numbered since): such a
-    refusal is in the audit chain but not listed apart. Each listed link is its own
-    decision: two links of one number (a turn killed between its link and its
-    commit, then redelivered) are two records."""
-    by_key = {(c.get("assunto"), c.get("ferramenta")): c for c in counters}
+    of the counter's (``attempt_records``), one per ``CEILING_EVENT`` link given as
+    (its time, its details), matched to its key's counter (``counters``: ``counters_of``).
+
+    A link whose number is past every number the counter gave is read-decided. A
+    number the counter gave and refused has exactly ONE link of the counter's own
+    (``RetryCeiling.decide`` links each number it refuses once; the record is listed
+    from the counter, or past ``REFUSALS_LISTED`` not at all): every further link of
+    that number is a read-decided refusal whose hint was behind the counter (a path
+    without the conversation's lease numbered since) and is listed. Lost only when
+    the counter's own link is missing too (a turn SIGKILLed between its counter
+    write and its link): one link of a refused number is then taken for the
+    counter's. Each listed link is its own decision: two read-decided links of one
+    number past the counter (a turn killed between its link and its commit, then
+    redelivered) are two records."""
+    # By the counter's own key, not its stored ``assunto``/``ferramenta``: a counter of
+    # the release before attempt records has no such fields, and its refusals' links
+    # would all read as past a counter of 0.
+    by_key = {counter.get(TABLE_KEY): counter for counter in counters}
+    counters_links: set[tuple[str, int]] = set()  # (key, number) whose counter's own link was seen
     out = []
     for at, details in links:
-        number, ceiling = details.get("tentativaNumero"), details.get("teto")
-        subject, tool = details.get("assunto"), details.get("ferramenta")
-        if type(number) is not int or type(ceiling) is not int or not isinstance(subject, str) \
-                or not isinstance(tool, str):
+        series, number, ceiling = link_series(details), details.get("tentativaNumero"), details.get("teto")
+        if series is None or type(number) is not int or type(ceiling) is not int or number < 1:
+            continue  # a forged or damaged link: no counter numbers from 0
+        key = counter_pk(conversation_id, *series)
+        counter = by_key.get(key) or {}
+        if number <= int(counter.get("tentativas", 0)) and (key, number) not in counters_links \
+                and _counter_refused(counter, number, ceiling):
+            counters_links.add((key, number))
             continue
-        counter = by_key.get((subject, tool)) or {}
-        if number <= int(counter.get("tentativas", 0)):
-            continue
+        subject, tool = series
+        order_id = counter.get("pedidoId", details.get("pedidoId"))
         out.append({"evento": ATTEMPT_EVENT, "conversaId": conversation_id,
-                    "pedidoId": counter.get("pedidoId", details.get("pedidoId")), "assunto": subject,
+                    "pedidoId": order_id if isinstance(order_id, str) else None, "assunto": subject,
                     "ferramenta": tool, "chaveIdempotencia": counter.get("chaveIdempotencia"),
                     "timestamp": at, "teto": ceiling, "tentativaNumero": number,
                     "decisao": "bloqueada_por_teto", "resultado": AttemptResult.BLOCKED_BY_CEILING.value})
     return out
+
+
+def _counter_refused(counter: dict[str, Any], number: int, link_ceiling: int) -> bool:
+    """Whether the counter's own decision for ``number`` (one it gave) was a refusal:
+    its listed record's ceiling says; an unlisted or legacy number, the link's."""
+    base, records = int(counter.get(RECORDS_BASE, 0)), counter.get(ATTEMPT_RECORDS, [])
+    if base < number <= base + len(records):
+        return number > int(records[number - base - 1]["teto"])
+    return number > link_ceiling
 
 
 def _numbered(attributes: dict[str, Any], conversation_id: str, subject: str, tool: str, ceiling: int,
@@ -311,7 +342,9 @@ def with_outcomes(records: Iterator[dict[str, Any]] | list[dict[str, Any]],
     none: it stays as written (``pendente``, or the result a record of the previous
     release carries). A refused record is never joined: it was never invoked, and
     a link claiming otherwise is not evidence."""
-    outcomes = {_link_key(link): link for link in links}
+    # A link with no string ``resultado`` (forged or damaged: every writer sets one) is
+    # no evidence of an outcome: its record stays as written rather than the listing failing.
+    outcomes = {_link_key(link): link for link in links if isinstance(link.get("resultado"), str)}
     out = []
     for record in records:
         link = outcomes.get((record["ferramenta"], record["assunto"], record["tentativaNumero"]))

@@ -40,8 +40,12 @@ def timed_event_details(records: Iterable[dict[str, Any]], events: Collection[st
     ``events``, in order (``AuditStore.timed_links`` on records a caller has read already).
     When: a ledger ``auditoria#`` item's ``timestamp`` (its ``registradoEm`` is the
     history index's sort key, ``{time}#auditoria#{id}``), else a chain link's ``registradoEm``."""
-    return [(record["evento"], str(record.get("timestamp") or record.get("registradoEm") or ""),
-             json.loads(record["detalhes"])) for record in records if record.get("evento") in events]
+    timed = [(record["evento"], str(record.get("timestamp") or record.get("registradoEm") or ""),
+              json.loads(record["detalhes"])) for record in records if record.get("evento") in events]
+    # Every writer appends an object; one that is not (a forged or damaged record, which
+    # ``scripts/auditoria verificar`` reports) is no link of any event: skipped, so the
+    # readers' ``.get`` on details cannot crash a whole conversation's listing.
+    return [(event, at, details) for event, at, details in timed if isinstance(details, dict)]
 
 
 class AuditChain(Protocol):

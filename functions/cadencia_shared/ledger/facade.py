@@ -14,7 +14,15 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from .attempts import CALL_EVENT, CEILING_EVENT, AttemptStore, attempt_records, read_decided_records, with_outcomes
+from .attempts import (
+    CALL_EVENT,
+    CEILING_EVENT,
+    AttemptStore,
+    attempt_records,
+    link_series,
+    read_decided_records,
+    with_outcomes,
+)
 from .audit import AuditChain, AuditStore, timed_event_details
 from .claims import ClaimStore
 from .conversations import ConversationStore
@@ -56,8 +64,7 @@ class Ledger(ClaimStore, AttemptStore, ConversationStore, AuditStore):
                   else timed_event_details(chain, events))
         calls = [details for event, _, details in linked if event == CALL_EVENT]
         refusals = [(at, details) for event, at, details in linked if event == CEILING_EVENT]
-        named = {(link["assunto"], link["ferramenta"]) for link in [*calls, *(d for _, d in refusals)]
-                 if isinstance(link.get("assunto"), str) and isinstance(link.get("ferramenta"), str)}
+        named = {series for series in map(link_series, [*calls, *(d for _, d in refusals)]) if series}
         counters = self.counters_of(conversation_id, named)
         records = [*(record for counter in counters for record in attempt_records(counter, conversation_id)),
                    *read_decided_records(conversation_id, refusals, counters)]
