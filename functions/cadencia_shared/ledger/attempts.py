@@ -54,6 +54,7 @@ from .table import (
     TABLE_KEY,
     ItemType,
     LedgerTable,
+    checked_id,
     condition_failed,
     counter_history_sort,
     counter_pk,
@@ -266,9 +267,12 @@ def link_series(details: dict[str, Any]) -> tuple[str, str] | None:
     strings without ``#``, ``checked_id``); None: a forged or damaged link, which names
     no counter (skipped by the readers, never a crash of the whole listing)."""
     subject, tool = details.get("assunto"), details.get("ferramenta")
-    if not (isinstance(subject, str) and isinstance(tool, str) and subject and tool):
+    if not (isinstance(subject, str) and isinstance(tool, str)):
         return None
-    return None if "#" in subject or "#" in tool else (subject, tool)
+    try:
+        return checked_id(subject), checked_id(tool)
+    except ValueError:
+        return None
 
 
 def read_decided_records(conversation_id: str, links: Iterable[tuple[str, dict[str, Any]]],
