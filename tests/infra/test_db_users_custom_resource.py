@@ -183,9 +183,14 @@ def test_a_failed_revoke_outside_a_rollback_is_reported(asset, template):
     def refused(sql: str) -> None:
         raise ClientError("BadRequestException")
 
+    shipped, _ = handler.load_statements(asset.path / "statements.json")
     for stack in ("DELETE_IN_PROGRESS", "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS"):  # cdk destroy, the teardown phase
-        outcome, _ = _process(_event(template, "Delete"), refused, asset, cloudformation("DELETE_IN_PROGRESS", stack))
-        assert outcome["Status"] == "FAILED"
+        status = cloudformation("DELETE_IN_PROGRESS", stack)
+        calls: list[str] = []
+        outcome, _ = _process(_event(template, "Delete"), calls.append, asset, status)
+        assert outcome["Status"] == "SUCCESS" and calls == shipped["revoke"]  # accepted there...
+        outcome, _ = _process(_event(template, "Delete"), refused, asset, status)
+        assert outcome["Status"] == "FAILED" and "BadRequestException" in outcome["Reason"]  # ...and a failure shows
 
 
 def test_a_create_or_update_never_runs_while_the_resource_is_deleted(asset, template):
