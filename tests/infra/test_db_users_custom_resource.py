@@ -389,3 +389,20 @@ def test_an_unreachable_response_url_is_retried_with_the_same_body_then_given_up
     handler.send("https://x/y", {"StackId": "s", "RequestId": "r", "LogicalResourceId": "l"},
                  {"Status": "SUCCESS", "PhysicalResourceId": "p"}, None)
     assert len(bodies) == 3 and len(set(bodies)) == 1
+
+
+def test_the_status_readers_parse_cloudformations_answers(monkeypatch):
+    """DescribeStackResource and DescribeStacks, as boto3 returns them (moto's CloudFormation)."""
+    import boto3
+    from moto import mock_aws
+
+    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                        ("AWS_DEFAULT_REGION", REGION)):
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        client = boto3.client("cloudformation", region_name=REGION)
+        template = {"Resources": {"DbUsers": {"Type": "AWS::SQS::Queue"}}}
+        stack_id = client.create_stack(StackName="CadenciaAgente", TemplateBody=json.dumps(template))["StackId"]
+        assert handler.cloudformation_status(client)(stack_id, "DbUsers") == "CREATE_COMPLETE"
+        assert handler.cloudformation_stack_state(client)(stack_id) == "CREATE_COMPLETE"
