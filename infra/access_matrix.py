@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .config import StackConfig
 from .contract import ARN_PREFIX, REGION_ACCOUNT, build, orchestrator_role, scoped
+from .endpoint_policy import dynamodb_grants
 
 
 def _cell(text: str) -> str:
@@ -47,6 +48,13 @@ def render_markdown() -> str:
         for policy in role.managed_policies:
             granted = "<br>".join(_code(a) for a in policy.grants)
             lines.append(f"| | managed policy {_code(policy.name)}:<br>{granted} | `*` | {_cell(policy.why)} |")
+    endpoint = "; ".join(", ".join(_code(a) for a in g.actions) + " on "
+                         + ", ".join(_code(scoped(r, g.leading_keys)) for r in g.resources)
+                         for g in dynamodb_grants(default))
+    lines += ["", "The demo VPC's DynamoDB gateway endpoint (every DynamoDB call from its private subnets goes "
+              "through it) allows, for any principal, exactly the DynamoDB grants of the roles above whose "
+              "functions run in the VPC (`infra/endpoint_policy.py`; `tests/infra/test_vpc_endpoints.py` "
+              "compares it with those roles on the template): " + endpoint + "."]
     lines += ["", "Variants (context values, see docs/infrastructure.md):", ""]
     example_model = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
     bedrock = StackConfig(model_provider="bedrock", model_id=example_model)
@@ -62,7 +70,8 @@ def render_markdown() -> str:
         "- `database=imported`: no demo cluster, no `cadencia-db-users` role and no flow-log role; each tool's "
         "`rds-db:connect` names the imported cluster's resource id: " + _code(
             f"{ARN_PREFIX}:rds-db:{REGION_ACCOUNT}:dbuser:<dbClusterResourceId>/<its user>")
-        + "; the users and GRANTs are applied with `scripts/grants.sh`."
+        + "; the users and GRANTs are applied with `scripts/grants.sh`; the stack creates no VPC endpoint: a "
+        "DynamoDB endpoint of the ERP's VPC must allow at least the endpoint's calls above."
     )
     return "\n".join(lines) + "\n"
 

@@ -330,8 +330,9 @@ def db_users_role() -> RoleContract:
             Grant(("rds-data:ExecuteStatement",), (cluster_arn(),), "run one SQL statement per call on the demo cluster"),
             Grant(("secretsmanager:GetSecretValue",), (ref(Ids.CLUSTER_SECRET_ATTACHMENT),),
                   f"the Data API authenticates to database {DATABASE_NAME} with the cluster's master secret"),
-            Grant(("cloudformation:DescribeStackResource",), (ref("AWS::StackId"),),
-                  "act only while CloudFormation is working on its resource in this stack"),
+            Grant(("cloudformation:DescribeStackResource", "cloudformation:DescribeStacks"), (ref("AWS::StackId"),),
+                  "act only while CloudFormation is working on its resource in this stack (a Delete only while "
+                  "it deletes it: the resource's status, and the stack's for a failed create)"),
             Grant(LOG_ACTIONS, (att(Ids.DB_USERS_LOG_GROUP, "Arn"),), "write its own log group"),
         ),
     )

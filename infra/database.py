@@ -154,8 +154,10 @@ class Database:
         for actions, resource in (
             ("rds-data:ExecuteStatement", cluster.cluster_arn),
             ("secretsmanager:GetSecretValue", cluster.secret.secret_arn),
-            # Acts only while CloudFormation is working on this very resource (handler.py).
+            # Acts only while CloudFormation is working on this very resource (handler.py);
+            # a failed create's Delete also reads the stack's status (is it rolling back?).
             ("cloudformation:DescribeStackResource", Aws.STACK_ID),
+            ("cloudformation:DescribeStacks", Aws.STACK_ID),
         ):
             role.add_to_policy(iam.PolicyStatement(actions=[actions], resources=[resource]))
         role.add_to_policy(iam.PolicyStatement(actions=list(contract.LOG_ACTIONS), resources=[group.log_group_arn]))

@@ -1,10 +1,13 @@
 """The network: the demo VPC (two AZs, one NAT, flow logs, a DynamoDB gateway
-endpoint whose policy allows only what the ledger's users call), or the
+endpoint whose policy allows exactly the DynamoDB calls of the functions in the
+VPC, derived from the contract: ``infra/endpoint_policy.py``), or the
 imported ERP VPC. Exposes the two subnet selections the functions use:
 ``isolated`` (no route out: PostgreSQL and the DynamoDB endpoint only) and
 ``with_egress`` (through the NAT: the payment gateway, Secrets Manager, SQS)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
@@ -12,12 +15,11 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from cadencia_shared import ledger as ledger_schema
-
 from .base import pin
 from .config import StackConfig
 from .contract import Ids
-from .ledger import Ledger
+from .endpoint_policy import dynamodb_grants
+from .grants import LEADING_KEYS, LEADING_KEYS_CONDITION
 
 
 class Network:
@@ -26,10 +28,12 @@ class Network:
     the cluster's generated master secret: ``Names.uniqueId``), which ``Flat``
     cannot hide, and a renamed master secret would be replaced on deploy."""
 
-    def __init__(self, scope: Construct, *, config: StackConfig, ledger: Ledger) -> None:
+    def __init__(self, scope: Construct, *, config: StackConfig) -> None:
         self.scope = scope
+        self.config = config
+        self.dynamodb_endpoint: ec2.GatewayVpcEndpoint | None = None
         if config.demo_database:
-            self.vpc: ec2.IVpc = self._demo_vpc(ledger)
+            self.vpc: ec2.IVpc = self._demo_vpc()
             self.isolated = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)
             self.with_egress = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
         else:
@@ -40,7 +44,7 @@ class Network:
                 private_subnet_ids=list(imported.private_subnet_ids))
             self.isolated = self.with_egress = ec2.SubnetSelection(subnets=self.vpc.private_subnets)
 
-    def _demo_vpc(self, ledger: Ledger) -> ec2.Vpc:
+    def _demo_vpc(self) -> ec2.Vpc:
         flow_group = logs.LogGroup(self.scope, "FlowLogGroup", retention=logs.RetentionDays.TWO_WEEKS,
                                    removal_policy=RemovalPolicy.DESTROY)
         pin(flow_group, Ids.FLOW_LOG_GROUP)
@@ -70,19 +74,38 @@ class Network:
                 traffic_type=ec2.FlowLogTrafficType.ALL)},
         )
         # Free, and it keeps ledger traffic off the NAT (and the isolated subnets
-        # need it at all: the profile tool writes its audit record from there).
+        # need it at all: the profile tool writes its audit record from there). Its
+        # policy comes with ``restrict_dynamodb_endpoint``, once the tables exist.
         endpoint = vpc.add_gateway_endpoint(
             "DynamoDb", service=ec2.GatewayVpcEndpointAwsService.DYNAMODB,
             subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
                      ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)])
-        # Endpoint policy: through this VPC, DynamoDB answers only the ledger's three item calls.
-        endpoint.add_to_policy(iam.PolicyStatement(
-            principals=[iam.AnyPrincipal()],
-            actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
-            resources=[ledger.table.table_arn]))
-        # ... and the refund reconciler's Query on the sparse index of unsettled claims.
-        endpoint.add_to_policy(iam.PolicyStatement(
-            principals=[iam.AnyPrincipal()], actions=["dynamodb:Query"],
-            resources=[ledger.index_arn(ledger_schema.GSI_UNSETTLED)]))
+        self.dynamodb_endpoint = endpoint
         pin(endpoint, Ids.DYNAMODB_ENDPOINT)
         return vpc
+
+    def restrict_dynamodb_endpoint(self, tables: Mapping[str, str]) -> None:
+        """The endpoint's policy: exactly the DynamoDB grants of the roles whose functions
+        run in the VPC (``endpoint_policy``); ``tables`` maps the contract's notation of a
+        table (``${LedgerTable.Arn}``) to its ARN in this stack. With no such function
+        (a teardown phase) it allows nothing: an endpoint without a policy allows all."""
+        if self.dynamodb_endpoint is None:
+            return  # the imported VPC's endpoints are the ERP owners' (docs/infrastructure.md)
+        grants = dynamodb_grants(self.config)
+        for grant in grants:
+            conditions = {LEADING_KEYS_CONDITION: {LEADING_KEYS: list(grant.leading_keys)}} \
+                if grant.leading_keys else None
+            self.dynamodb_endpoint.add_to_policy(iam.PolicyStatement(
+                principals=[iam.AnyPrincipal()], actions=list(grant.actions),
+                resources=[_resolve(r, tables) for r in grant.resources], conditions=conditions))
+        if not grants:
+            self.dynamodb_endpoint.add_to_policy(iam.PolicyStatement(
+                effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()], actions=["dynamodb:*"], resources=["*"]))
+
+
+def _resolve(resource: str, tables: Mapping[str, str]) -> str:
+    """``${LedgerTable.Arn}/index/x`` -> the ledger's ARN token + ``/index/x``."""
+    for name, arn in tables.items():
+        if resource == name or resource.startswith(name + "/"):
+            return arn + resource[len(name):]
+    raise ValueError(f"the DynamoDB endpoint's policy names {resource}, which is no table of this stack")

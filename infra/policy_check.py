@@ -97,6 +97,14 @@ def _add_statements(grants: RoleGrants, document: dict[str, Any], where: str) ->
                     grants.problems.append(f"{where}: resource not comparable: {err}")
 
 
+def document_pairs(document: dict[str, Any], where: str) -> tuple[set[tuple[str, str]], list[str]]:
+    """The (action, resource) pairs an identity-style policy document allows, and what
+    in it the contract cannot express (for a resource policy, drop ``Principal`` first)."""
+    grants = RoleGrants(where, None)
+    _add_statements(grants, document, where)
+    return grants.pairs, grants.problems
+
+
 def _role_refs(value: Any) -> list[str]:
     refs = []
     for item in _as_list(value or []):

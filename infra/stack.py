@@ -24,7 +24,7 @@ from constructs import Construct
 
 from cadencia_shared.catalog import GATEWAY_SECRET_NAME, ORCHESTRATOR_FUNCTION_NAME, TOOLS
 
-from . import base
+from . import base, contract
 from .approvals import add_approval_decisions
 from .base import ARCHITECTURE, L1_REASON, RUNTIME, flat_path, unique_id
 from .channel import add_whatsapp_channel
@@ -53,7 +53,7 @@ class CadenciaStack(Stack):
                                        keep_retired_indexes=config.keep_retired_indexes)
         self.ledger = self.ledger_construct.table
         self.gateway_secret = gateway_secret(self)
-        self.network = Network(self, config=config, ledger=self.ledger_construct)
+        self.network = Network(self, config=config)
         self.database = Database(self, config=config, network=self.network, assets=assets)
         self.tool_security_groups = {tool.name: tool_security_group(self, tool, self.network, self.database)
                                      for tool in TOOLS.values()}
@@ -62,6 +62,10 @@ class CadenciaStack(Stack):
         self.orchestrator_construct: Orchestrator | None = None
         if config.deploy_functions:
             self._functions()
+        tables = {contract.LEDGER: self.ledger.table_arn}
+        if config.deploy_functions:
+            tables[contract.AUDIT_TABLE] = self.audit_table.table_arn
+        self.network.restrict_dynamodb_endpoint(tables)
         self.monitoring.finish(self.orchestrator_construct.dlq if self.orchestrator_construct else None)
         self._outputs()
 

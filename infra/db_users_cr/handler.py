@@ -10,11 +10,21 @@ Every script is idempotent, so a repeated event converges to the same state.
 
 Who it answers: only this stack (``StackId`` equals the stack it was deployed by,
 ``LogicalResourceId`` is the one resource it serves), only while CloudFormation is
-actually working on that resource (DescribeStackResource says ``*_IN_PROGRESS``),
-and only through a CloudFormation pre-signed response URL of this region (https,
-the ``cloudformation-custom-resource-response-<region without dashes>`` S3 bucket).
-An invocation outside a stack operation changes nothing. Which cluster and secret
-it uses come from its environment, never from the event.
+actually working on that resource (DescribeStackResource), and only through a
+CloudFormation pre-signed response URL of this region (https, the
+``cloudformation-custom-resource-response-<region without dashes>`` S3 bucket).
+Create/Update run while the resource is ``*_IN_PROGRESS`` but not being deleted;
+a Delete only while CloudFormation deletes it: the resource ``DELETE_IN_PROGRESS``,
+or a failed create (``CREATE_FAILED``) while the stack is in a state that deletes it
+(``DELETING_STACK``, read with DescribeStacks). An invocation outside a stack
+operation changes nothing. Which cluster and secret it uses come from its
+environment, never from the event.
+
+A Delete whose revoke fails answers SUCCESS (saying so) when the resource never
+finished creating or the stack is rolling back its first creation: the same
+rollback deletes the cluster, and a FAILED answer would leave the stack in
+ROLLBACK_FAILED. Anywhere else (``cdk destroy``, the teardown's update) it answers
+FAILED, so the teardown's check sees it.
 
 Exactly one answer per envelope that can be answered: whatever fails after the
 envelope names a valid response URL, stack, request and resource is reported as
@@ -55,8 +65,20 @@ REQUEST_TYPES = ("Create", "Update", "Delete")
 _SHA256 = re.compile(r"\A[0-9a-f]{64}\Z")
 _MAX_FIELD = 2048
 
+# What CloudFormation passes in ResourceProperties (every value a string): the
+# function's ARN, the template's ServiceTimeout (seconds, 1..3600) and the SQL digest.
+PROPERTIES = ("ServiceToken", "ServiceTimeout", "SqlSha256")
+_SERVICE_TIMEOUT = re.compile(r"\A[1-9][0-9]{0,3}\Z")
+_MAX_SERVICE_TIMEOUT = 3600
+# Stack states in which CloudFormation deletes a resource that failed to create:
+# the rollback of a failed stack creation, of a failed update (new resources go in
+# its cleanup), and deleting the stack.
+DELETING_STACK = ("ROLLBACK_IN_PROGRESS", "UPDATE_ROLLBACK_IN_PROGRESS",
+                  "UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS", "DELETE_IN_PROGRESS")
+
 Execute = Callable[[str], Any]
-StackStatus = Callable[[str, str], str]
+StackStatus = Callable[[str, str], str]  # (stack id, logical id) -> the resource's status
+StackState = Callable[[str], str]  # stack id -> the stack's status
 
 
 class StatementFailed(Exception):
@@ -142,37 +164,63 @@ def answerable(event: Any, env: dict[str, str]) -> tuple[str, dict[str, str]] | 
     return url, fields  # type: ignore[return-value]
 
 
-def check_request(event: dict[str, Any], digest: str, stack_status: StackStatus) -> str:
-    """The request type, once the envelope is proven to be a live request for the shipped SQL."""
+def check_properties(props: Any, *, name: str = "ResourceProperties") -> str:
+    """The SQL digest, once ``props`` holds only what CloudFormation passes (never SQL)."""
+    if not isinstance(props, dict) or set(props) - set(PROPERTIES):
+        raise Refused(f"{name} may hold only {', '.join(PROPERTIES)} (never SQL)")
+    timeout = props.get("ServiceTimeout")
+    if timeout is not None and not (isinstance(timeout, str) and _SERVICE_TIMEOUT.match(timeout)
+                                    and int(timeout) <= _MAX_SERVICE_TIMEOUT):
+        raise Refused(f"{name}: ServiceTimeout must be 1..{_MAX_SERVICE_TIMEOUT} seconds, as a string")
+    requested = props.get("SqlSha256")
+    if not (isinstance(requested, str) and _SHA256.match(requested)):
+        raise Refused(f"{name}: SqlSha256 must be 64 lowercase hex digits")
+    return requested
+
+
+def check_request(event: dict[str, Any], digest: str, stack_status: StackStatus,
+                  stack_state: StackState) -> tuple[str, str]:
+    """The request type and the resource's status, once the envelope is proven to be a
+    live request for the shipped SQL."""
     request = event.get("RequestType")
     if request not in REQUEST_TYPES:
         raise Refused(f"RequestType must be one of {REQUEST_TYPES}")
-    props = event.get("ResourceProperties")
-    if not isinstance(props, dict) or set(props) - {"ServiceToken", "SqlSha256"}:
-        raise Refused("ResourceProperties may hold only ServiceToken and SqlSha256 (never SQL)")
-    requested = props.get("SqlSha256")
-    if not (isinstance(requested, str) and _SHA256.match(requested)):
-        raise Refused("SqlSha256 must be 64 lowercase hex digits")
+    requested = check_properties(event.get("ResourceProperties"))
+    old = check_properties(event.get("OldResourceProperties"), name="OldResourceProperties") \
+        if request == "Update" else None
     status = stack_status(event["StackId"], event["LogicalResourceId"])
-    if not status.endswith("_IN_PROGRESS"):
-        raise Refused(f"CloudFormation is not working on this resource (status {status})")
-    if request != "Delete" and requested != digest and _old_digest(event) != digest:
+    if request == "Delete":
+        if not _being_deleted(status, lambda: stack_state(event["StackId"])):
+            raise Refused(f"CloudFormation is not deleting this resource (status {status})")
+    elif not status.endswith("_IN_PROGRESS") or status == "DELETE_IN_PROGRESS":
+        raise Refused(f"CloudFormation is not creating or updating this resource (status {status})")
+    if request != "Delete" and requested != digest and old != digest:
         raise Refused(f"SqlSha256 {requested[:12]}… is not the SQL this function ships ({digest[:12]}…)")
-    return request
+    return request, status
 
 
-def _old_digest(event: dict[str, Any]) -> Any:
-    old = event.get("OldResourceProperties")
-    return old.get("SqlSha256") if isinstance(old, dict) else None
+def _being_deleted(status: str, stack: Callable[[], str]) -> bool:
+    """DELETE_IN_PROGRESS, or a failed create that the stack's current operation deletes."""
+    return status == "DELETE_IN_PROGRESS" or (status == "CREATE_FAILED" and stack() in DELETING_STACK)
+
+
+def _revoke_failure_is_harmless(status: str, stack: Callable[[], str]) -> bool:
+    """The resource never finished creating, or the stack's first creation is rolling
+    back: either way the rollback deletes the cluster with the users."""
+    try:
+        return status == "CREATE_FAILED" or stack() == "ROLLBACK_IN_PROGRESS"
+    except Exception as err:  # noqa: BLE001 - unknown: report the failure
+        logger.error("stack status unavailable: %s", type(err).__name__)
+        return False
 
 
 # --- the work ------------------------------------------------------------------
 
 
 def handle(event: dict[str, Any], execute: Execute, *, bundle: dict[str, list[str]], digest: str,
-           stack_status: StackStatus) -> dict[str, Any]:
+           stack_status: StackStatus, stack_state: StackState) -> dict[str, Any]:
     """The outcome of one checked custom-resource event (without sending it)."""
-    request = check_request(event, digest, stack_status)
+    request, status = check_request(event, digest, stack_status, stack_state)
     physical_id = event.get("PhysicalResourceId") if request != "Create" else PHYSICAL_ID
     physical_id = physical_id if isinstance(physical_id, str) and physical_id else PHYSICAL_ID
     if request == "Update" and event["ResourceProperties"]["SqlSha256"] != digest:
@@ -187,10 +235,16 @@ def handle(event: dict[str, Any], execute: Execute, *, bundle: dict[str, list[st
     try:
         count = run_statements(bundle["revoke"], execute)
     except StatementFailed as err:
-        if _error_code(err.__cause__) not in GONE_ON_DELETE:
+        if _error_code(err.__cause__) in GONE_ON_DELETE:
+            logger.info("cluster already gone: nothing to revoke")
+            count = 0
+        elif _revoke_failure_is_harmless(status, lambda: stack_state(event["StackId"])):
+            logger.error("rollback: revoke failed (%s); the rollback deletes the cluster", str(err)[:300])
+            return {"Status": "SUCCESS", "PhysicalResourceId": physical_id, "Data": {"Statements": 0},
+                    "Reason": f"rollback of a failed create: revoke failed ({str(err)[:300]}); the cluster "
+                              "is deleted by the same rollback"}
+        else:
             raise
-        logger.info("cluster already gone: nothing to revoke")
-        count = 0
     return {"Status": "SUCCESS", "PhysicalResourceId": physical_id, "Data": {"Statements": count}}
 
 
@@ -221,6 +275,19 @@ def cloudformation_status(client: Any = None) -> StackStatus:
     return status
 
 
+def cloudformation_stack_state(client: Any = None) -> StackState:
+    if client is None:
+        import boto3
+
+        client = boto3.client("cloudformation")
+
+    def state(stack_id: str) -> str:
+        (stack,) = client.describe_stacks(StackName=stack_id)["Stacks"]
+        return str(stack["StackStatus"])
+
+    return state
+
+
 def send(url: str, fields: dict[str, str], outcome: dict[str, Any], context: Any, *, attempts: int = 3) -> None:
     body = json.dumps({
         "Status": outcome["Status"],
@@ -245,7 +312,7 @@ def send(url: str, fields: dict[str, str], outcome: dict[str, Any], context: Any
 
 
 def process(event: Any, context: Any, env: dict[str, str], *, execute: Execute, stack_status: StackStatus,
-            statements_file: Path = STATEMENTS_FILE) -> dict[str, Any] | None:
+            stack_state: StackState, statements_file: Path = STATEMENTS_FILE) -> dict[str, Any] | None:
     """Check, run and answer one event; returns the outcome sent (None when nobody can be answered)."""
     target = answerable(event, env)
     if target is None:
@@ -254,7 +321,8 @@ def process(event: Any, context: Any, env: dict[str, str], *, execute: Execute, 
     url, fields = target
     try:
         bundle, digest = load_statements(statements_file)
-        outcome = handle(event, execute, bundle=bundle, digest=digest, stack_status=stack_status)
+        outcome = handle(event, execute, bundle=bundle, digest=digest, stack_status=stack_status,
+                         stack_state=stack_state)
     except Exception as err:  # noqa: BLE001 - any failure becomes the one FAILED answer
         logger.error("failed: %s: %s", type(err).__name__, str(err)[:500])
         physical_id = event.get("PhysicalResourceId")
@@ -273,11 +341,12 @@ def on_event(event: Any, context: Any) -> None:
     env = {k: os.environ.get(k, "") for k in ("AWS_REGION", "STACK_ID", "LOGICAL_RESOURCE_ID", "CLUSTER_ARN",
                                               "SECRET_ARN", "DATABASE")}
     try:
-        execute, stack_status = data_api_executor(env), cloudformation_status()
+        execute, stack_status, stack_state = data_api_executor(env), cloudformation_status(), \
+            cloudformation_stack_state()
     except Exception as err:  # noqa: BLE001 - still answer once
         logger.error("clients unavailable: %s", type(err).__name__)
-        execute, stack_status = _failing(err), _failing(err)
-    process(event, context, env, execute=execute, stack_status=stack_status)
+        execute, stack_status, stack_state = _failing(err), _failing(err), _failing(err)
+    process(event, context, env, execute=execute, stack_status=stack_status, stack_state=stack_state)
 
 
 def _failing(err: Exception) -> Callable[..., Any]:

@@ -22,17 +22,19 @@ from hypothesis import strategies as st
 
 from cadencia_shared.catalog import TOOLS
 from infra import db_users
+from infra.contract import Ids
+
+from . import cr_events
 
 spec = importlib.util.spec_from_file_location("db_users_handler", db_users.HANDLER_DIR / "handler.py")
 handler = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(handler)
 
 USERS = [t.db_user for t in TOOLS.values()]
-REGION = "sa-east-1"
-STACK_ID = f"arn:aws:cloudformation:{REGION}:111122223333:stack/CadenciaAgente/0f1e2d3c"
-URL = (f"https://cloudformation-custom-resource-response-{REGION.replace('-', '')}.s3.{REGION}.amazonaws.com/"
-       "arn%3Aaws%3Acloudformation/DbUsers/req-1?X-Amz-Signature=abc")
-ENV = {"AWS_REGION": REGION, "STACK_ID": STACK_ID, "LOGICAL_RESOURCE_ID": "DbUsers",
+REGION = cr_events.REGION
+STACK_ID = cr_events.STACK_ID
+URL = cr_events.response_url(Ids.DB_USERS, "req-1")
+ENV = {"AWS_REGION": REGION, "STACK_ID": STACK_ID, "LOGICAL_RESOURCE_ID": Ids.DB_USERS,
        "CLUSTER_ARN": "arn:cluster", "SECRET_ARN": "arn:secret", "DATABASE": "cadencia"}
 
 
@@ -41,14 +43,29 @@ def asset():
     return db_users.build_asset(seed_demo_data=False)
 
 
-def _event(request_type: str, digest: str, **extra: Any) -> dict:
-    return {"RequestType": request_type, "StackId": STACK_ID, "RequestId": "req-1", "LogicalResourceId": "DbUsers",
-            "ResponseURL": URL, "ResourceType": "Custom::CadenciaDbUsers",
-            "ResourceProperties": {"ServiceToken": "arn:fn", "SqlSha256": digest}, **extra}
+@pytest.fixture(scope="module")
+def template(default_synth):
+    """The default stack's template: every event below is generated from its DbUsers resource."""
+    return default_synth.template
 
 
-def in_progress(stack_id: str, logical_id: str) -> str:
-    return "CREATE_IN_PROGRESS"
+def _event(template: dict, request_type: str, **extra: Any) -> dict:
+    """CloudFormation's event for the DbUsers resource (tests/infra/cr_events.py), then ``extra``."""
+    physical_id = None if request_type == "Create" else handler.PHYSICAL_ID
+    return {**cr_events.event(template, Ids.DB_USERS, request_type, physical_id=physical_id), **extra}
+
+
+def _with_digest(event: dict, digest: str) -> dict:
+    return {**event, "ResourceProperties": {**event["ResourceProperties"], "SqlSha256": digest}}
+
+
+def cloudformation(resource: str, stack: str = "CREATE_IN_PROGRESS"):
+    """What DescribeStackResource and DescribeStacks report: (resource status, stack status)."""
+    return (lambda stack_id, logical_id: resource), (lambda stack_id: stack)
+
+
+in_progress = cloudformation("CREATE_IN_PROGRESS")
+deleting = cloudformation("DELETE_IN_PROGRESS", "DELETE_IN_PROGRESS")
 
 
 class Sent(list):
@@ -81,61 +98,142 @@ def _users(conn) -> list[str]:
 
 
 def _process(event, execute, asset, status=in_progress):
+    resource_status, stack_state = status
     sent = Sent()
     original = handler.send
     handler.send = sent
     try:
-        outcome = handler.process(event, None, ENV, execute=execute, stack_status=status,
-                                  statements_file=asset.path / "statements.json")
+        outcome = handler.process(event, None, ENV, execute=execute, stack_status=resource_status,
+                                  stack_state=stack_state, statements_file=asset.path / "statements.json")
     finally:
         handler.send = original
     return outcome, sent
 
 
-def test_create_update_delete_as_the_master(master, asset):
+def test_the_handler_accepts_exactly_the_properties_the_template_gives_it(template):
+    props = template["Resources"][Ids.DB_USERS]["Properties"]
+    assert set(props) == set(handler.PROPERTIES)  # a new property in the template must be taught to the handler
+    delivered = cr_events.resource_properties(template, Ids.DB_USERS)
+    assert all(isinstance(v, str) for v in delivered.values())  # as CloudFormation passes them
+
+
+def test_create_update_delete_as_the_master(master, asset, template):
     execute, calls, conn = master
-    created, sent = _process(_event("Create", asset.sql_sha256), execute, asset)
+    create = _event(template, "Create")
+    assert create["ResourceProperties"]["SqlSha256"] == asset.sql_sha256  # the template names the shipped SQL
+    created, sent = _process(create, execute, asset)
     assert created["Status"] == "SUCCESS" and created["PhysicalResourceId"] == handler.PHYSICAL_ID
-    assert len(sent) == 1 and sent[0][0] == URL
+    assert len(sent) == 1 and sent[0][0] == create["ResponseURL"]
     assert _users(conn) == sorted(USERS)
     bundle, _ = handler.load_statements(asset.path / "statements.json")
     assert calls == bundle["apply"]  # exactly the shipped statements, one call each
 
-    updated, _ = _process(_event("Update", asset.sql_sha256, PhysicalResourceId=handler.PHYSICAL_ID), execute, asset)
+    updated, _ = _process(_event(template, "Update"), execute, asset,
+                          cloudformation("UPDATE_IN_PROGRESS", "UPDATE_IN_PROGRESS"))
     assert updated["Status"] == "SUCCESS" and updated["PhysicalResourceId"] == handler.PHYSICAL_ID
-    deleting = lambda *_: "DELETE_IN_PROGRESS"  # noqa: E731
-    deleted, _ = _process(_event("Delete", asset.sql_sha256, PhysicalResourceId=handler.PHYSICAL_ID), execute,
-                          asset, deleting)
+    deleted, _ = _process(_event(template, "Delete"), execute, asset, deleting)
     assert deleted["Status"] == "SUCCESS" and _users(conn) == []
-    again, _ = _process(_event("Delete", asset.sql_sha256, PhysicalResourceId=handler.PHYSICAL_ID), execute,
-                        asset, deleting)
+    again, _ = _process(_event(template, "Delete"), execute, asset, deleting)
     assert again["Status"] == "SUCCESS"  # idempotent
 
 
-def test_an_event_cannot_bring_its_own_sql(master, asset):
+def test_a_failed_first_create_rolls_back_and_the_rollback_completes(master, asset, template):
+    """The first deploy fails at the resource; CloudFormation then deletes it (ROLLBACK_IN_PROGRESS)."""
     execute, calls, conn = master
-    hostile = _event("Create", asset.sql_sha256)
-    hostile["ResourceProperties"]["Statements"] = ["CREATE ROLE intruso SUPERUSER"]
-    outcome, sent = _process(hostile, execute, asset)
-    assert outcome["Status"] == "FAILED" and "never SQL" in outcome["Reason"] and len(sent) == 1
-    other_digest = _event("Create", "0" * 64)
-    outcome, sent = _process(other_digest, execute, asset)
-    assert outcome["Status"] == "FAILED" and "is not the SQL this function ships" in outcome["Reason"]
-    assert calls == []
+
+    def refused(sql: str) -> None:
+        raise ClientError("BadRequestException")
+
+    created, sent = _process(_event(template, "Create"), refused, asset)
+    assert created["Status"] == "FAILED" and len(sent) == 1
+    physical_id = created["PhysicalResourceId"]  # what CloudFormation will name in the Delete
+    delete = _event(template, "Delete", PhysicalResourceId=physical_id)
+    # What CloudFormation reports while it deletes it (DELETE_IN_PROGRESS), and, should the
+    # resource still read CREATE_FAILED, the stack state that deletes it.
+    for status in (cloudformation("DELETE_IN_PROGRESS", "ROLLBACK_IN_PROGRESS"),
+                   cloudformation("CREATE_FAILED", "ROLLBACK_IN_PROGRESS")):
+        deleted, sent = _process(delete, execute, asset, status)
+        assert deleted["Status"] == "SUCCESS" and len(sent) == 1, deleted
+    assert _users(conn) == []
+    # Revoking may fail for the same reason the create did: the rollback still completes
+    # (the cluster is deleted by the same rollback).
+    for status in (cloudformation("DELETE_IN_PROGRESS", "ROLLBACK_IN_PROGRESS"),
+                   cloudformation("CREATE_FAILED", "ROLLBACK_IN_PROGRESS")):
+        deleted, sent = _process(delete, refused, asset, status)
+        assert deleted["Status"] == "SUCCESS" and len(sent) == 1 and "revoke" in deleted["Reason"], deleted
 
 
-def test_outside_a_stack_operation_nothing_runs(master, asset):
-    execute, calls, _ = master
-    outcome, sent = _process(_event("Delete", asset.sql_sha256), execute, asset, lambda *_: "UPDATE_COMPLETE")
-    assert outcome["Status"] == "FAILED" and "not working on this resource" in outcome["Reason"]
+@pytest.mark.parametrize("resource,stack", [
+    ("CREATE_IN_PROGRESS", "CREATE_IN_PROGRESS"),  # CloudFormation is creating it: a Delete is forged
+    ("UPDATE_IN_PROGRESS", "UPDATE_IN_PROGRESS"),
+    ("UPDATE_IN_PROGRESS", "UPDATE_ROLLBACK_IN_PROGRESS"),
+    ("CREATE_COMPLETE", "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS"),  # an old replaced copy: never the live users
+    ("UPDATE_COMPLETE", "UPDATE_COMPLETE"),
+    ("CREATE_FAILED", "CREATE_FAILED"),  # a failed create kept (rollback disabled): nobody is deleting it
+    ("DELETE_FAILED", "DELETE_FAILED"),
+])
+def test_a_delete_runs_only_while_cloudformation_deletes_the_resource(asset, template, resource, stack):
+    calls: list[str] = []
+    outcome, sent = _process(_event(template, "Delete"), calls.append, asset, cloudformation(resource, stack))
+    assert outcome["Status"] == "FAILED" and "not deleting" in outcome["Reason"]
     assert calls == [] and len(sent) == 1
 
 
-def test_a_rollback_to_sql_it_no_longer_ships_succeeds_without_running(master, asset):
+def test_a_failed_revoke_outside_a_rollback_is_reported(asset, template):
+    def refused(sql: str) -> None:
+        raise ClientError("BadRequestException")
+
+    shipped, _ = handler.load_statements(asset.path / "statements.json")
+    for stack in ("DELETE_IN_PROGRESS", "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS"):  # cdk destroy, the teardown phase
+        status = cloudformation("DELETE_IN_PROGRESS", stack)
+        calls: list[str] = []
+        outcome, _ = _process(_event(template, "Delete"), calls.append, asset, status)
+        assert outcome["Status"] == "SUCCESS" and calls == shipped["revoke"]  # accepted there...
+        outcome, _ = _process(_event(template, "Delete"), refused, asset, status)
+        assert outcome["Status"] == "FAILED" and "BadRequestException" in outcome["Reason"]  # ...and a failure shows
+
+
+def test_a_create_or_update_never_runs_while_the_resource_is_deleted(asset, template):
+    for request in ("Create", "Update"):
+        calls: list[str] = []
+        outcome, _ = _process(_event(template, request), calls.append, asset, deleting)
+        assert outcome["Status"] == "FAILED" and calls == []
+
+
+def test_an_event_cannot_bring_its_own_sql(master, asset, template):
+    execute, calls, conn = master
+    hostile = _event(template, "Create")
+    hostile["ResourceProperties"]["Statements"] = ["CREATE ROLE intruso SUPERUSER"]
+    outcome, sent = _process(hostile, execute, asset)
+    assert outcome["Status"] == "FAILED" and "never SQL" in outcome["Reason"] and len(sent) == 1
+    outcome, sent = _process(_with_digest(_event(template, "Create"), "0" * 64), execute, asset)
+    assert outcome["Status"] == "FAILED" and "is not the SQL this function ships" in outcome["Reason"]
+    old = {**_event(template, "Update")["ResourceProperties"], "Statements": ["DROP TABLE pedidos"]}
+    outcome, sent = _process(_event(template, "Update", OldResourceProperties=old), execute, asset,
+                             cloudformation("UPDATE_IN_PROGRESS", "UPDATE_IN_PROGRESS"))
+    assert outcome["Status"] == "FAILED" and "never SQL" in outcome["Reason"]
+    for timeout in ("0", "3601", "10.5", "600 ", "", "x" * 3000):
+        odd = _event(template, "Create")
+        odd["ResourceProperties"]["ServiceTimeout"] = timeout
+        outcome, sent = _process(odd, execute, asset)
+        assert outcome["Status"] == "FAILED" and "ServiceTimeout" in outcome["Reason"], timeout
+    assert calls == []
+
+
+def test_outside_a_stack_operation_nothing_runs(master, asset, template):
     execute, calls, _ = master
-    rollback = _event("Update", "a" * 64, PhysicalResourceId=handler.PHYSICAL_ID,
-                      OldResourceProperties={"ServiceToken": "arn:fn", "SqlSha256": asset.sql_sha256})
-    outcome, _ = _process(rollback, execute, asset, lambda *_: "UPDATE_IN_PROGRESS")
+    for request in ("Create", "Update", "Delete"):
+        outcome, sent = _process(_event(template, request), execute, asset,
+                                 cloudformation("UPDATE_COMPLETE", "UPDATE_COMPLETE"))
+        assert outcome["Status"] == "FAILED" and "not" in outcome["Reason"]
+        assert calls == [] and len(sent) == 1
+
+
+def test_a_rollback_to_sql_it_no_longer_ships_succeeds_without_running(master, asset, template):
+    execute, calls, _ = master
+    current = _event(template, "Update")["ResourceProperties"]
+    rollback = _with_digest(_event(template, "Update", OldResourceProperties=current), "a" * 64)
+    outcome, _ = _process(rollback, execute, asset, cloudformation("UPDATE_IN_PROGRESS", "UPDATE_ROLLBACK_IN_PROGRESS"))
     assert outcome["Status"] == "SUCCESS" and calls == [] and "rollback" in outcome["Reason"]
 
 
@@ -156,9 +254,9 @@ def test_statements_must_be_a_list_of_strings():
     "https://evil.example/cloudformation-custom-resource-response-saeast1.s3.amazonaws.com/?x=1",
     "https://cloudformation-custom-resource-response-saeast1.s3.amazonaws.com\n.evil.example/?x=1",
 ])
-def test_only_cloudformations_response_bucket_is_answered(url, asset):
+def test_only_cloudformations_response_bucket_is_answered(url, asset, template):
     calls: list[str] = []
-    outcome, sent = _process(_event("Create", asset.sql_sha256, ResponseURL=url), calls.append, asset)
+    outcome, sent = _process(_event(template, "Create", ResponseURL=url), calls.append, asset)
     assert outcome is None and sent == [] and calls == []
 
 
@@ -171,10 +269,10 @@ def test_the_response_url_forms_cloudformation_uses_are_accepted(url):
     assert handler.response_url_is_cloudformations(url, REGION)
 
 
-def test_another_stacks_or_resources_request_is_not_answered(asset):
+def test_another_stacks_or_resources_request_is_not_answered(asset, template):
     for field, value in (("StackId", STACK_ID.replace("0f1e", "9999")), ("LogicalResourceId", "Other")):
         calls: list[str] = []
-        outcome, sent = _process(_event("Create", asset.sql_sha256, **{field: value}), calls.append, asset)
+        outcome, sent = _process(_event(template, "Create", **{field: value}), calls.append, asset)
         assert outcome is None and sent == [] and calls == []
 
 
@@ -196,14 +294,13 @@ def test_a_resuming_cluster_is_waited_for_and_other_errors_fail():
         handler.run_statements(["GRANT nonsense"], bad_sql, sleep=lambda s: None)
 
 
-def test_delete_of_a_cluster_already_gone_succeeds_create_fails(asset):
+def test_delete_of_a_cluster_already_gone_succeeds_create_fails(asset, template):
     def gone(sql: str) -> None:
         raise ClientError("DatabaseNotFoundException")
 
-    deleted, _ = _process(_event("Delete", asset.sql_sha256, PhysicalResourceId="x"), gone, asset,
-                          lambda *_: "DELETE_IN_PROGRESS")
+    deleted, _ = _process(_event(template, "Delete", PhysicalResourceId="x"), gone, asset, deleting)
     assert deleted["Status"] == "SUCCESS"
-    created, sent = _process(_event("Create", asset.sql_sha256), gone, asset)
+    created, sent = _process(_event(template, "Create"), gone, asset)
     assert created["Status"] == "FAILED" and len(sent) == 1
 
 
@@ -217,30 +314,39 @@ _FIELDS = ("RequestType", "StackId", "RequestId", "LogicalResourceId", "Response
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(replaced=st.dictionaries(st.sampled_from(_FIELDS), _json, max_size=4),
        dropped=st.sets(st.sampled_from(_FIELDS), max_size=3),
-       status=st.sampled_from(["CREATE_IN_PROGRESS", "DELETE_IN_PROGRESS", "CREATE_COMPLETE", "UPDATE_FAILED"]))
-def test_any_envelope_gets_at_most_one_answer_and_runs_only_shipped_sql(asset, replaced, dropped, status):
-    event = {**_event("Create", asset.sql_sha256), **replaced}
+       request=st.sampled_from(["Create", "Update", "Delete"]),
+       resource=st.sampled_from(["CREATE_IN_PROGRESS", "DELETE_IN_PROGRESS", "CREATE_COMPLETE", "UPDATE_FAILED",
+                                 "CREATE_FAILED"]),
+       stack=st.sampled_from(["CREATE_IN_PROGRESS", "ROLLBACK_IN_PROGRESS", "UPDATE_COMPLETE", "DELETE_IN_PROGRESS"]))
+def test_any_envelope_gets_at_most_one_answer_and_runs_only_shipped_sql(asset, template, replaced, dropped, request,
+                                                                         resource, stack):
+    base = _event(template, request)
+    event = {**base, **replaced}
     for name in dropped:
         event.pop(name, None)
     shipped, digest = handler.load_statements(asset.path / "statements.json")
     calls: list[str] = []
-    outcome, sent = _process(event, calls.append, asset, lambda *_: status)
+    outcome, sent = _process(event, calls.append, asset, cloudformation(resource, stack))
     assert len(sent) <= 1  # never two answers
     if sent:
-        assert sent[0][0] == URL and sent[0][1]["StackId"] == STACK_ID  # only to CloudFormation, for this stack
+        assert sent[0][0] == base["ResponseURL"] and sent[0][1]["StackId"] == STACK_ID  # only to CloudFormation
         assert outcome["Status"] in ("SUCCESS", "FAILED")
     else:
         assert outcome is None and calls == []
     assert calls in ([], shipped["apply"], shipped["revoke"])  # nothing but the shipped statements
-    if calls:
-        assert status.endswith("_IN_PROGRESS") and isinstance(event.get("ResourceProperties"), dict)
+    if calls == shipped["revoke"]:  # only while CloudFormation deletes it
+        assert resource == "DELETE_IN_PROGRESS" or (resource == "CREATE_FAILED" and stack in handler.DELETING_STACK)
+    elif calls:
+        assert resource.endswith("_IN_PROGRESS") and resource != "DELETE_IN_PROGRESS"
+        assert isinstance(event.get("ResourceProperties"), dict)
 
 
 @settings(max_examples=200, deadline=None)
 @given(event=_json)
 def test_a_non_object_event_is_refused_without_an_answer(event):
     calls: list[str] = []
-    outcome = handler.process(event, None, ENV, execute=calls.append, stack_status=in_progress)
+    outcome = handler.process(event, None, ENV, execute=calls.append, stack_status=in_progress[0],
+                              stack_state=in_progress[1])
     assert (outcome is None or isinstance(event, dict)) and calls == []
 
 
@@ -283,3 +389,20 @@ def test_an_unreachable_response_url_is_retried_with_the_same_body_then_given_up
     handler.send("https://x/y", {"StackId": "s", "RequestId": "r", "LogicalResourceId": "l"},
                  {"Status": "SUCCESS", "PhysicalResourceId": "p"}, None)
     assert len(bodies) == 3 and len(set(bodies)) == 1
+
+
+def test_the_status_readers_parse_cloudformations_answers(monkeypatch):
+    """DescribeStackResource and DescribeStacks, as boto3 returns them (moto's CloudFormation)."""
+    import boto3
+    from moto import mock_aws
+
+    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                        ("AWS_DEFAULT_REGION", REGION)):
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        client = boto3.client("cloudformation", region_name=REGION)
+        template = {"Resources": {"DbUsers": {"Type": "AWS::SQS::Queue"}}}
+        stack_id = client.create_stack(StackName="CadenciaAgente", TemplateBody=json.dumps(template))["StackId"]
+        assert handler.cloudformation_status(client)(stack_id, "DbUsers") == "CREATE_COMPLETE"
+        assert handler.cloudformation_stack_state(client)(stack_id) == "CREATE_COMPLETE"

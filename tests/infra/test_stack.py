@@ -154,10 +154,14 @@ def test_no_security_group_admits_the_internet(default_synth, variant_synth):
         assert len(sources) == len(tools) + len(channel) + len(rotation)
 
 
-def test_dynamodb_endpoint_policy_allows_only_the_ledger_items(default_synth):
+def test_dynamodb_endpoint_policy_allows_only_what_the_functions_in_the_vpc_call(default_synth):
     endpoint = _props(default_synth, Ids.DYNAMODB_ENDPOINT)
     assert endpoint["VpcEndpointType"] == "Gateway"
-    items, index = endpoint["PolicyDocument"]["Statement"]
+    audit, items, index = endpoint["PolicyDocument"]["Statement"]
+    # The profile tool's audit record (isolated subnets: the endpoint is its only way to DynamoDB).
+    assert audit["Action"] == ["dynamodb:PutItem", "dynamodb:Query"]
+    assert audit["Resource"] == {"Fn::GetAtt": [Ids.AUDIT_TABLE, "Arn"]}
+    # The refund's claim and the reconciler's reads and settles.
     assert sorted(items["Action"]) == ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
     assert items["Resource"] == {"Fn::GetAtt": [Ids.LEDGER, "Arn"]}
     # The reconciler's one Query, on the sparse index of unsettled refund claims only.
