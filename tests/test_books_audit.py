@@ -54,14 +54,14 @@ def _kinds(report, key: str) -> list[tuple[str, bool]]:
 
 def test_a_reservation_with_no_claim_is_released_only_when_provably_abandoned(local_stack, gateway, erp):
     old, young = _key("old"), _key("young")
-    _reserve(erp, old, "40.00", age_s=3600)  # far older than the claim's lease (2 s here)
+    _reserve(erp, old, "40.00", age_s=3600)  # far older than the claim's lease (600 s here)
     _reserve(erp, young, "30.00", age_s=0)  # a claim could still be on its way: not judged yet
     live = _key("live")  # a claim under its lease: the reservation is its
     ledger(local_stack).claim_refund(key=live, conversation_id=live.split("#")[0], order_id=ORDER,
                                      customer_id=1001, amount=Decimal("20.00"), lease_s=300)
     _reserve(erp, live, "20.00", age_s=3600)
     with capture_emf() as emf:
-        report = audit_pass(local_stack)
+        report = audit_pass(local_stack, REFUND_CLAIM_LEASE_S="600")  # an injected lease: no wall-clock race
     assert _kinds(report, old) == [("reserva_sem_reivindicacao_viva", True)]
     assert _row(erp, old) == "liberado"
     assert _kinds(report, young) == [] and _row(erp, young) == "reservado"
