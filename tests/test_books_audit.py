@@ -132,3 +132,25 @@ def test_local_command_runs_one_audit_pass_with_progress(local_stack, gateway, e
     assert "chave(s) a verificar" in out.stdout and "reserva_sem_reivindicacao_viva" in out.stdout
     assert _row(erp, old) == "liberado"
     assert ledger(local_stack).get_claim(old) is None  # the audit creates no claim
+
+
+def test_hostile_keys_in_the_gateway_listing_are_reported_never_crash_the_audit(local_stack, gateway, erp):
+    """The listing is outside input: empty, oversized, control and ``#``-only keys are
+    judged as debits no claim holds; the audit finishes and repairs nothing for them."""
+    from conciliar_reembolsos.debits import GatewayDebit
+    from conciliar_reembolsos.settings import ReconcilerSettings
+
+    hostile = ["", "x" * 5000, "\u0000", "#", "reivindicacao#" * 80, "é" * 600]
+    refund_handler.reset_adapters()
+    with function_environment({**local_stack.reconciler_environment(), **FAST}):
+        audit = reconciler_handler.build_audit(ReconcilerSettings.from_env())
+
+        class Listing:
+            def debits(self, *, since_s: int) -> list[GatewayDebit]:
+                return [GatewayDebit(k, ORDER, Decimal("1.00")) for k in hostile]
+
+        audit.debits = Listing()
+        report = audit.run()
+    refund_handler.reset_adapters()
+    kinds = {f.key: (f.kind.value, f.repaired) for f in report.findings if f.key in hostile}
+    assert kinds == {k: ("debito_sem_reivindicacao_executada", False) for k in hostile}

@@ -29,7 +29,6 @@ left unrepaired (0 included, so silence is never read as agreement): its alarm f
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -45,7 +44,7 @@ from .erp_books import ErpBooks, ErpRow
 
 Progress = Callable[[str], None]
 DIVERGENCE_DIMENSION = "Divergencia"
-_log = logging.getLogger(__name__)
+_LEDGER_KEY_MAX = 1000  # bytes of a key (DynamoDB allows 1,024 for the whole ``reivindicacao#…`` pk)
 
 
 class Divergence(StrEnum):
@@ -120,7 +119,7 @@ class BooksAudit:
         keys = sorted(set(first) | set(debited))
         report.keys = len(keys)
         progress(f"auditoria: {len(keys)} chave(s) a verificar (gateway {'listado' if listed is not None else 'não listado'})")
-        claims = {key: self.ledger.get_claim(key) for key in keys}
+        claims = {key: self._claim_of(key) for key in keys}
         fresh = self.erp.rows_for(keys)
         for index, key in enumerate(keys, 1):
             found = self._judge(key, first.get(key), fresh.get(key), claims[key], debited.get(key), listed is not None)
@@ -132,6 +131,13 @@ class BooksAudit:
                 progress(f"[{index}/{len(keys)}] chaves verificadas")
         count(Metric.BOOKS_OPEN_DIVERGENCES, {}, report.open)
         return report
+
+    def _claim_of(self, key: str) -> RefundClaim | None:
+        # A key from the gateway's listing is outside input: one no claim could carry
+        # (empty, or past DynamoDB's key size) is judged as unclaimed, never sent to the ledger.
+        if not key or len(key.encode()) > _LEDGER_KEY_MAX:
+            return None
+        return self.ledger.get_claim(key)
 
     def _listed(self, report: BooksReport) -> list[GatewayDebit] | None:
         if self.debits is None:

@@ -37,6 +37,9 @@ class ErpBooks:
         return [ErpRow(*row) for row in found]
 
     def rows_for(self, keys: list[str]) -> dict[str, ErpRow]:
+        # Keys may come from the gateway's listing (outside input): a NUL can be in no
+        # PostgreSQL text, so such a key has no row (and is never sent to the server).
+        keys = [key for key in keys if "\x00" not in key]
         found = self.orders.conn.execute(_COLUMNS + "WHERE chave_idempotencia = ANY(%s)", (keys,)).fetchall()
         self.orders.conn.commit()
         return {row[0]: ErpRow(*row) for row in found}
