@@ -43,7 +43,9 @@ from .payment_gateway import gateway_environment
 if TYPE_CHECKING:
     from .stack import CadenciaStack
 
-RECONCILER_TIMEOUT_S = 60  # a pass visits RECONCILER_BATCH claims, one gateway request (3 s max) each
+# a pass visits RECONCILER_BATCH claims, one gateway request (3 s max) each; then the books' audit
+# (one ERP read, one gateway listing, one GetItem per key of its window)
+RECONCILER_TIMEOUT_S = 60
 RECONCILER_BATCH = 15
 
 
@@ -108,4 +110,12 @@ def _alarms(stack: CadenciaStack, fn: lambda_.Function) -> None:
         "RefundPastIdempotencyWindowAlarm", tool_metric(Metric.PAST_IDEMPOTENCY_WINDOW, EMITIR_REEMBOLSO),
         "A refund claim is still unknown past the gateway's idempotency window: it is no longer re-sent "
         "(a re-send could debit twice); a person must reconcile it with the gateway and settle it by hand")
-    monitoring.extra_alarms.extend([too_old, failed, silent, manual])
+    # The books' audit (after each pass) emits the disagreements it left unrepaired, 0
+    # included; each one's operator line is in the reconciler's log ("divergência ...").
+    books = monitoring.alarm(
+        "BooksDivergenceAlarm",
+        cw.Metric(namespace=NAMESPACE, metric_name=Metric.BOOKS_OPEN_DIVERGENCES, statistic="Maximum",
+                  period=Duration.minutes(5)),
+        "The books disagree (ERP reservations, executed claims, gateway debits): see the "
+        f"'divergência' lines in {RECONCILER_FUNCTION_NAME}'s log; each says the order, the key and what to check")
+    monitoring.extra_alarms.extend([too_old, failed, silent, manual, books])

@@ -25,11 +25,12 @@ TABLES = ("clientes", "pedidos", "reembolsos", "canais_whatsapp")
 # The DB users that are not tools (each tool's is its contract row's ``db_privileges``).
 NOT_TOOLS: dict[str, tuple[str, ...]] = {
     # The reconciler: the refund's settle step only (apply or release a key's
-    # reservation under the order's row lock); no cliente_id, no DELETE.
+    # reservation under the order's row lock) and the books' audit (a row's age);
+    # no cliente_id, no DELETE.
     catalog.RECONCILER_DB_USER: (
         "SELECT (id, valor_pedido, valor_reembolsado) ON pedidos",
         "UPDATE (status_reembolso, valor_reembolsado) ON pedidos",
-        "SELECT (chave_idempotencia, pedido_id, valor, status) ON reembolsos",
+        "SELECT (chave_idempotencia, pedido_id, valor, status, atualizado_em) ON reembolsos",
         "INSERT (chave_idempotencia, pedido_id, valor, status) ON reembolsos",
         "UPDATE (valor, status, atualizado_em) ON reembolsos",
     ),

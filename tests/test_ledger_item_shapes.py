@@ -175,13 +175,18 @@ def test_a_claim_through_its_life(world: World):
     assert led.unsettled_claims() == []
 
 
-def test_a_declined_claim_leaves_the_reconcilers_index(world: World):
+def test_a_declined_claim_leaves_the_reconcilers_index_once_the_erp_agrees(world: World):
     claim = world.ledger.claim_refund(key=KEY, conversation_id=CONV, order_id=ORDER, customer_id=7,
                                       amount=Decimal("10.00"), lease_s=30)
-    world.ledger.settle_claim(claim, ClaimStatus.DECLINED, detail="saldo")
+    claim = world.ledger.settle_claim(claim, ClaimStatus.DECLINED, detail="saldo")
     item = world.item("reivindicacao#" + KEY)
-    assert "pendencia" not in item and item["status"] == {"S": "recusado_pelo_gateway"}
+    # still listed (its visit kept) until the ERP's release has committed
+    assert item["pendencia"] == {"S": "reembolso"} and item["status"] == {"S": "recusado_pelo_gateway"}
     assert item["detalhe"] == {"S": "saldo"} and item["visitadoEm"] == at(0)
+    world.ledger.mark_erp_updated(claim)
+    item = world.item("reivindicacao#" + KEY)
+    assert "pendencia" not in item and item["erpAtualizado"] == {"BOOL": True}
+    assert world.ledger.unsettled_claims() == []
 
 
 def test_the_first_refund_mark(world: World):

@@ -61,6 +61,8 @@ class Metric:
     OLDEST_UNSETTLED_AGE = "IdadeDoReembolsoPendenteMaisAntigo"  # seconds, after each reconciler pass
     # a claim not re-sent because the gateway may have forgotten its key: a person settles it
     PAST_IDEMPOTENCY_WINDOW = "ReembolsosForaDaJanelaDeIdempotencia"
+    BOOKS_DIVERGENCES = "DivergenciasNosLivros"  # {Divergencia}: one per disagreement the books' audit found
+    BOOKS_OPEN_DIVERGENCES = "DivergenciasNosLivrosAbertas"  # after each audit: those left unrepaired (0 too)
 
 
 OUTCOME_DIMENSION = "Resultado"

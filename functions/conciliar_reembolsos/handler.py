@@ -16,6 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from cadencia_shared.observability import logger_for
 from emitir_reembolso.handler import refund_service
 
+from .books import BooksAudit
+from .debits import HttpDebitListing
+from .erp_books import ErpBooks
 from .logic import Reconciler
 from .settings import ReconcilerSettings
 
@@ -48,9 +51,23 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
         logger.info("invalid event", extra={"erro": type(err).__name__})
         return {"ok": False, "erro": {"codigo": "entrada_invalida",
                                       "mensagem": "Evento inválido: esperado um evento agendado do EventBridge."}}
-    report = build(ReconcilerSettings.from_env()).run_pass(progress=lambda line: logger.info(line))
+    settings = ReconcilerSettings.from_env()
+    report = build(settings).run_pass(progress=lambda line: logger.info(line))
     logger.info("reconciliation pass", extra=report.summary())
-    return {"ok": True, "resultado": report.summary()}
+    books = build_audit(settings).run(progress=lambda line: logger.info(line))
+    logger.info("books audit", extra=books.summary())
+    return {"ok": True, "resultado": report.summary(), "auditoria": books.summary()}
+
+
+def build_audit(settings: ReconcilerSettings) -> BooksAudit:
+    """The books' audit with the refund's adapters, the reconciler's DB user and,
+    when the gateway lists its debits, its listing."""
+    service = refund_service(settings)
+    listing = None
+    if settings.run.gateway_lists_debits == "true":
+        listing = HttpDebitListing(settings.gateway.url, settings.gateway.timeout_s, service.read_gateway_token)
+    return BooksAudit(service.ledger, service, ErpBooks(service.orders), listing,
+                      window_s=int(settings.run.audit_window_h * 3600), max_keys=settings.run.audit_max_keys)
 
 
 def build(settings: ReconcilerSettings) -> Reconciler:

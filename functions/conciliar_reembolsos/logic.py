@@ -10,6 +10,9 @@ For each claim in the ledger's sparse index of unsettled claims (oldest first):
 - unknown, or sending / reconciling past its lease -> taken over and the claim's
   own request re-sent (``RefundService.reconcile_claim``): the gateway's answer
   settles it (``executado`` / ``recusado``) or it stays ``desconhecido``;
+- released in the ledger (declined, or failed before the gateway) but still listed
+  -> its ERP release may not have committed (a crash between the two): freed under
+  the order's row lock, then unlisted (``liberado`` / ``recusado``);
 - past the gateway's idempotency window (``GATEWAY_IDEMPOTENCY_WINDOW_H``) ->
   taken over and *not* re-sent: it stays ``desconhecido`` for a person
   (``conciliacao_manual``).
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from cadencia_shared.ledger import ClaimStatus, Ledger, RefundClaim
+from cadencia_shared.ledger import SETTLED_CLAIM_STATUSES, ClaimStatus, Ledger, RefundClaim
 from cadencia_shared.observability import OUTCOME_DIMENSION, Metric, count, seconds
 from emitir_reembolso.logic import RefundService
 
@@ -107,6 +110,8 @@ class Reconciler:
         return report
 
     def _visit(self, claim: RefundClaim, now_ms: int) -> Verdict:
+        if claim.status in SETTLED_CLAIM_STATUSES:  # released, but its ERP release may not have committed
+            return self._guarded(claim, lambda: self.service.finish_release(claim))
         if claim.status is ClaimStatus.EXECUTED:  # debited, but its ERP update was lost
             return self._guarded(claim, lambda: (self.service.finish_executed(claim), True))
         if claim.status is not ClaimStatus.UNKNOWN and not claim.lease_expired(now_ms):

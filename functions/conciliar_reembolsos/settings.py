@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from cadencia_shared.settings import EnvSettings
@@ -10,6 +12,12 @@ class PassSettings(EnvSettings):
     # Claims visited per invocation: a pass must end well inside the function timeout
     # (each claim costs at most one gateway request); the rest wait for the next pass.
     batch: int = Field(25, alias="RECONCILER_BATCH", ge=1, le=1000)
+    # The books' audit: executed ERP refunds of this many hours back are compared
+    # (every reservation always is), at most this many keys per pass.
+    audit_window_h: float = Field(2.0, alias="BOOKS_AUDIT_WINDOW_H", gt=0, le=24 * 30)
+    audit_max_keys: int = Field(1000, alias="BOOKS_AUDIT_MAX_KEYS", ge=1, le=100_000)
+    # Whether the gateway lists its debits (debits.DebitListing); strict "true"/"false".
+    gateway_lists_debits: Literal["true", "false"] = Field("false", alias="GATEWAY_LISTS_DEBITS")
 
 
 class ReconcilerSettings(RefundSettings):

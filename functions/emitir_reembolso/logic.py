@@ -54,6 +54,7 @@ from .gateway import (
     PaymentGatewayClient,
 )
 from .models import RefundRequest
+from .releases import finish_release, free_released_reservations, mark_released
 from .repository import OrderForRefund, RefundOrders
 from .transitions import Event, Money, step
 
@@ -71,6 +72,15 @@ class _Execute:
 @dataclass(frozen=True)
 class _Reconcile:
     claim: RefundClaim
+
+
+class _HeldByOthers(Exception):
+    """The amount exceeds the balance while other keys hold reservations of the order:
+    one of them may be a reservation the ledger already released (a release whose
+    ERP commit was lost). Leaves the decision transaction before anything is written."""
+
+    def __init__(self, refusal: ToolError) -> None:
+        self.refusal = refusal
 
 
 class _Answer(Exception):
@@ -105,7 +115,7 @@ class RefundService:
         known = answer_from_claim(self.ledger.get_claim(key), req.clienteId, self.ledger.now_ms())
         if known is not None:
             return known
-        step_ = self._decide(req, key)
+        step_ = self._decide_freeing_released(req, key)
         if isinstance(step_, ToolResponse):
             return step_
         if isinstance(step_, _Execute):
@@ -113,6 +123,20 @@ class RefundService:
         return self.reconcile(step_.claim, as_repeat=True)
 
     # -- 1. decide ------------------------------------------------------------------
+    def _decide_freeing_released(self, req: RefundRequest, key: str) -> ToolResponse | _Execute | _Reconcile:
+        """Decide; when the balance refuses the amount while other keys hold part of
+        it, free the reservations the ledger has released and decide once more, so
+        "exceeds the balance" is said only of amounts really held."""
+        try:
+            return self._decide(req, key)
+        except _HeldByOthers as held:
+            if not free_released_reservations(self.ledger, self.orders, order_id=req.pedidoId, key=key):
+                raise held.refusal from None
+        try:
+            return self._decide(req, key)
+        except _HeldByOthers as held:
+            raise held.refusal from None
+
     # (answer_from_claim, below the class, runs first: a repeat the claim alone answers.)
     def _decide(self, req: RefundRequest, key: str) -> ToolResponse | _Execute | _Reconcile:
         repaired: RefundClaim | None = None
@@ -156,7 +180,8 @@ class RefundService:
         """Check the balance, reserve, claim: the CLAIMED transition (money: reserve)."""
         step(existing.status if existing else None, Event.CLAIMED)  # raises on a take the table forbids
         if req.valor > order.balance:
-            raise answers.exceeds_balance(req.valor, order.id, order.balance)
+            refusal = answers.exceeds_balance(req.valor, order.id, order.balance)
+            raise _HeldByOthers(refusal) if order.reserved_amount > 0 else refusal
         self.orders.reserve(key=key, order_id=req.pedidoId, amount=req.valor)
         try:
             if existing is not None:
@@ -235,6 +260,11 @@ class RefundService:
             self.orders.apply_executed(key=claim.key, order_id=claim.order_id, amount=claim.amount)
         return self.ledger.mark_erp_updated(claim)
 
+    def finish_release(self, claim: RefundClaim) -> tuple[RefundClaim, bool]:
+        """A released claim still listed: its ERP release may not have committed (a
+        crash between the ledger and the COMMIT). Free it under the row lock, then unlist."""
+        return finish_release(self.ledger, self.orders, claim)
+
     def release_abandoned(self, existing: RefundClaim) -> tuple[RefundClaim, bool]:
         """An in-progress claim whose lease is over never recorded a send (that record
         precedes every POST), so nothing left for it: take it over (fenced, so a slow
@@ -293,13 +323,14 @@ class RefundService:
             # The ledger write and the release commit under the order's row lock, the
             # lock a new request holds while it reads and retakes the claim: no request
             # can take the released key and reserve it again between the two, and so
-            # have its fresh reservation freed by this release landing late.
+            # have its fresh reservation freed by this release landing late. The claim
+            # leaves the reconciler's list only after the COMMIT (releases.py).
             with self.orders.transaction():
                 self.orders.lock_row(claim.order_id)
                 claim = self.ledger.settle_claim(claim, nxt.to, detail=heard.detail,
                                                  gateway_transaction=refund.transaction_id if refund else None)
                 self.orders.release(key=claim.key, order_id=claim.order_id)
-            return claim
+            return mark_released(self.ledger, claim)
         claim = self.ledger.settle_claim(
             claim, nxt.to,
             gateway_transaction=refund.transaction_id if refund else None,

@@ -76,6 +76,15 @@ class RefundOrders:
         if cur.rowcount != 1:
             raise RuntimeError(f"refund {key} is already executed in the ERP")
 
+    def reserved_keys(self, order_id: str, *, excluding: str) -> list[str]:
+        """The keys holding a reservation of the order, other than ``excluding``."""
+        rows = self.conn.execute(
+            "SELECT chave_idempotencia FROM reembolsos WHERE pedido_id = %s AND status = 'reservado' "
+            "AND chave_idempotencia <> %s ORDER BY chave_idempotencia",
+            (order_id, excluding),
+        ).fetchall()
+        return [row[0] for row in rows]
+
     def lock_row(self, order_id: str) -> None:
         """The order's row lock alone (the lock every refund of the order takes first)."""
         self.conn.execute("SELECT 1 FROM pedidos WHERE id = %s FOR UPDATE", (order_id,))

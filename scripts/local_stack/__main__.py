@@ -1,4 +1,4 @@
-"""``python -m scripts.local_stack up|down|status|metrics|reconcile``."""
+"""``python -m scripts.local_stack up|down|status|metrics|reconcile|audit``."""
 
 from __future__ import annotations
 
@@ -90,6 +90,30 @@ def cmd_reconcile(_: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit(_: argparse.Namespace) -> int:
+    """One pass of the books' consistency audit against the running local stack."""
+    from conciliar_reembolsos.handler import build_audit
+    from conciliar_reembolsos.settings import ReconcilerSettings
+    from orchestrator.invokers.local import function_environment
+
+    state = stack.load()
+    if state is None:
+        console.print("local stack: [yellow]down[/] (run: scripts/local-stack up)")
+        return 3
+    env = state.reconciler_environment()
+    env.update({k: os.environ[k] for k in ("LEDGER_TABLE", "REFUND_CLAIM_LEASE_S") if k in os.environ})
+    with emf.capture_emf(state.metrics_file), function_environment(env):
+        report = build_audit(ReconcilerSettings.from_env()).run(progress=_progress)
+    table = Table(title="books audit")
+    for col in ("divergência", "pedidoId", "chaveIdempotencia", "reparado"):
+        table.add_column(col)
+    for finding in report.findings:
+        table.add_row(finding.kind.value, finding.order_id, finding.key, "sim" if finding.repaired else "não")
+    console.print(table)
+    console.print(report.summary())
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     stack.serve(Path(args.ready_file), Path(args.debits_file))
     return 0
@@ -107,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("status", help="show components and health").set_defaults(func=cmd_status)
     sub.add_parser("metrics", help="EMF metrics collected by local runs").set_defaults(func=cmd_metrics)
     sub.add_parser("reconcile", help="one pass of the refund reconciler").set_defaults(func=cmd_reconcile)
+    sub.add_parser("audit", help="one pass of the books' consistency audit").set_defaults(func=cmd_audit)
     serve = sub.add_parser("serve", help=argparse.SUPPRESS)
     serve.add_argument("--ready-file", required=True)
     serve.add_argument("--debits-file", required=True)

@@ -12,7 +12,8 @@
   has no lookup by idempotency key (only the POST replay), so the refund logic
   never decides on a 404; it re-sends the same POST;
 - every *real* debit is recorded (memory + a JSONL file): this is what the
-  harness counts, never what the orchestrator believes happened;
+  harness counts, never what the orchestrator believes happened; ``GET /v1/debitos``
+  (bearer) lists them, as a real gateway's report of refunds would, for the books' audit;
 - faults are injectable through ``POST /_admin/falhas`` so tests can produce
   the ambiguous cases (latency, 500 before or after the debit, a read timeout
   after the debit, a decline, a failing lookup).
@@ -157,6 +158,13 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(200, {**self.state.calls, "debitos": len(self.state.debits)})
         if url.path == "/_admin/saude":
             return self._send(200, {"ok": True})
+        if url.path == "/v1/debitos":  # the debits made, for the books' audit (bearer, like /v1)
+            if not self._authorized():
+                return None
+            with self.state.lock:
+                listed = [{k: d[k] for k in ("idempotencyKey", "pedidoId", "valor", "debitadoEm")}
+                          for d in self.state.debits]
+            return self._send(200, {"debitos": listed})
         if url.path == "/v1/reembolsos":
             if not self._authorized():
                 return None

@@ -91,7 +91,8 @@ class StackState:
     def reconciler_environment(self) -> dict[str, str]:
         """The reconciler Lambda's environment: the refund's, as its own DB user."""
         env = self.function_environment(EMITIR_REEMBOLSO)
-        env.update(DB_USER=RECONCILER_DB_USER, DB_PASSWORD=self.postgres.users[RECONCILER_DB_USER])
+        env.update(DB_USER=RECONCILER_DB_USER, DB_PASSWORD=self.postgres.users[RECONCILER_DB_USER],
+                   GATEWAY_LISTS_DEBITS="true")  # the local gateway lists its debits (GET /v1/debitos)
         return env
 
     def function_environments(self) -> dict[str, dict[str, str]]:

@@ -52,12 +52,14 @@ class ClaimStatus(StrEnum):
 
 
 FINAL_CLAIM_STATUSES = frozenset({ClaimStatus.EXECUTED, ClaimStatus.DECLINED})
-# Claims that leave the reconciler's index when settled. An executed claim leaves
-# it only once the ERP has it too (``mark_erp_updated``), so a crash between the
-# two is finished by the reconciler, not only by a repeat of the conversation.
+# Claims whose amount is free again (the ledger proves nothing was debited).
+# No claim leaves the reconciler's index when its status is written: an executed
+# one leaves it once the ERP has the refund, a released one once the ERP has freed
+# the reservation (``mark_erp_updated``, after the ERP's COMMIT). A process that
+# dies between the two leaves it listed, and the reconciler finishes it.
 SETTLED_CLAIM_STATUSES = frozenset({ClaimStatus.DECLINED, ClaimStatus.FAILED_BEFORE_GATEWAY})
-# Pending statuses whose write keeps the claim's place in the reconciler's list (``_settlement``).
-_KEEPS_ITS_VISIT = frozenset({ClaimStatus.SENDING, ClaimStatus.EXECUTED})
+# Statuses whose write keeps the claim's place in the reconciler's list (``_settlement``).
+_KEEPS_ITS_VISIT = frozenset({ClaimStatus.SENDING, ClaimStatus.EXECUTED}) | SETTLED_CLAIM_STATUSES
 
 DETAIL_MAX = 200  # characters of a claim's ``detalhe``: a note for people, never a whole body
 
@@ -84,7 +86,7 @@ class RefundClaim:
     executions: int = 1  # how many invocations have held it (1 + retakes)
     gateway_transaction: str | None = None
     detail: str | None = None
-    erp_updated: bool = False
+    erp_updated: bool = False  # the ERP agrees with ``status`` (refund applied, or reservation freed)
     first_send_at: str | None = None  # the first ``envio_possivel`` record (never rewritten)
 
     def lease_expired(self, now_ms: int) -> bool:
@@ -167,7 +169,6 @@ class _ClaimUpdate:
     sets: list[str]
     names: dict[str, str]
     values: dict[str, Any]
-    tail: str = ""
 
     def add(self, clause: str, placeholder: str, value: Any) -> None:
         self.sets.append(clause)
@@ -178,14 +179,12 @@ def _settlement(claim: RefundClaim, status: ClaimStatus, now: str, optional: dic
     """The fenced write of a transition; ``optional`` maps attribute → value (None: unchanged)."""
     update = _ClaimUpdate(["#st = :st", "atualizadoEm = :agora"], {"#st": "status", "#pend": GSI_UNSETTLED_PARTITION},
                           {":st": status.value, ":agora": now, ":dono": claim.owner})
-    if status in SETTLED_CLAIM_STATUSES:
-        update.tail = " REMOVE #pend"
-    elif status in _KEEPS_ITS_VISIT:
+    if status in _KEEPS_ITS_VISIT:
         # Written (fenced on ``dono``) by the owner whose claim or retake wrote
-        # ``visitadoEm`` moments ago — a send recorded, or the gateway's approval
-        # heard: moving it again would barely change the reconciler's order but
-        # cost the index a delete and a put. An executed claim stays listed only
-        # until its ERP update (``mark_erp_updated``), which the reconciler does
+        # ``visitadoEm`` moments ago — a send recorded, the gateway's answer heard:
+        # moving it again would barely change the reconciler's order but cost the
+        # index a delete and a put. An executed or released claim stays listed only
+        # until the ERP agrees (``mark_erp_updated``), which the reconciler does
         # first thing; staying nearer the front only gets that done sooner.
         update.add("#pend = :pend", ":pend", UNSETTLED_MARK)
     else:  # still pending: this visit sends it to the back of the reconciler's list
@@ -253,14 +252,15 @@ class ClaimStore:
         """
         now = self.table.now_ms()
         new = replace(existing, status=status, owner=uuid.uuid4().hex, lease_until_ms=now + lease_s * 1000,
-                      amount=amount, updated_at=self.table.iso(now), executions=existing.executions + 1, detail=None)
+                      amount=amount, updated_at=self.table.iso(now), executions=existing.executions + 1, detail=None,
+                      erp_updated=False)
         try:
             self.table.client.update_item(
                 TableName=self.table.name, Key=self.table.key(claim_pk(existing.key)),
                 UpdateExpression=(
                     "SET #st = :novo, dono = :dono, leaseAteMs = :lease, valor = :valor, "
                     "atualizadoEm = :agora, #visita = :agora, execucoes = execucoes + :um, #pend = :pend "
-                    "REMOVE detalhe"
+                    "REMOVE detalhe, erpAtualizado"  # a new generation: the ERP has not seen it yet
                 ),
                 ConditionExpression="dono = :dono_antigo AND #st = :st_antigo",
                 ExpressionAttributeNames={"#st": "status", "#pend": GSI_UNSETTLED_PARTITION,
@@ -280,8 +280,9 @@ class ClaimStore:
 
     def settle_claim(self, claim: RefundClaim, status: ClaimStatus, *, gateway_transaction: str | None = None,
                      detail: str | None = None, amount: Decimal | None = None) -> RefundClaim:
-        """Record a transition, fenced on the claim's owner (raises ClaimLost). A
-        settled claim leaves the reconciler's sparse index; an unsettled one stays."""
+        """Record a transition, fenced on the claim's owner (raises ClaimLost). The
+        claim stays in the reconciler's sparse index: only ``mark_erp_updated`` takes
+        it out, once the ERP agrees with a final or released status."""
         now = self.table.iso()
         detail = None if detail is None else clip_detail(detail)
         update = _settlement(claim, status, now, {"transacaoGateway": gateway_transaction, "detalhe": detail,
@@ -289,7 +290,7 @@ class ClaimStore:
         try:
             self.table.client.update_item(
                 TableName=self.table.name, Key=self.table.key(claim_pk(claim.key)),
-                UpdateExpression="SET " + ", ".join(update.sets) + update.tail, ConditionExpression="dono = :dono",
+                UpdateExpression="SET " + ", ".join(update.sets), ConditionExpression="dono = :dono",
                 ExpressionAttributeNames=update.names, ExpressionAttributeValues=serialize(update.values),
             )
         except ClientError as err:
@@ -307,13 +308,24 @@ class ClaimStore:
         return [RefundClaim.from_item(item) for item in items]
 
     def mark_erp_updated(self, claim: RefundClaim) -> RefundClaim:
-        self.table.client.update_item(
-            TableName=self.table.name, Key=self.table.key(claim_pk(claim.key)),
-            UpdateExpression="SET erpAtualizado = :sim REMOVE #pend",
-            ConditionExpression="#st = :executado",
-            ExpressionAttributeNames={"#st": "status", "#pend": GSI_UNSETTLED_PARTITION},
-            ExpressionAttributeValues=serialize({":sim": True, ":executado": ClaimStatus.EXECUTED.value}),
-        )
+        """The ERP agrees with the claim (its refund applied, or its reservation freed),
+        committed: the claim leaves the reconciler's list. Call it only after the ERP's
+        COMMIT. Fenced on owner and status (raises ClaimLost): a released claim retaken
+        since is a new generation, listed for its own sake."""
+        if claim.status is not ClaimStatus.EXECUTED and claim.status not in SETTLED_CLAIM_STATUSES:
+            raise ValueError(f"the ERP has nothing to agree with in {claim.status}")
+        try:
+            self.table.client.update_item(
+                TableName=self.table.name, Key=self.table.key(claim_pk(claim.key)),
+                UpdateExpression="SET erpAtualizado = :sim REMOVE #pend",
+                ConditionExpression="#st = :st AND dono = :dono",
+                ExpressionAttributeNames={"#st": "status", "#pend": GSI_UNSETTLED_PARTITION},
+                ExpressionAttributeValues=serialize({":sim": True, ":st": claim.status.value, ":dono": claim.owner}),
+            )
+        except ClientError as err:
+            if condition_failed(err):
+                raise ClaimLost(claim.key) from None
+            raise
         return replace(claim, erp_updated=True)
 
     def first_refund_conversation(self, *, order_id: str, conversation_id: str) -> str:
