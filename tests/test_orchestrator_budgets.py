@@ -87,13 +87,14 @@ def test_within_the_tool_call_budget_nothing_is_refused(mocked_aws, capsys):
 
 def test_the_token_budget_stops_before_the_model_call_past_it(mocked_aws, capsys):
     """Each scripted tool_use response bills 812 + 71 = 883 tokens (its ``usage``).
-    With 1 000: the second call is allowed (883 spent), the third is not (1 766)."""
+    With 1 000: the second model call is allowed (883 spent), the third is not
+    (1 766) — and the second response's tool, asked with the budget spent, never runs."""
     ledger = mocked_aws["ledger"]
     model = ScriptedModel(tool_use(*_status("1")), tool_use(*_status("2")), text_reply("nunca pedido"))
     invoker = CountingInvoker()
     orch, _ = build(model, ledger, invoker, MAX_TOKENS_POR_TURNO="1000")
     reply = orch.handle(_request("conv-budget-tokens"), Deadline.after(60))
-    assert len(model.requests) == 2 and invoker.calls["consultar_status_pedido"] == 2
+    assert len(model.requests) == 2 and invoker.calls["consultar_status_pedido"] == 1
     assert (reply.status, reply.motivo) == ("aguardando_humano", "orcamento_de_tokens")
     record = _assert_limit(ledger, capsys, "conv-budget-tokens", "orcamento_de_tokens")
     assert record["tokens"] == 2 * 883
