@@ -309,3 +309,23 @@ def test_writers_sigkilled_mid_append_never_leave_a_false_truncation(anchored, l
     head = anchored.head(CONV).seq
     _delete(anchored, *range(head, checked + 1))  # the tail from the anchored head on
     assert anchored.verify(CONV) == (head - 1, Broken(CONV, head, "cauda_truncada"))
+
+
+# --- records written outside the chain -------------------------------------------
+
+
+def test_audit_records_outside_the_chain_are_flagged_by_the_verifier(anchored, local_stack):
+    """A writer built without the chain leaves ``auditoria#`` items in the ledger: the
+    chains themselves are intact, but the verifier says those records exist, how many
+    and for which chain, and does not exit 0."""
+    _fill(anchored, 2)
+    bare = Ledger(anchored.anchor_table, anchored.client)  # no audit_chain: the fallback
+    bare.append_audit(conversation_id=CONV, event="ATENDENTE_DEVOLVEU_AO_AGENTE", details={})
+    bare.append_audit(conversation_id=None, event="APROVACAO_DECIDIDA", details={})
+    for args in (("--conversa", CONV), ()):
+        out = _anchored_verifier(local_stack, anchored, *args)
+        assert out.returncode == 4, out.stdout + out.stderr
+        assert "FORA DA CADEIA" in out.stdout and "0 quebrada(s)" in out.stdout
+    assert "1 registro(s) de auditoria fora da cadeia" in _anchored_verifier(
+        local_stack, anchored, "--conversa", CONV).stdout
+    assert "2 registro(s) de auditoria fora da cadeia" in _anchored_verifier(local_stack, anchored).stdout
