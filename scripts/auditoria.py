@@ -12,8 +12,13 @@ anchored position is not the anchored one (``ancora_divergente``). It also count
 audit records that sit in the ledger as ``auditoria#`` items, OUTSIDE any chain (a writer
 run without ``AUDIT_TABLE``: no hash, no anchor — nothing proves they were not edited or
 deleted), and names their conversations.
+A chain whose last links lie after every anchor (``sem âncora``: no writer's anchor nor
+the turn's fenced commit acknowledged them — a writer killed before anchoring, a turn
+still running, or links put by someone who writes the audit table but moves no anchor)
+is flagged, never called intact.
 Exit status: 0 every chain holds and nothing is flagged; 1 a chain is broken; 4 no chain
-is broken but something needs a person's look (records outside the chain).
+is broken but something needs a person's look (links without an anchor, records outside
+the chain).
 ``--local``: the running local stack; otherwise ``AUDIT_TABLE`` (default
 ``cadencia-agente-auditoria``) with the caller's own AWS credentials (read access:
 Query, and Scan for the full pass; GetItem of ``auditoria-cabeca#`` and ``conversa#``
@@ -54,18 +59,24 @@ def verify(chain: AuditChain, conversation_id: str | None, unchained: dict[str, 
     """``unchained``: the ``auditoria#`` ledger items per conversation (``LedgerAnchors.unchained_records``)."""
     # A chain whose records were all deleted has only its anchors left (either kind).
     chains = [conversation_id] if conversation_id else sorted({*chain.chains(), *chain.anchored_chains()})
-    broken = 0
+    broken = unanchored = 0
     for name in chains:
-        checked, problem = chain.verify(name)
-        if problem is None:
-            print(f"{_label(name)}: íntegra ({checked} registros)")
-            continue
-        broken += 1
-        print(f"{_label(name)}: QUEBRADA no registro seq={problem.seq} ({problem.problem}); "
-              f"{checked} registros íntegros antes dele")
+        report = chain.check(name)
+        if report.broken is not None:
+            broken += 1
+            print(f"{_label(name)}: QUEBRADA no registro seq={report.broken.seq} ({report.broken.problem}); "
+                  f"{report.checked} registros íntegros antes dele")
+        elif report.unanchored:
+            unanchored += 1
+            print(f"{_label(name)}: ATENÇÃO — {report.checked} registros encadeados, mas seq="
+                  f"{report.unanchored_from}..{report.checked} sem âncora: nenhum escritor os reconheceu (um "
+                  "escritor interrompido antes de ancorar, um turno ainda em curso, ou registros postos por "
+                  "quem grava na tabela de auditoria sem mover âncora); confira no CloudTrail quem os gravou")
+        else:
+            print(f"{_label(name)}: íntegra ({report.checked} registros)")
     outside = _report_unchained(unchained or {})
-    print(f"{len(chains)} cadeia(s) verificada(s), {broken} quebrada(s)")
-    return EXIT_BROKEN if broken else EXIT_FLAGGED if outside else 0
+    print(f"{len(chains)} cadeia(s) verificada(s), {broken} quebrada(s), {unanchored} com registros sem âncora")
+    return EXIT_BROKEN if broken else EXIT_FLAGGED if outside or unanchored else 0
 
 
 def _report_unchained(unchained: dict[str, int]) -> int:

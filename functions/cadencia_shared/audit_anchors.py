@@ -64,6 +64,30 @@ def _hex(stored: Any) -> str:
     return stored.hex() if isinstance(stored, bytes | bytearray) else str(stored)
 
 
+@dataclass(frozen=True)
+class ChainReport:
+    """One chain verified: ``checked`` valid links, the first broken one (``broken``, an
+    ``audit_chain.Broken``) or None, and ``unanchored``: how many of its last links lie after
+    every anchor — links no writer's anchor (nor the turn's fenced commit) acknowledged."""
+
+    checked: int
+    broken: Any
+    unanchored: int = 0
+
+    @property
+    def unanchored_from(self) -> int:
+        return self.checked - self.unanchored + 1
+
+
+def unanchored_links(checked: int, anchors: list[Head]) -> int:
+    """Links of an intact chain of ``checked`` after its furthest anchor (all of them
+    when it has none). Each writer anchors after its append, so such a tail is a writer
+    killed between its record and its anchor (or a turn killed before its commit, or
+    one still running) — or a link put by an identity that writes the audit table but
+    moves no anchor: the chain cannot tell which, the verifier flags it."""
+    return max(0, checked - max((anchor.seq for anchor in anchors), default=0))
+
+
 def anchor_problem(checked: int, anchors: list[Head], hashes_at: dict[int, str]) -> tuple[int, str] | None:
     """(seq, problem) of a chain of ``checked`` valid records against its anchors:
     ending before either one, its tail was deleted; an anchored seq holding another
