@@ -9,8 +9,9 @@ Where each is checked:
   the model-call budget is the round budget (``MAX_RODADAS_POR_TURNO``: one
   request per round; the model client's own retries of that request are bounded
   separately by ``MODEL_MAX_ATTEMPTS``);
-- tool calls and the deadline: before every tool call (the ``ToolCallBudget`` and
-  ``CallTimeBudget`` controls, first in the chain);
+- tool calls, tokens and the deadline: before every tool call (the ``CallTimeBudget``,
+  ``TokenBudget`` and ``ToolCallBudget`` controls, first in the chain): a response that
+  spends the token budget gets none of the tools it asked for run;
 - cancellation: before every tool call that can change something (``Cancellation``;
   a read-only tool changes nothing and is not checked) and, atomically, in the
   commit's transaction (``Ledger.commit_conversation``'s fence), so it wins over a

@@ -57,6 +57,7 @@ class RefusalReason(StrEnum):
 
     OUT_OF_TIME = "sem_tempo"
     TOOL_BUDGET = "orcamento_de_ferramentas"
+    TOKEN_BUDGET = "orcamento_de_tokens"
     CANCELLED = "cancelada"
     CEILING = "bloqueado_por_teto"
 
@@ -113,6 +114,25 @@ class CallTimeBudget:
         # Not the customer's fault nor a reason for a human: answer, stay active.
         return Refusal(RefusalReason.OUT_OF_TIME, {"mensagem": "Ferramenta não executada."},
                        ending=ending_for(Limit.DEADLINE))
+
+    def after(self, ctx: CallContext, outcome: CallOutcome) -> None:
+        return None
+
+
+class TokenBudget:
+    """No tool runs once the turn's tokens are spent: the response that spent them
+    may still ask for calls, and each of them is refused here (before the tool-call
+    budget counts it and before the retry ceiling numbers it), so the budget stops
+    what one response already asked for, not only the next model call."""
+
+    def before(self, ctx: CallContext) -> Refusal | None:
+        budget = ctx.budget
+        if budget is None or budget.tokens < budget.max_tokens:
+            return None
+        return Refusal(RefusalReason.TOKEN_BUDGET,
+                       {"limite": budget.max_tokens, "mensagem": "Orçamento de tokens deste turno esgotado; "
+                                                                 "ferramenta não executada."},
+                       ending=ending_for(Limit.TOKENS))
 
     def after(self, ctx: CallContext, outcome: CallOutcome) -> None:
         return None
@@ -335,6 +355,7 @@ def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float, invoker:
     return [
         DecisionAudit(ledger),
         CallTimeBudget(reserve_s),
+        TokenBudget(),
         ToolCallBudget(),
         Cancellation(ledger),
         CircuitBreaker(ledger, failures=breaker_failures, cooldown_s=breaker_cooldown_s,

@@ -24,7 +24,6 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from cadencia_shared.ledger import Ledger
 from orchestrator.invokers.local import InProcessInvoker, LocalContext, function_environment
 from orchestrator.model import Deadline
 from orchestrator.resume import Resumed, Resumer
@@ -32,7 +31,7 @@ from orchestrator.settings import OrchestratorSettings
 
 from .local_stack import stack
 from .local_stack.aws import session_client
-from .operator_cli import running_stack
+from .operator_cli import audit_table, chained_ledger, running_stack
 
 DECISION_FUNCTION = "cadencia-decidir-aprovacao"
 console = Console()
@@ -65,9 +64,11 @@ def event_for(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def local_environment(state: stack.StackState) -> dict[str, str]:
-    """The decision Lambda's environment on the local stack (it resumes nothing itself)."""
+    """The decision Lambda's environment on the local stack (it resumes nothing itself),
+    with ``AUDIT_TABLE`` as the stack gives it: decisions are links of the chain."""
     keep = {k: v for k, v in os.environ.items() if k.startswith("APROVACAO_") or k in ("APROVADORES", "VERSAO_RELEASE")}
-    return {**state.aws_environment(), "LEDGER_TABLE": state.ledger_table, "RESUME_FUNCTION": "", **keep}
+    return {**state.aws_environment(), "LEDGER_TABLE": state.ledger_table, "AUDIT_TABLE": audit_table(),
+            "RESUME_FUNCTION": "", **keep}
 
 
 def run_local(event: dict[str, Any]) -> tuple[dict[str, Any], Resumed | None]:
@@ -80,7 +81,9 @@ def run_local(event: dict[str, Any]) -> tuple[dict[str, Any], Resumed | None]:
     if event["acao"] != "decidir" or not answer.get("ok"):
         return answer, None
     settings = OrchestratorSettings.from_env({**env, "TOOL_INVOKER": "local", "LEDGER_TABLE": state.ledger_table})
-    ledger = Ledger(state.ledger_table, session_client("dynamodb", state.aws_endpoint))
+    # The resume's links (the consumed approval, the resumed conversation) on the chain too,
+    # as the deployed orchestrator writes them.
+    ledger = chained_ledger(state.ledger_table, session_client("dynamodb", state.aws_endpoint))
     resumer = Resumer.build(settings, ledger, InProcessInvoker(state.function_environments()))
     return answer, resumer.resume(event["aprovacaoId"], Deadline.after(60))
 

@@ -20,8 +20,10 @@ fence, like a turn.
 ``--alvo local`` (default) uses the local stack: the reply's Lambda runs in-process
 and sends through the channel that ``scripts/conversa.py`` runs. ``--alvo aws`` uses
 the deployed ledger with the caller's own credentials (GetItem/UpdateItem on the
-ledger, Query on its sparse index) and invokes ``cadencia-resposta-atendente``
-(lambda:InvokeFunction on it): the person never holds the Cloud API's token.
+ledger, Query on its sparse index; ``devolver``'s record is a link of the conversation's
+hash chain, as every writer's: PutItem/Query on the audit table) and invokes
+``cadencia-resposta-atendente`` (lambda:InvokeFunction on it): the person never holds the
+Cloud API's token.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from cadencia_shared.audit_chain import AUDIT_TABLE
 from cadencia_shared.catalog import LEDGER_TABLE
 from cadencia_shared.ledger import ConversationBusy, ConversationStatus, Ledger
 from cadencia_shared.masking import mask_arguments, mask_free_text, mask_identifier
@@ -50,7 +51,7 @@ from orchestrator.invokers.local import LocalContext, function_environment
 
 from .local_stack import stack
 from .local_stack.whatsapp_channel import published_sender_environment
-from .operator_cli import dynamodb_client
+from .operator_cli import audit_table, chained_ledger, dynamodb_client
 
 console = Console()
 LEASE_S = 30
@@ -91,7 +92,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def ledger_for(target: str) -> Ledger:
-    return Ledger(LEDGER_TABLE, dynamodb_client(local=target == "local"))
+    """Chained on both targets: ``devolver``'s record is a link of the conversation's chain."""
+    return chained_ledger(LEDGER_TABLE, dynamodb_client(local=target == "local"))
 
 
 def masked_history(messages: list[dict[str, Any]],
@@ -153,7 +155,7 @@ def send_reply_local(ledger: Ledger, event: dict[str, Any]) -> dict[str, Any]:
     from orchestrator import human_reply_handler
 
     # AUDIT_TABLE as the stack gives this Lambda (infra.controls.add_audit_table): the reply's link is on the chain.
-    env = {**state.aws_environment(), "LEDGER_TABLE": state.ledger_table, "AUDIT_TABLE": AUDIT_TABLE,
+    env = {**state.aws_environment(), "LEDGER_TABLE": state.ledger_table, "AUDIT_TABLE": audit_table(),
            "POWERTOOLS_LOG_LEVEL": "WARNING", **(channel or {})}
     with function_environment(env):
         human_reply_handler.reset()

@@ -8,8 +8,17 @@ deleted record), a previous-hash that does not match (a record removed and the
 rest renumbered, or records reordered), or a hash that does not match the
 record's content (an edited record), a chain that ends before the head anchored in
 the ledger (``cauda_truncada``: its last records deleted) or whose record at the
-anchored position is not the anchored one (``ancora_divergente``). Exit 0 when
-every chain holds, 1 otherwise.
+anchored position is not the anchored one (``ancora_divergente``). It also counts the
+audit records that sit in the ledger as ``auditoria#`` items, OUTSIDE any chain (a writer
+run without ``AUDIT_TABLE``: no hash, no anchor — nothing proves they were not edited or
+deleted), and names their conversations.
+A chain whose last links lie after every anchor (``sem âncora``: no writer's anchor nor
+the turn's fenced commit acknowledged them — a writer killed before anchoring, a turn
+still running, or links put by someone who writes the audit table but moves no anchor)
+is flagged, never called intact.
+Exit status: 0 every chain holds and nothing is flagged; 1 a chain is broken; 4 no chain
+is broken but something needs a person's look (links without an anchor, records outside
+the chain).
 ``--local``: the running local stack; otherwise ``AUDIT_TABLE`` (default
 ``cadencia-agente-auditoria``) with the caller's own AWS credentials (read access:
 Query, and Scan for the full pass; GetItem of ``auditoria-cabeca#`` and ``conversa#``
@@ -31,27 +40,53 @@ for entry in (ROOT, ROOT / "functions"):
     if str(entry) not in sys.path:
         sys.path.insert(0, str(entry))
 
+from cadencia_shared.audit_anchors import LedgerAnchors  # noqa: E402
 from cadencia_shared.audit_chain import AUDIT_TABLE, NO_CONVERSATION, AuditChain  # noqa: E402
 from cadencia_shared.catalog import LEDGER_TABLE  # noqa: E402
 
 from scripts.operator_cli import conversation_argument, dynamodb_client  # noqa: E402
 
 
-def verify(chain: AuditChain, conversation_id: str | None) -> int:
+EXIT_BROKEN = 1
+EXIT_FLAGGED = 4  # nothing broken, something a person must look at
+
+
+def _label(name: str) -> str:
+    return "(sem conversa)" if name == NO_CONVERSATION else name
+
+
+def verify(chain: AuditChain, conversation_id: str | None, unchained: dict[str, int] | None = None) -> int:
+    """``unchained``: the ``auditoria#`` ledger items per conversation (``LedgerAnchors.unchained_records``)."""
     # A chain whose records were all deleted has only its anchors left (either kind).
     chains = [conversation_id] if conversation_id else sorted({*chain.chains(), *chain.anchored_chains()})
-    broken = 0
+    broken = unanchored = 0
     for name in chains:
-        checked, problem = chain.verify(name)
-        label = "(sem conversa)" if name == NO_CONVERSATION else name
-        if problem is None:
-            print(f"{label}: íntegra ({checked} registros)")
-            continue
-        broken += 1
-        print(f"{label}: QUEBRADA no registro seq={problem.seq} ({problem.problem}); "
-              f"{checked} registros íntegros antes dele")
-    print(f"{len(chains)} cadeia(s) verificada(s), {broken} quebrada(s)")
-    return 1 if broken else 0
+        report = chain.check(name)
+        if report.broken is not None:
+            broken += 1
+            print(f"{_label(name)}: QUEBRADA no registro seq={report.broken.seq} ({report.broken.problem}); "
+                  f"{report.checked} registros íntegros antes dele")
+        elif report.unanchored:
+            unanchored += 1
+            print(f"{_label(name)}: ATENÇÃO — {report.checked} registros encadeados, mas seq="
+                  f"{report.unanchored_from}..{report.checked} sem âncora: nenhum escritor os reconheceu (um "
+                  "escritor interrompido antes de ancorar, um turno ainda em curso, ou registros postos por "
+                  "quem grava na tabela de auditoria sem mover âncora); confira no CloudTrail quem os gravou")
+        else:
+            print(f"{_label(name)}: íntegra ({report.checked} registros)")
+    outside = _report_unchained(unchained or {})
+    print(f"{len(chains)} cadeia(s) verificada(s), {broken} quebrada(s), {unanchored} com registros sem âncora")
+    return EXIT_BROKEN if broken else EXIT_FLAGGED if outside or unanchored else 0
+
+
+def _report_unchained(unchained: dict[str, int]) -> int:
+    for name, count in sorted(unchained.items()):
+        print(f"{_label(name)}: FORA DA CADEIA — {count} registro(s) de auditoria gravado(s) como itens "
+              "auditoria# do ledger, sem hash nem âncora (um escritor rodou sem AUDIT_TABLE)")
+    total = sum(unchained.values())
+    if total:
+        print(f"{total} registro(s) de auditoria fora da cadeia")
+    return total
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,9 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     conversation_id = conversation_argument(args.conversation)
     # The heads are anchored in the ledger table (LEDGER_TABLE; the local stack uses the default).
-    chain = AuditChain(os.environ.get("AUDIT_TABLE", AUDIT_TABLE), dynamodb_client(args.local),
-                       anchor_table=os.environ.get("LEDGER_TABLE", LEDGER_TABLE))
-    return verify(chain, conversation_id)
+    client, ledger_table = dynamodb_client(args.local), os.environ.get("LEDGER_TABLE", LEDGER_TABLE)
+    chain = AuditChain(os.environ.get("AUDIT_TABLE", AUDIT_TABLE), client, anchor_table=ledger_table)
+    return verify(chain, conversation_id, LedgerAnchors(client, ledger_table).unchained_records(conversation_id))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ for entry in (ROOT, ROOT / "functions"):
 from cadencia_shared.ledger import Ledger  # noqa: E402
 from cadencia_shared.settings import LedgerSettings  # noqa: E402
 
-from scripts.operator_cli import conversation_argument, dynamodb_client  # noqa: E402
+from scripts.operator_cli import chained_ledger, conversation_argument, dynamodb_client  # noqa: E402
 
 
 def cancel(ledger: Ledger, conversation_id: str) -> int:
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     conversation_id = conversation_argument(args.conversation)
     # LEDGER_TABLE wins (a test's private ledger on the same server), else the stack's name.
-    return cancel(Ledger(LedgerSettings.from_env().table_name, dynamodb_client(args.local)), conversation_id)
+    return cancel(chained_ledger(LedgerSettings.from_env().table_name, dynamodb_client(args.local)), conversation_id)
 
 
 if __name__ == "__main__":

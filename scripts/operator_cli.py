@@ -1,7 +1,9 @@
 """The start-up every operator command shares (scripts/aprovar.py, atendente.py, operador.py,
 auditoria.py, medir_disjuntor.py): find the running local stack or say how to start it, the
-DynamoDB client of the chosen target, and the strict check of a conversation id typed on the
-command line (the same pattern the Lambdas enforce; the value is never echoed back).
+DynamoDB client of the chosen target, the ledger an operator command writes through (its audit
+records are links of the conversation's hash chain, anchored in the ledger, as every deployed
+writer's are — never ``auditoria#`` ledger items), and the strict check of a conversation id typed
+on the command line (the same pattern the Lambdas enforce; the value is never echoed back).
 
 Exit codes: 2 for an argument the strict edge refuses, 3 when the local stack is down (as
 ``scripts/local-stack status``).
@@ -9,6 +11,7 @@ Exit codes: 2 for an argument the strict edge refuses, 3 when the local stack is
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,6 +20,8 @@ from typing import Any
 import boto3
 from pydantic import BaseModel, ValidationError
 
+from cadencia_shared.audit_chain import AUDIT_TABLE, AuditChain
+from cadencia_shared.ledger import Ledger
 from cadencia_shared.models import EDGE_CONFIG, ConversationId
 
 from .local_stack import stack
@@ -42,6 +47,18 @@ def dynamodb_client(local: bool) -> Any:
     if not local:
         return boto3.session.Session().client("dynamodb")
     return session_client("dynamodb", running_stack().aws_endpoint)
+
+
+def audit_table() -> str:
+    """The hash chain's table: ``AUDIT_TABLE`` (as the stack gives every writer), else the
+    stack's own name — the local stack provisions it under that name too."""
+    return os.environ.get("AUDIT_TABLE") or AUDIT_TABLE
+
+
+def chained_ledger(table_name: str, client: Any) -> Ledger:
+    """The ledger an operator command writes through: its audit records go to the
+    conversation's hash chain (heads anchored in ``table_name``), on both targets."""
+    return Ledger(table_name, client, audit_chain=AuditChain(audit_table(), client, anchor_table=table_name))
 
 
 @contextmanager

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import uuid
 
-from cadencia_shared.ledger import ConversationStatus, Ledger
+from cadencia_shared.audit_chain import AUDIT_TABLE, AuditChain
+from cadencia_shared.ledger import ConversationStatus, ItemType, Ledger
 from orchestrator.events import TurnRequest
 from orchestrator.model import Deadline
 from scripts import atendente
@@ -47,6 +48,10 @@ def test_a_person_lists_reads_masked_replies_and_returns_the_conversation(local_
 
     assert atendente.main(["devolver", ref]) == 0
     assert ledger.read_conversation(conv).status is ConversationStatus.ACTIVE
+    # Given back on the conversation's hash chain, as every writer appends: not a ledger item.
+    chain = AuditChain(AUDIT_TABLE, ledger.client, anchor_table=ledger.table_name)
+    assert [r["evento"] for r in chain.records(conv)][-1] == "ATENDENTE_DEVOLVEU_AO_AGENTE"
+    assert "ATENDENTE_DEVOLVEU_AO_AGENTE" not in [i["evento"] for i in ledger.history(conv, item_type=ItemType.AUDIT)]
     capsys.readouterr()
     assert atendente.main(["listar"]) == 0 and ref not in capsys.readouterr().out
 

@@ -32,20 +32,21 @@ CONV = "conv-auditada"
 
 @pytest.fixture
 def audit(local_stack):
+    """A private audit table, its heads anchored in a private ledger table (as every
+    writer of the stack anchors: a chain no anchor acknowledges is flagged)."""
     ddb = session_client("dynamodb", local_stack.aws_endpoint)
-    name = f"auditoria-teste-{uuid.uuid4().hex[:10]}"
+    name, ledger_name = f"auditoria-teste-{uuid.uuid4().hex[:10]}", f"cadencia-ancora-{uuid.uuid4().hex[:10]}"
     ddb.create_table(**table_definition(name))
-    yield AuditChain(name, ddb)
+    ddb.create_table(**ledger_definition(ledger_name))
+    yield AuditChain(name, ddb, anchor_table=ledger_name)
     ddb.delete_table(TableName=name)
+    ddb.delete_table(TableName=ledger_name)
 
 
 @pytest.fixture
 def chained_ledger(audit):
-    """A ledger table of its own whose audit records go to ``audit``'s chain."""
-    name = f"cadencia-teste-{uuid.uuid4().hex[:10]}"
-    audit.client.create_table(**ledger_definition(name))
-    yield Ledger(name, audit.client, audit_chain=audit)
-    audit.client.delete_table(TableName=name)
+    """The ledger table ``audit`` anchors in, its audit records going to ``audit``'s chain."""
+    yield Ledger(audit.anchor_table, audit.client, audit_chain=audit)
 
 
 def _fill(chain: AuditChain, n: int = 5) -> None:
@@ -59,9 +60,7 @@ def _raw(chain: AuditChain, seq: int) -> dict:
 
 
 def _verifier(local_stack, chain: AuditChain, *args: str) -> subprocess.CompletedProcess:
-    env = {"PATH": "/usr/bin:/bin", "CADENCIA_LOCAL_STACK_DIR": local_stack.directory, "AUDIT_TABLE": chain.table_name}
-    return subprocess.run([str(ROOT / "scripts" / "auditoria"), "verificar", "--local", *args], env=env,
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
+    return _anchored_verifier(local_stack, chain, *args)
 
 
 def test_a_clean_chain_links_every_record_to_the_previous_one(audit, local_stack):
@@ -211,11 +210,8 @@ def test_the_orchestrators_records_go_through_the_chain(audit, chained_ledger, l
 
 @pytest.fixture
 def anchored(audit):
-    """The audit table above, its heads anchored in a private ledger table."""
-    ledger_name = f"cadencia-ancora-{uuid.uuid4().hex[:10]}"
-    audit.client.create_table(**ledger_definition(ledger_name))
-    yield AuditChain(audit.table_name, audit.client, anchor_table=ledger_name)
-    audit.client.delete_table(TableName=ledger_name)
+    """The audit table above, its heads anchored in its private ledger table."""
+    return audit
 
 
 def _anchored_verifier(local_stack, chain: AuditChain, *args: str) -> subprocess.CompletedProcess:
@@ -272,6 +268,9 @@ def test_an_anchor_behind_the_chain_is_accepted(anchored):
     _fill(anchored, 3)
     AuditChain(anchored.table_name, anchored.client).append(conversation_id=CONV, event="DECISAO", details={})
     assert anchored.head(CONV).seq == 3 and anchored.verify(CONV) == (4, None)
+    # Accepted, not called intact: the link no anchor acknowledges is counted (the verifier flags it).
+    report = anchored.check(CONV)
+    assert (report.broken, report.unanchored, report.unanchored_from) == (None, 1, 4)
 
 
 def _append_anchored_forever(endpoint: str, table: str, ledger_table: str) -> None:
@@ -307,5 +306,27 @@ def test_writers_sigkilled_mid_append_never_leave_a_false_truncation(anchored, l
     assert checked >= 30 and broken is None
     assert anchored.head(CONV).seq <= checked
     head = anchored.head(CONV).seq
+    # What the verifier flags after the kills: the links past the anchor, at most one per killed writer.
+    assert anchored.check(CONV).unanchored == checked - head <= 3
     _delete(anchored, *range(head, checked + 1))  # the tail from the anchored head on
     assert anchored.verify(CONV) == (head - 1, Broken(CONV, head, "cauda_truncada"))
+
+
+# --- records written outside the chain -------------------------------------------
+
+
+def test_audit_records_outside_the_chain_are_flagged_by_the_verifier(anchored, local_stack):
+    """A writer built without the chain leaves ``auditoria#`` items in the ledger: the
+    chains themselves are intact, but the verifier says those records exist, how many
+    and for which chain, and does not exit 0."""
+    _fill(anchored, 2)
+    bare = Ledger(anchored.anchor_table, anchored.client)  # no audit_chain: the fallback
+    bare.append_audit(conversation_id=CONV, event="ATENDENTE_DEVOLVEU_AO_AGENTE", details={})
+    bare.append_audit(conversation_id=None, event="APROVACAO_DECIDIDA", details={})
+    for args in (("--conversa", CONV), ()):
+        out = _anchored_verifier(local_stack, anchored, *args)
+        assert out.returncode == 4, out.stdout + out.stderr
+        assert "FORA DA CADEIA" in out.stdout and "0 quebrada(s)" in out.stdout
+    assert "1 registro(s) de auditoria fora da cadeia" in _anchored_verifier(
+        local_stack, anchored, "--conversa", CONV).stdout
+    assert "2 registro(s) de auditoria fora da cadeia" in _anchored_verifier(local_stack, anchored).stdout

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cadencia_shared.approvals import ApprovalStore
+from cadencia_shared.audit_chain import AUDIT_TABLE, AuditChain
 from cadencia_shared.ledger import ItemType, Ledger
 from decidir_aprovacao.handler import lambda_handler
 from orchestrator.events import TurnRequest
@@ -75,6 +76,18 @@ def test_aprovar_py_lists_and_decides_on_the_local_stack(local_stack, erp, gatew
     replay = run("aprovar", approval, "--por", "ana.operadora", "--motivo", "de novo")
     assert replay.returncode == 1 and "aprovacao_ja_decidida" in replay.stdout
     assert len(gateway.debits_for(conv)) == 1
+    # The decision, its refused replay, the consumed approval and the resume are links of
+    # the conversation's hash chain, as the deployed Lambdas write them — never ledger items.
+    client = session_client("dynamodb", local_stack.aws_endpoint)
+    chain = AuditChain(AUDIT_TABLE, client, anchor_table=local_stack.ledger_table)
+    events = [r["evento"] for r in chain.records(conv)]
+    for event in ("APROVACAO_DECIDIDA", "DECISAO_DE_APROVACAO_RECUSADA", "APROVACAO_CONSUMIDA",
+                  "CONVERSA_RETOMADA_APOS_APROVACAO"):
+        assert event in events, events
+    ledger = Ledger(local_stack.ledger_table, client)
+    unchained = [i["evento"] for i in ledger.history(conv, item_type=ItemType.AUDIT)]
+    assert not set(unchained) & {"APROVACAO_DECIDIDA", "DECISAO_DE_APROVACAO_RECUSADA", "APROVACAO_CONSUMIDA",
+                                 "CONVERSA_RETOMADA_APOS_APROVACAO"}, unchained
 
 
 GOOD = {"acao": "decidir", "aprovacaoId": "a" * 32, "decisao": "aprovar", "aprovador": "ana.operadora",

@@ -24,6 +24,7 @@ from orchestrator.controls import (
     Cancellation,
     DecisionAudit,
     RetryCeiling,
+    TokenBudget,
     ToolCallBudget,
     default_controls,
 )
@@ -63,8 +64,8 @@ def _turn(conv: str, text: str = "oi") -> TurnRequest:
 def test_the_default_chain_is_designs_order_with_the_gate_last(mocked_aws):
     chain = default_controls(mocked_aws["ledger"], ceiling=4, reserve_s=3.0, invoker=CountingInvoker(),
                              approval=ApprovalSettings())
-    assert [type(c) for c in chain] == [DecisionAudit, CallTimeBudget, ToolCallBudget, Cancellation, CircuitBreaker,
-                                        RetryCeiling, ConfirmationGate]
+    assert [type(c) for c in chain] == [DecisionAudit, CallTimeBudget, TokenBudget, ToolCallBudget, Cancellation,
+                                        CircuitBreaker, RetryCeiling, ConfirmationGate]
 
 
 def test_a_tool_call_budget_hand_off_is_published(mocked_aws, queue):

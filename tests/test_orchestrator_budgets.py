@@ -87,19 +87,44 @@ def test_within_the_tool_call_budget_nothing_is_refused(mocked_aws, capsys):
 
 def test_the_token_budget_stops_before_the_model_call_past_it(mocked_aws, capsys):
     """Each scripted tool_use response bills 812 + 71 = 883 tokens (its ``usage``).
-    With 1 000: the second call is allowed (883 spent), the third is not (1 766)."""
+    With 1 000: the second model call is allowed (883 spent), the third is not
+    (1 766) — and the second response's tool, asked with the budget spent, never runs."""
     ledger = mocked_aws["ledger"]
     model = ScriptedModel(tool_use(*_status("1")), tool_use(*_status("2")), text_reply("nunca pedido"))
     invoker = CountingInvoker()
     orch, _ = build(model, ledger, invoker, MAX_TOKENS_POR_TURNO="1000")
     reply = orch.handle(_request("conv-budget-tokens"), Deadline.after(60))
-    assert len(model.requests) == 2 and invoker.calls["consultar_status_pedido"] == 2
+    assert len(model.requests) == 2 and invoker.calls["consultar_status_pedido"] == 1
     assert (reply.status, reply.motivo) == ("aguardando_humano", "orcamento_de_tokens")
     record = _assert_limit(ledger, capsys, "conv-budget-tokens", "orcamento_de_tokens")
     assert record["tokens"] == 2 * 883
     # The history stays valid for the human and the next request: the last
     # tool_use has its tool_result.
     assert ledger.read_conversation("conv-budget-tokens").messages[-1]["content"][0]["type"] == "tool_result"
+
+
+def test_a_response_past_the_token_budget_runs_none_of_its_tools(mocked_aws, capsys):
+    """The budget is spent by the response that asks for the tools: neither the
+    refund nor the status query runs; each tool_use is answered is_error with the
+    budget's reason, and the turn ends once, on that limit."""
+    ledger = mocked_aws["ledger"]
+    costly = tool_uses(("emitir_reembolso", {"pedidoId": "4821", "valor": 50}), _status("4821"))
+    costly["usage"]["input_tokens"] = 5_000
+    model = ScriptedModel(costly, text_reply("nunca pedido"))
+    invoker = CountingInvoker()
+    orch, _ = build(model, ledger, invoker, MAX_TOKENS_POR_TURNO="1000")
+    reply = orch.handle(_request("conv-budget-tokens-tools"), Deadline.after(60))
+    assert sum(invoker.calls.values()) == 0 and len(model.requests) == 1
+    assert (reply.status, reply.motivo) == ("aguardando_humano", "orcamento_de_tokens")
+    stored = ledger.read_conversation("conv-budget-tokens-tools").messages
+    asked = [b["id"] for b in stored[-2]["content"] if b.get("type") == "tool_use"]
+    results = stored[-1]["content"]
+    assert [r["tool_use_id"] for r in results] == asked and len(asked) == 2
+    assert all(r["is_error"] and json.loads(r["content"])["erro"] == "orcamento_de_tokens" for r in results)
+    # Refused before the retry ceiling and the tool-call budget: no attempt, no call counted.
+    assert list(ledger.attempts("conv-budget-tokens-tools")) == []
+    record = _assert_limit(ledger, capsys, "conv-budget-tokens-tools", "orcamento_de_tokens")
+    assert record["tokens"] == 5_000 + 71 and record["chamadasFerramenta"] == 0
 
 
 def test_enough_tokens_the_turn_ends_normally(mocked_aws, capsys):

@@ -9,6 +9,8 @@ import copy
 import json
 import uuid
 
+import pytest
+
 from orchestrator.events import TurnRequest
 from orchestrator.model import Deadline
 
@@ -127,3 +129,39 @@ def test_tool_use_under_stop_sequence_or_pause_turn_is_not_executed(mocked_aws):
 def test_the_fixture_used_above_is_a_real_tool_use_response():
     # The stray-block tests rewrite only stop_reason of a stored Messages-API body.
     assert fixture("tool_use")["stop_reason"] == "tool_use"
+
+
+def _stored_pairs(messages: list[dict]) -> list[tuple[str, bool]]:
+    """(tool_use id, its result's is_error) for every tool_use of the stored history;
+    fails when one has no result in the next message."""
+    pairs = []
+    for index, message in enumerate(messages):
+        uses = [b["id"] for b in message["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
+        results = {b["tool_use_id"]: b["is_error"] for b in (messages[index + 1]["content"] if index + 1 < len(
+            messages) else []) if isinstance(b, dict) and b.get("type") == "tool_result"}
+        assert set(uses) <= set(results), (index, uses, results)
+        pairs += [(u, results[u]) for u in uses]
+    return pairs
+
+
+@pytest.mark.parametrize("edge", [{}, {"CONTRATO_SAIDA_TENTATIVAS": "1"}, {"MAX_RODADAS_POR_TURNO": "1"},
+                                  {"MAX_TOKENS_POR_TURNO": "1000"}])
+def test_tool_use_under_end_turn_is_stored_answered_whatever_ends_the_turn(mocked_aws, edge):
+    """The stored history (not only the next request) pairs the stray calls with an
+    is_error result, also when that response is the turn's last: the output contract's
+    last attempt, the round budget, the token budget."""
+    stray = tool_uses((STATUS, {"pedidoId": "4821"}), (STATUS, {"pedidoId": "5100"}))
+    stray["stop_reason"] = "end_turn"
+    stray["usage"]["input_tokens"] = 2_000 if "MAX_TOKENS_POR_TURNO" in edge else stray["usage"]["input_tokens"]
+    model = ScriptedModel(stray, text_reply("ok"), text_reply("ok"))
+    invoker = CountingInvoker()
+    orch, _ = build(model, mocked_aws["ledger"], invoker, **edge)
+    conv = f"conv-stray-stored-{uuid.uuid4().hex[:6]}"
+    orch.handle(_turn(conv), Deadline.after(60))
+    assert sum(invoker.calls.values()) == 0
+    stored = mocked_aws["ledger"].read_conversation(conv).messages
+    stray_ids = {b["id"] for b in stray["content"] if b["type"] == "tool_use"}
+    assert {u: e for u, e in _stored_pairs(stored) if u in stray_ids} == dict.fromkeys(stray_ids, True)
+    orch.handle(_turn(conv, "e então?"), Deadline.after(60))
+    _stored_pairs(mocked_aws["ledger"].read_conversation(conv).messages)
+    _assert_valid_for_the_api(model.requests[-1]["messages"])

@@ -15,8 +15,14 @@ from __future__ import annotations
 import pytest
 
 from cadencia_shared.audit_chain import AuditChain
+from cadencia_shared.ledger import Ledger
+from orchestrator.events import TurnRequest
+from orchestrator.model import Deadline
 from tests.test_audit_chain import (  # noqa: F401
     CONV, _anchored_verifier, _delete, _fill, anchored, audit, run_to_completion)
+
+from .support.anthropic_fake import ScriptedModel, text_reply, tool_use
+from .support.orchestrators import CountingInvoker, build
 
 
 def _another_instance(chain: AuditChain) -> AuditChain:
@@ -71,3 +77,53 @@ def test_concurrent_anchored_writers_leave_the_anchor_at_the_last_record(anchore
     records = list(anchored.records(CONV))
     assert anchored.verify(CONV) == (40, None)
     assert (anchored.head(CONV).seq, anchored.head(CONV).hash) == (40, records[-1]["hash"])
+
+
+# --- a link appended after every anchor (a forged tail) ------------------------------
+
+
+def _forge(chain: AuditChain, conversation: str = CONV) -> None:
+    """A well-formed link (right seq, right previous hash, right hash) put by an identity
+    that can write the audit table but moves no anchor."""
+    AuditChain(chain.table_name, chain.client).append(conversation_id=conversation, event="APROVACAO_DECIDIDA",
+                                                       details={"aprovador": "mallory"})
+
+
+def test_a_forged_link_after_the_anchored_head_is_flagged(anchored, local_stack):
+    _fill(anchored, 3)
+    _forge(anchored)
+    report = anchored.check(CONV)
+    assert (report.checked, report.broken, report.unanchored) == (4, None, 1)
+    out = _anchored_verifier(local_stack, anchored, "--conversa", CONV)
+    assert out.returncode == 4, out.stdout + out.stderr
+    assert "seq=4..4" in out.stdout and "sem âncora" in out.stdout and "íntegra (" not in out.stdout
+
+
+def test_a_forged_link_after_the_turns_commit_is_flagged(anchored, local_stack):
+    """The orchestrator's turn anchors its links in its fenced commit (the conversation
+    item); a link put after that commit, that no anchor acknowledges, is flagged."""
+    conv = "conv-forjada"
+    ledger = Ledger(anchored.anchor_table, anchored.client, audit_chain=anchored)
+    model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}), text_reply("Seu pedido foi entregue."))
+    orch, _ = build(model, ledger, CountingInvoker())
+    orch.handle(TurnRequest(conversaId=conv, clienteId=1001, mensagemId="wamid.f1", mensagem="status"),
+                Deadline.after(60))
+    clean = anchored.check(conv)
+    assert clean.broken is None and clean.unanchored == 0 and clean.checked >= 1
+    assert _anchored_verifier(local_stack, anchored, "--conversa", conv).returncode == 0
+    _forge(anchored, conv)
+    report = anchored.check(conv)
+    assert (report.broken, report.unanchored) == (None, 1)
+    assert _anchored_verifier(local_stack, anchored, "--conversa", conv).returncode == 4
+
+
+def test_what_the_chain_does_not_cover_a_writer_role_that_also_anchors(anchored):
+    """The documented limit: an identity holding a writer's grants (PutItem on the audit
+    table AND UpdateItem on the ``auditoria-cabeca#`` anchor) appends exactly as a
+    legitimate writer does; the chain cannot tell its link apart (CloudTrail data events
+    on the audit table name the role that put each seq)."""
+    _fill(anchored, 3)
+    AuditChain(anchored.table_name, anchored.client, anchor_table=anchored.anchor_table).append(
+        conversation_id=CONV, event="APROVACAO_DECIDIDA", details={"aprovador": "mallory"})
+    report = anchored.check(CONV)
+    assert (report.checked, report.broken, report.unanchored) == (4, None, 0)

@@ -32,6 +32,9 @@ CONVERSATION_PREFIX = "conversa#"  # the conversation's item (cadencia_shared.le
 # bill it by the KB (a transaction twice), so every byte it carries is paid three times.
 CONVERSATION_SEQ, CONVERSATION_HASH = "cadeiaSeq", "cadeiaHash"
 LEDGER_KEY = "pk"  # the ledger table's partition key (cadencia_shared.ledger.TABLE_KEY)
+# A ledger item holding an audit record written WITHOUT the chain (cadencia_shared.ledger's
+# ``audit_pk``: a writer run without ``AUDIT_TABLE``): no hash, no anchor, flagged by the verifier.
+UNCHAINED_PREFIX = "auditoria#"
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,30 @@ def conversation_anchor_values(head: Head) -> tuple[int, bytes]:
 def _hex(stored: Any) -> str:
     # Binary attributes read back as bytes (cadencia_shared.dynamo_types).
     return stored.hex() if isinstance(stored, bytes | bytearray) else str(stored)
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    """One chain verified: ``checked`` valid links, the first broken one (``broken``, an
+    ``audit_chain.Broken``) or None, and ``unanchored``: how many of its last links lie after
+    every anchor — links no writer's anchor (nor the turn's fenced commit) acknowledged."""
+
+    checked: int
+    broken: Any
+    unanchored: int = 0
+
+    @property
+    def unanchored_from(self) -> int:
+        return self.checked - self.unanchored + 1
+
+
+def unanchored_links(checked: int, anchors: list[Head]) -> int:
+    """Links of an intact chain of ``checked`` after its furthest anchor (all of them
+    when it has none). Each writer anchors after its append, so such a tail is a writer
+    killed between its record and its anchor (or a turn killed before its commit, or
+    one still running) — or a link put by an identity that writes the audit table but
+    moves no anchor: the chain cannot tell which, the verifier flags it."""
+    return max(0, checked - max((anchor.seq for anchor in anchors), default=0))
 
 
 def anchor_problem(checked: int, anchors: list[Head], hashes_at: dict[int, str]) -> tuple[int, str] | None:
@@ -118,4 +145,24 @@ class LedgerAnchors:
                           else key.removeprefix(CONVERSATION_PREFIX))
             if "LastEvaluatedKey" not in resp:
                 return sorted(found)
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    def unchained_records(self, conversation_id: str | None = None) -> dict[str, int]:
+        """How many audit records sit in the ledger as ``auditoria#`` items, outside any
+        chain, per conversation (``-``: none named); only ``conversation_id``'s when given.
+        A filtered Scan: the verifier's pass, not a hot path."""
+        values: dict[str, Any] = {":u": {"S": UNCHAINED_PREFIX}}
+        condition = f"begins_with({LEDGER_KEY}, :u)"
+        if conversation_id is not None:
+            condition, values[":c"] = condition + " AND conversaId = :c", {"S": conversation_id}
+        kwargs: dict[str, Any] = {"TableName": self.table_name, "FilterExpression": condition,
+                                  "ProjectionExpression": "conversaId", "ExpressionAttributeValues": values}
+        found: dict[str, int] = {}
+        while True:
+            resp = self.client.scan(**kwargs)
+            for item in resp.get("Items", []):
+                chain = item.get("conversaId", {}).get("S") or "-"
+                found[chain] = found.get(chain, 0) + 1
+            if "LastEvaluatedKey" not in resp:
+                return found
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]

@@ -25,15 +25,15 @@ link, or a lagging link still in the chain: it only moves forward along the chai
 so a deleted tail re-appended by the writers stays reported). ``verify`` then reports
 ``cauda_truncada`` when the chain ends before the anchored head, and
 ``ancora_divergente`` when the record at the anchored ``seq`` is not the anchored
-one (a tail deleted and rewritten). Threat model: whoever can delete or rewrite
-audit records but cannot write the ledger is detected; an identity with write
-access to both tables can rewrite both (no role of the stack has DeleteItem or
-UpdateItem on the audit table; the ledger's writers are the orchestrator, the
-channel's consumer and the decision Lambda — for them, point-in-time recovery of
-both tables and CloudTrail data events are the remaining evidence). The anchor is
-written after the record: a writer killed in between leaves the anchor one link
-behind (never ahead), which ``verify`` accepts — the links after it are still
-checked by their hashes.
+one (a tail deleted and rewritten). The anchor is written after the record: a
+writer killed in between leaves it behind (never ahead); ``verify`` accepts that,
+and ``check`` counts the links after every anchor (``unanchored``), which the
+verifier flags — a crash, or a link put by someone who moves no anchor.
+Threat model (docs/architecture.md): detected — a record deleted, edited or
+reordered, a tail deleted or rewritten, a link appended without moving an anchor;
+NOT detected — an identity with a writer's grants (PutItem here AND UpdateItem on
+``auditoria-cabeca#``: every writer role) appending as a writer does, or one that
+can rewrite both tables (PITR and CloudTrail data events are the evidence then).
 
 A conversation's chain has a second anchor, on the conversation's own item
 (``cadencia_shared.audit_anchors``): the orchestrator's turn sets it in the fenced
@@ -59,16 +59,11 @@ record at its ``seq`` (or the chain was tampered with, which ``verify`` reports)
 
 Personal data never enters a record in clear: values under keys that name contact
 data (CPF, phone, e-mail, address, at any depth) are MASKED — all but their last two
-characters starred (``cadencia_shared.masking``) — not hashed. A hash of a phone
-number or a CPF, keyed or not, exists to match two records about the same value;
-the audit trail proves decisions and needs no such match (finding a customer by a
-contact value is the ERP's job, under its own access control). An unkeyed hash is
-reversible by enumeration (phone numbers and CPFs are small spaces); a keyed HMAC
-would add a secret on every writer's path, its rotation (which breaks matching
-anyway) and three more IAM grants, for a capability nobody uses. Masking keeps a
-record readable by the auditor ("the e-mail ending in ...om changed") and
-irreversible. Conversation ids are not personal here (the channel names them
-``wa-{clienteId}-{day}``).
+characters starred (``cadencia_shared.masking``) — not hashed: the trail proves
+decisions and needs no match between records, an unkeyed hash of a phone or CPF is
+reversible by enumeration, and a keyed HMAC would put a secret on every writer's path
+for a capability nobody uses (docs/architecture.md). Conversation ids are not personal
+here (the channel names them ``wa-{clienteId}-{day}``).
 """
 
 from __future__ import annotations
@@ -85,7 +80,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .audit_anchors import ANCHOR_PREFIX, GENESIS, LEDGER_KEY, Head, LedgerAnchors, anchor_problem
+from .audit_anchors import (ANCHOR_PREFIX, GENESIS, LEDGER_KEY, ChainReport, Head, LedgerAnchors, anchor_problem,
+                            unanchored_links)
 from .dynamo_types import deserialize_item, serialize_item
 from .masking import mask_identifier
 
@@ -305,19 +301,26 @@ class AuditChain:
 
     def verify(self, chain: str) -> tuple[int, Broken | None]:
         """(records checked, the first broken link or None), against both anchors."""
+        report = self.check(chain)
+        return report.checked, report.broken
+
+    def check(self, chain: str) -> ChainReport:
+        """``verify``, and how many last links no anchor acknowledges (``unanchored_links``)."""
         anchors = [] if self._anchors is None else self._anchors.heads(chain)
         anchored_seqs = {anchor.seq for anchor in anchors}
         previous_hash, expected_seq, hashes_at = GENESIS, 1, {}
         for record in self.records(chain):
             problem = _link_problem(record, expected_seq, previous_hash)
             if problem is not None:
-                return expected_seq - 1, Broken(chain, expected_seq, problem)
+                return ChainReport(expected_seq - 1, Broken(chain, expected_seq, problem))
             if record[SEQ_KEY] in anchored_seqs:
                 hashes_at[record[SEQ_KEY]] = record["hash"]
             previous_hash, expected_seq = record["hash"], expected_seq + 1
         checked = expected_seq - 1
         problem_at = anchor_problem(checked, anchors, hashes_at)
-        return checked, None if problem_at is None else Broken(chain, *problem_at)
+        if problem_at is not None:
+            return ChainReport(checked, Broken(chain, *problem_at))
+        return ChainReport(checked, None, unanchored_links(checked, anchors))
 
     # -- the conversation's anchor, set by the orchestrator's commit (audit_anchors) --
     def seed_head(self, chain: str, anchored: Head) -> None:
