@@ -14,7 +14,10 @@ and every call that runs — an approved one included — was counted.
         consumida             ─► pass (the same call again: the refund's idempotency key
                                  answers it, so no second debit can follow)
 
-Whether an order was already refunded is read twice. The ERP's own figure
+Whether an order was already refunded is read twice. A claim of this conversation
+answers only when its key answers the call for ever (executed, declined, or an
+outcome the gateway still holds: ``ANSWERED_BY_ITS_KEY``); a released claim proves
+nothing, so the order is read as for any other conversation. The ERP's own figure
 (``valorReembolsado``, through the status tool, which the orchestrator may already
 invoke: no new privilege) knows refunds made in other conversations or outside the
 agent; the ledger cannot (a refund claim is keyed by conversation and order). But
@@ -34,7 +37,7 @@ from typing import Any
 
 from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalStore, canonical_arguments
 from cadencia_shared.catalog import CONSULTAR_STATUS_PEDIDO, ApprovalPolicy
-from cadencia_shared.ledger import Ledger
+from cadencia_shared.ledger import ClaimStatus, Ledger
 from cadencia_shared.settings import ApprovalSettings
 
 from . import texts
@@ -42,6 +45,16 @@ from .controls import CallContext, CallOutcome, Refusal
 from .invokers import ToolInvoker
 from .steps import AwaitApproval, HandOff, Reply
 from .tools import ToolCall, canonical_input, tool_version
+
+
+# A claim of this conversation in one of these states can never be released (the
+# refund's transition table has no way from them to ``falhou_antes_do_gateway``), so
+# the tool answers a repeat of its key from the claim (the original outcome, or the
+# claim's own request re-sent) and never takes a new amount. Any other claim — a
+# released one, or one still ``em_processamento``/``envio_possivel``, which may yet
+# be released and retaken — says nothing about whether the order was refunded.
+ANSWERED_BY_ITS_KEY = frozenset({ClaimStatus.EXECUTED, ClaimStatus.DECLINED, ClaimStatus.UNKNOWN,
+                                 ClaimStatus.RECONCILING})
 
 
 class ApprovalRefusal(StrEnum):
@@ -85,10 +98,13 @@ class ConfirmationGate:
     def _prior_refund(self, call: ToolCall, ctx: CallContext) -> bool | None:
         """True: the order was refunded, or another conversation asked first; None: unknown."""
         key = call.idempotency_key
-        if key is not None and self.ledger.get_claim(key) is not None:
+        claim = None if key is None else self.ledger.get_claim(key)
+        if claim is not None and claim.status in ANSWERED_BY_ITS_KEY:
             # This conversation's own refund of this order, asked again: its
-            # idempotency key answers it, no new money can move.
+            # idempotency key answers it for ever, no new money can move.
             return False
+        # No claim, or one that proves nothing about the order (released, or still
+        # able to be released and retaken with a new amount): the order decides.
         # Two conversations asking at once both read "nothing refunded" from the ERP;
         # the ledger's conditional mark makes one of them the second.
         owner = self.ledger.first_refund_conversation(order_id=str(call.order_id), conversation_id=call.conversation_id)

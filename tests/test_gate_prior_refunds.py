@@ -125,3 +125,20 @@ def test_an_executed_refund_of_this_conversation_asked_again_is_answered_by_its_
     assert invoker.calls["emitir_reembolso"] == 1  # the tool answered it: bloqueado_por_idempotencia
     assert _approvals(ledger, conv) == []
     assert len(gateway.debits_for(conv)) == 1
+
+
+def test_the_claims_the_gate_trusts_are_exactly_those_the_refund_can_never_release():
+    """``ANSWERED_BY_ITS_KEY`` derived from the refund's own transition table: the
+    states from which no path leads to a released claim (one a new amount may retake)."""
+    from emitir_reembolso.transitions import TABLE
+
+    from orchestrator.approval_gate import ANSWERED_BY_ITS_KEY
+
+    def reaches_release(state: ClaimStatus, seen: frozenset = frozenset()) -> bool:
+        nexts = {step.to for (origin, _), step in TABLE.items() if origin is state}
+        return ClaimStatus.FAILED_BEFORE_GATEWAY in nexts or any(
+            reaches_release(n, seen | {state}) for n in nexts - seen - {state})
+
+    never_released = {s for s in ClaimStatus if s is not ClaimStatus.FAILED_BEFORE_GATEWAY
+                      and not reaches_release(s)}
+    assert never_released == set(ANSWERED_BY_ITS_KEY)
