@@ -12,8 +12,9 @@ A control is one component with two steps:
 
 The chain is ``default_controls()``: adding a control is a class here (or in its
 own module) and one line in that list, never a branch in the tool round or the
-loop. Issue 11's order: deadline and budgets → cancellation → circuit breaker →
-retry ceiling → confirmation gate (issue 10) → invoke → after-steps.
+loop. DESIGN's order: deadline and budgets → cancellation → circuit breaker →
+retry ceiling → feasibility (the tool's own refusals, ``feasibility.py``) →
+confirmation gate (issue 10) → invoke → after-steps.
 ``DecisionAudit`` heads the list, so its after-step runs last: every call that
 was invoked leaves one link on the conversation's audit chain with its decision
 and its outcome — the ONLY place that outcome is written (the retry ceiling's
@@ -331,6 +332,7 @@ def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float, invoker:
     """The chain, in order (see the module doc). One line per control."""
     from .approval_gate import ConfirmationGate  # it builds on this module's types
     from .breaker import CircuitBreaker  # its own module (it imports this one)
+    from .feasibility import Feasibility  # likewise
 
     return [
         DecisionAudit(ledger),
@@ -340,5 +342,6 @@ def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float, invoker:
         CircuitBreaker(ledger, failures=breaker_failures, cooldown_s=breaker_cooldown_s,
                        closed_cache_s=breaker_cache_s),
         RetryCeiling(ledger, ceiling),
+        Feasibility(ledger, invoker, reserve_s=reserve_s),
         ConfirmationGate(ledger, invoker, approval, reserve_s=reserve_s),
     ]

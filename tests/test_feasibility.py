@@ -67,10 +67,15 @@ def test_another_customers_refunded_order_is_refused_like_a_nonexistent_one_and_
         body = json.loads(_result(ledger, conv)["content"])
         assert order in json.dumps(body, ensure_ascii=False)
     # The model (and so the customer) reads the same thing for both, the order id aside.
-    shown = [json.dumps(_result(ledger, c), ensure_ascii=False, sort_keys=True).replace(o, "<pedido>")
-             for c, o in ((foreign, "5100"), (missing, "9999"))]
+    shown = [json.dumps({k: v for k, v in _result(ledger, c).items() if k != "tool_use_id"}, ensure_ascii=False,
+                        sort_keys=True).replace(o, "<pedido>") for c, o in ((foreign, "5100"), (missing, "9999"))]
     assert shown[0] == shown[1]
     assert "pedido_nao_encontrado" in shown[0] and '"is_error": true' in shown[0]
+    # ... and their audit links say the same (a person reading the chain learns nothing either).
+    links = [[{k: v for k, v in json.loads(i["detalhes"]).items() if k not in ("pedidoId", "assunto", "mensagemId")}
+              for i in ledger.history(c, item_type=ItemType.AUDIT) if i["evento"] == "CHAMADA_INVIAVEL"]
+             for c in (foreign, missing)]
+    assert links[0] == links[1] and len(links[0]) == 1
     assert invoker.calls["emitir_reembolso"] == 0
     assert gateway.debits() == []
 
