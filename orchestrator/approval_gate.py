@@ -44,7 +44,7 @@ from cadencia_shared.ledger import ClaimStatus, Ledger
 from cadencia_shared.settings import ApprovalSettings
 
 from . import texts
-from .controls import CallContext, CallOutcome, Refusal
+from .controls import CallContext, CallOutcome, Refusal, RetryCeiling
 from .feasibility import order_read, own_claim
 from .invokers import ToolInvoker
 from .steps import AwaitApproval, HandOff, Reply
@@ -133,16 +133,18 @@ class ConfirmationGate:
                            {"mensagem": "Esta chamada exige aprovação humana e não há aprovador; não foi executada. "
                                         "Não tente novamente."},
                            ending=HandOff(texts.NO_APPROVER, "aprovacao_sem_aprovador"))
-        return self._with_approval(call, policy, why)
+        attempt = ctx.notes.get(RetryCeiling)  # kept on the request: its resume runs under it
+        return self._with_approval(call, policy, why, None if attempt is None else attempt.number)
 
-    def _with_approval(self, call: ToolCall, policy: ApprovalPolicy, why: Why) -> Refusal | None:
+    def _with_approval(self, call: ToolCall, policy: ApprovalPolicy, why: Why,
+                       attempt_number: int | None) -> Refusal | None:
         version = tool_version(call.spec.name, self.settings.release)
         arguments = canonical_input(call.spec.name, call.arguments)
         digest = canonical_arguments(arguments)[1]
         record, created = self.store.request(
             tool=call.spec.name, version=version, arguments=arguments, conversation_id=call.conversation_id,
             customer_id=call.customer_id, amount=Decimal(str(arguments[policy.amount_field])), reason=why.value,
-            validity_s=self.settings.validity_s,
+            validity_s=self.settings.validity_s, attempt_number=attempt_number,
         )
         bound = record.binds(conversation_id=call.conversation_id, tool=call.spec.name, version=version,
                              arguments_sha256=digest)

@@ -84,6 +84,10 @@ class CallContext:
     # The turn's exhausted attempt keys (None: a chain run without a conversation's lease,
     # e.g. the approval resume: the retry ceiling then always numbers on the counter).
     exhausted: ExhaustedAttempts | None = None
+    # A call a person approved, resumed: the retry ceiling's number it got when it asked
+    # (``ApprovalRecord.attempt_number``). It is that call, already counted: the ceiling
+    # gives it no new number (docs/decisions/approved-call-keeps-its-attempt-number.md).
+    approved_attempt: int | None = None
     notes: dict[str, Any] = field(default_factory=dict)
 
 
@@ -236,6 +240,11 @@ class RetryCeiling:
         )
         return attempt
 
+    def _approved(self, call: ToolCall, number: int) -> Attempt:
+        return Attempt(conversation_id=call.conversation_id, subject=call.subject, order_id=call.order_id,
+                       tool=call.spec.name, number=number, ceiling=self.limit,
+                       idempotency_key=call.idempotency_key, recorded_at="")
+
     def _number(self, call: ToolCall, exhausted: ExhaustedAttempts | None) -> Attempt:
         """The attempt's number: from the turn's exhausted keys when they already
         refuse it, else from the counter (and noted when it reaches the ceiling)."""
@@ -259,6 +268,11 @@ class RetryCeiling:
         return attempt
 
     def before(self, ctx: CallContext) -> Refusal | None:
+        if ctx.approved_attempt is not None and 1 <= ctx.approved_attempt <= self.limit:
+            # The approved call, counted when it asked: run under that number (its link
+            # then closes that attempt), also when a crashed resume is re-run.
+            ctx.notes[RetryCeiling] = self._approved(ctx.call, ctx.approved_attempt)
+            return None
         attempt = self.decide(ctx.call, ctx.message_id, ctx.exhausted)
         if attempt.allowed:
             ctx.notes[RetryCeiling] = attempt
