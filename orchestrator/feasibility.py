@@ -103,10 +103,12 @@ def _read(ctx: CallContext, invoker: ToolInvoker, reserve_s: float) -> OrderRead
     if not isinstance(data, dict):
         return None
     try:
-        return OrderRead(found=True, order_amount=Decimal(str(data["valorPedido"])),
-                         refunded=Decimal(str(data["valorReembolsado"])))
+        figures = Decimal(str(data["valorPedido"])), Decimal(str(data["valorReembolsado"]))
     except (KeyError, InvalidOperation):
         return None
+    if not all(f.is_finite() and f >= 0 for f in figures):  # never NaN: it would not compare
+        return None
+    return OrderRead(found=True, order_amount=figures[0], refunded=figures[1])
 
 
 def answered_by_claim(claim: RefundClaim | None, customer_id: int, now_ms: int) -> bool:

@@ -109,3 +109,53 @@ def test_a_malformed_refund_is_refused_before_anyone_is_asked(mocked_aws, gatewa
     assert reply.status == "ativa" and _approvals(ledger, conv) == []
     assert "entrada_invalida" in _result(ledger, conv)["content"]
     assert sum(invoker.calls.values()) == 0 and gateway.debits() == []
+
+
+# -- hostile status answers, by property (unit: no stack) ---------------------------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import settings as hsettings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from cadencia_shared.catalog import EMITIR_REEMBOLSO  # noqa: E402
+from orchestrator.controls import CallContext  # noqa: E402
+from orchestrator.feasibility import OrderRead, order_read  # noqa: E402
+from orchestrator.invokers import Invocation, InvocationStatus  # noqa: E402
+from orchestrator.tools import ToolCall  # noqa: E402
+
+JUNK = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner,
+                                                                                 max_size=3), max_leaves=8)
+FIGURE = st.one_of(JUNK, st.sampled_from(["NaN", "sNaN", "Infinity", "-1", "1e999999", "", "10,00"]))
+
+
+class _Canned:
+    def __init__(self, payload) -> None:
+        self.payload = payload
+
+    def invoke(self, tool, event):
+        return Invocation(InvocationStatus.OK, payload=self.payload)
+
+
+def _ctx() -> CallContext:
+    call = ToolCall(spec=EMITIR_REEMBOLSO, tool_use_id="toolu_x", arguments={"pedidoId": "4821", "valor": 10.0},
+                    conversation_id="conv-x", customer_id=1001)
+    return CallContext(call, Deadline.after(60))
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(st.one_of(JUNK, st.fixed_dictionaries({"ok": st.just(True), "dados": st.fixed_dictionaries(
+    {"valorPedido": FIGURE, "valorReembolsado": FIGURE})}), st.fixed_dictionaries(
+    {"ok": st.just(False), "erro": st.one_of(JUNK, st.fixed_dictionaries({"codigo": JUNK}))})))
+def test_a_status_answer_that_is_not_the_order_is_never_a_refusal_nor_a_crash(payload):
+    """Only the status tool's exact "not found" refuses; figures are used only when both
+    are finite, non-negative numbers; anything else is "not read" (the tool decides)."""
+    read = order_read(_ctx(), _Canned(payload), reserve_s=3.0)
+    if read is None:
+        return
+    if not read.found:
+        assert payload["ok"] is False and payload["erro"]["codigo"] == "pedido_nao_encontrado"
+    else:
+        assert read.order_amount.is_finite() and read.refunded.is_finite()
+        assert read.order_amount >= 0 and read.refunded >= 0
+        assert isinstance(read, OrderRead)
