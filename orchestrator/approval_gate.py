@@ -1,8 +1,10 @@
 """The confirmation gate (issue 10): an irreversible call its policy flags runs
 only with a person's approval bound to exactly that call.
 
-Placed after the retry ceiling: a call the ceiling refuses never asks anyone,
-and every call that runs — an approved one included — was counted.
+Placed after the retry ceiling and feasibility: a call the ceiling refuses, or
+one the tool itself would refuse (``feasibility.py``: not this customer's order,
+above the balance), never asks anyone; every call that runs — an approved one
+included — was counted.
 
     policy says no approval needed ─────────────────────────────► pass
     needed, no approver configured ─► refuse, hand off (never executes)
@@ -14,10 +16,14 @@ and every call that runs — an approved one included — was counted.
         consumida             ─► pass (the same call again: the refund's idempotency key
                                  answers it, so no second debit can follow)
 
-Whether an order was already refunded is read twice. The ERP's own figure
+Whether an order was already refunded is read twice. A claim of this conversation
+answers only when its key answers the call for ever (executed, declined, or an
+outcome the gateway still holds: ``ANSWERED_BY_ITS_KEY``); a released claim proves
+nothing, so the order is read as for any other conversation. The ERP's own figure
 (``valorReembolsado``, through the status tool, which the orchestrator may already
 invoke: no new privilege) knows refunds made in other conversations or outside the
-agent; the ledger cannot (a refund claim is keyed by conversation and order). But
+agent; the ledger cannot (a refund claim is keyed by conversation and order); the
+read is feasibility's, kept in the call's context (``feasibility.order_read``). But
 two conversations asking at once both read "nothing refunded" there, so every
 refund call first takes the ledger's conditional mark of the order's first
 refunder (``Ledger.first_refund_conversation``): the loser's refund is a second
@@ -28,20 +34,31 @@ refund (fail closed).
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
 from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalStore, canonical_arguments
-from cadencia_shared.catalog import CONSULTAR_STATUS_PEDIDO, ApprovalPolicy
-from cadencia_shared.ledger import Ledger
+from cadencia_shared.catalog import ApprovalPolicy
+from cadencia_shared.ledger import ClaimStatus, Ledger
 from cadencia_shared.settings import ApprovalSettings
 
 from . import texts
-from .controls import CallContext, CallOutcome, Refusal
+from .controls import CallContext, CallOutcome, Refusal, RetryCeiling
+from .feasibility import order_read, own_claim
 from .invokers import ToolInvoker
 from .steps import AwaitApproval, HandOff, Reply
 from .tools import ToolCall, canonical_input, tool_version
+
+
+# A claim of this conversation in one of these states can never be released (the
+# refund's transition table has no way from them to ``falhou_antes_do_gateway``), so
+# the tool answers a repeat of its key from the claim (the original outcome, or the
+# claim's own request re-sent) and never takes a new amount. Any other claim — a
+# released one, or one still ``em_processamento``/``envio_possivel``, which may yet
+# be released and retaken — says nothing about whether the order was refunded.
+ANSWERED_BY_ITS_KEY = frozenset({ClaimStatus.EXECUTED, ClaimStatus.DECLINED, ClaimStatus.UNKNOWN,
+                                 ClaimStatus.RECONCILING})
 
 
 class ApprovalRefusal(StrEnum):
@@ -84,29 +101,22 @@ class ConfirmationGate:
 
     def _prior_refund(self, call: ToolCall, ctx: CallContext) -> bool | None:
         """True: the order was refunded, or another conversation asked first; None: unknown."""
-        key = call.idempotency_key
-        if key is not None and self.ledger.get_claim(key) is not None:
+        claim = own_claim(ctx, self.ledger)
+        if claim is not None and claim.status in ANSWERED_BY_ITS_KEY:
             # This conversation's own refund of this order, asked again: its
-            # idempotency key answers it, no new money can move.
+            # idempotency key answers it for ever, no new money can move.
             return False
+        # No claim, or one that proves nothing about the order (released, or still
+        # able to be released and retaken with a new amount): the order decides.
         # Two conversations asking at once both read "nothing refunded" from the ERP;
         # the ledger's conditional mark makes one of them the second.
         owner = self.ledger.first_refund_conversation(order_id=str(call.order_id), conversation_id=call.conversation_id)
         if owner != call.conversation_id:
             return True
-        refunded = self._refunded_in_erp(call, ctx)
-        return None if refunded is None else refunded > 0
-
-    def _refunded_in_erp(self, call: ToolCall, ctx: CallContext) -> Decimal | None:
-        if ctx.deadline.remaining_s() - self.reserve_s < CONSULTAR_STATUS_PEDIDO.timeout_s + call.spec.timeout_s:
-            return None
-        event = {"pedidoId": call.order_id, "conversaId": call.conversation_id, "clienteId": call.customer_id}
-        answer = self.invoker.invoke(CONSULTAR_STATUS_PEDIDO, event)
-        data = (answer.payload or {}).get("dados") if answer.answered and (answer.payload or {}).get("ok") else None
-        try:
-            return Decimal(str(data["valorReembolsado"])) if isinstance(data, dict) else None
-        except (KeyError, InvalidOperation):
-            return None
+        read = order_read(ctx, self.invoker, self.reserve_s)  # feasibility's read, when it made one
+        if read is None or not read.found:
+            return None  # unreadable (or gone since feasibility read it): fail closed
+        return read.refunded > 0
 
     # -- the control ------------------------------------------------------------
     def before(self, ctx: CallContext) -> Refusal | None:
@@ -123,16 +133,18 @@ class ConfirmationGate:
                            {"mensagem": "Esta chamada exige aprovação humana e não há aprovador; não foi executada. "
                                         "Não tente novamente."},
                            ending=HandOff(texts.NO_APPROVER, "aprovacao_sem_aprovador"))
-        return self._with_approval(call, policy, why)
+        attempt = ctx.notes.get(RetryCeiling)  # kept on the request: its resume runs under it
+        return self._with_approval(call, policy, why, None if attempt is None else attempt.number)
 
-    def _with_approval(self, call: ToolCall, policy: ApprovalPolicy, why: Why) -> Refusal | None:
+    def _with_approval(self, call: ToolCall, policy: ApprovalPolicy, why: Why,
+                       attempt_number: int | None) -> Refusal | None:
         version = tool_version(call.spec.name, self.settings.release)
         arguments = canonical_input(call.spec.name, call.arguments)
         digest = canonical_arguments(arguments)[1]
         record, created = self.store.request(
             tool=call.spec.name, version=version, arguments=arguments, conversation_id=call.conversation_id,
             customer_id=call.customer_id, amount=Decimal(str(arguments[policy.amount_field])), reason=why.value,
-            validity_s=self.settings.validity_s,
+            validity_s=self.settings.validity_s, attempt_number=attempt_number,
         )
         bound = record.binds(conversation_id=call.conversation_id, tool=call.spec.name, version=version,
                              arguments_sha256=digest)

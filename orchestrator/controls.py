@@ -12,8 +12,9 @@ A control is one component with two steps:
 
 The chain is ``default_controls()``: adding a control is a class here (or in its
 own module) and one line in that list, never a branch in the tool round or the
-loop. Issue 11's order: deadline and budgets → cancellation → circuit breaker →
-retry ceiling → confirmation gate (issue 10) → invoke → after-steps.
+loop. DESIGN's order: deadline and budgets → cancellation → circuit breaker →
+retry ceiling → feasibility (the tool's own refusals, ``feasibility.py``) →
+confirmation gate (issue 10) → invoke → after-steps.
 ``DecisionAudit`` heads the list, so its after-step runs last: every call that
 was invoked leaves one link on the conversation's audit chain with its decision
 and its outcome — the ONLY place that outcome is written (the retry ceiling's
@@ -84,6 +85,10 @@ class CallContext:
     # The turn's exhausted attempt keys (None: a chain run without a conversation's lease,
     # e.g. the approval resume: the retry ceiling then always numbers on the counter).
     exhausted: ExhaustedAttempts | None = None
+    # A call a person approved, resumed: the retry ceiling's number it got when it asked
+    # (``ApprovalRecord.attempt_number``). It is that call, already counted: the ceiling
+    # gives it no new number (docs/decisions/approved-call-keeps-its-attempt-number.md).
+    approved_attempt: int | None = None
     notes: dict[str, Any] = field(default_factory=dict)
 
 
@@ -255,6 +260,11 @@ class RetryCeiling:
         )
         return attempt
 
+    def _approved(self, call: ToolCall, number: int) -> Attempt:
+        return Attempt(conversation_id=call.conversation_id, subject=call.subject, order_id=call.order_id,
+                       tool=call.spec.name, number=number, ceiling=self.limit,
+                       idempotency_key=call.idempotency_key, recorded_at="")
+
     def _number(self, call: ToolCall, exhausted: ExhaustedAttempts | None) -> Attempt:
         """The attempt's number: from the turn's exhausted keys when they already
         refuse it, else from the counter (and noted when it reaches the ceiling)."""
@@ -278,6 +288,11 @@ class RetryCeiling:
         return attempt
 
     def before(self, ctx: CallContext) -> Refusal | None:
+        if ctx.approved_attempt is not None and 1 <= ctx.approved_attempt <= self.limit:
+            # The approved call, counted when it asked: run under that number (its link
+            # then closes that attempt), also when a crashed resume is re-run.
+            ctx.notes[RetryCeiling] = self._approved(ctx.call, ctx.approved_attempt)
+            return None
         attempt = self.decide(ctx.call, ctx.message_id, ctx.exhausted)
         if attempt.allowed:
             ctx.notes[RetryCeiling] = attempt
@@ -351,6 +366,7 @@ def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float, invoker:
     """The chain, in order (see the module doc). One line per control."""
     from .approval_gate import ConfirmationGate  # it builds on this module's types
     from .breaker import CircuitBreaker  # its own module (it imports this one)
+    from .feasibility import Feasibility  # likewise
 
     return [
         DecisionAudit(ledger),
@@ -361,5 +377,6 @@ def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float, invoker:
         CircuitBreaker(ledger, failures=breaker_failures, cooldown_s=breaker_cooldown_s,
                        closed_cache_s=breaker_cache_s),
         RetryCeiling(ledger, ceiling),
+        Feasibility(ledger, invoker, reserve_s=reserve_s),
         ConfirmationGate(ledger, invoker, approval, reserve_s=reserve_s),
     ]

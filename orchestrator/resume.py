@@ -7,7 +7,8 @@ step may run later, and again, safely:
     not aguardando_aprovacao: nothing to do (already resumed, or a human took over)
     negada   ─► an is_error tool_result with the approver's reason; the customer is told
     aprovada ─► EXACTLY the approved call — tool and arguments from the record, not a
-                new model turn — through the same control chain (ceiling, then the gate,
+                new model turn — through the same control chain (the ceiling lets it through
+                under the number it asked with: the same call, already counted; then the gate,
                 which consumes the approval once) and the refund's own idempotency key
     commit (fenced) with the conversation active again
 
@@ -147,7 +148,7 @@ class Resumer:
             return messages, ConversationStatus.ACTIVE, texts.APPROVAL_DENIED.format(order_id=order), "aprovacao_negada"
         request = TurnRequest(conversaId=record.conversation_id, clienteId=record.customer_id,
                               mensagemId=f"aprovacao-{record.id}", mensagem="(aprovação)")
-        done = self.tool_round.run(request, [block], deadline, seen)
+        done = self.tool_round.run(request, [block], deadline, seen, approved_attempt=record.attempt_number)
         messages.append({"role": "user", "content": done.results})
         status, text, reason = _after_approved_call(done, record)
         return messages, status, text, reason

@@ -50,8 +50,10 @@ class ToolRound:
         self.controls = list(controls)
 
     def run(self, req: TurnRequest, blocks: list[Any], deadline: Deadline, seen: set[str],
-            budget: TurnBudget | None = None, exhausted: ExhaustedAttempts | None = None) -> RoundResult:
-        """``budget`` and ``exhausted`` are the turn's (None: a round run on its own)."""
+            budget: TurnBudget | None = None, exhausted: ExhaustedAttempts | None = None,
+            approved_attempt: int | None = None) -> RoundResult:
+        """``budget`` and ``exhausted`` are the turn's (None: a round run on its own);
+        ``approved_attempt``: the round resumes one approved call, counted under that number."""
         done = RoundResult()
         seen = set(seen)
         for block in blocks:
@@ -65,14 +67,15 @@ class ToolRound:
                 }))
                 continue
             seen.add(block.id)
-            result, refusal = self._run_one(req, block, deadline, budget, exhausted)
+            result, refusal = self._run_one(req, block, deadline, budget, exhausted, approved_attempt)
             done.results.append(result)
             if refusal is not None and refusal.ending is not None:
                 done.endings.append(refusal.ending)
         return done
 
     def _run_one(self, req: TurnRequest, block: Any, deadline: Deadline, budget: TurnBudget | None,
-                 exhausted: ExhaustedAttempts | None) -> tuple[dict[str, Any], Refusal | None]:
+                 exhausted: ExhaustedAttempts | None,
+                 approved_attempt: int | None = None) -> tuple[dict[str, Any], Refusal | None]:
         spec = TOOLS.get(block.name)
         if spec is None:
             return _error(block.id, {"erro": "ferramenta_desconhecida", "ferramenta": block.name}), None
@@ -82,7 +85,8 @@ class ToolRound:
             return _error(block.id, {"erro": "entrada_invalida", "detalhes": errors}), None
         call = ToolCall(spec=spec, tool_use_id=block.id, arguments=dict(block.input),
                         conversation_id=req.conversaId, customer_id=req.clienteId)
-        ctx = CallContext(call, deadline, budget, req.mensagemId, exhausted=exhausted)
+        ctx = CallContext(call, deadline, budget, req.mensagemId, exhausted=exhausted,
+                          approved_attempt=approved_attempt)
         passed: list[Control] = []
         for control in self.controls:
             refusal = control.before(ctx)

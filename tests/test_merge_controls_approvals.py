@@ -29,6 +29,7 @@ from orchestrator.controls import (
     default_controls,
 )
 from orchestrator.events import TurnRequest
+from orchestrator.feasibility import Feasibility
 from orchestrator.model import Deadline
 from scripts.local_stack.aws import REGION, provision_handoffs
 
@@ -65,7 +66,7 @@ def test_the_default_chain_is_designs_order_with_the_gate_last(mocked_aws):
     chain = default_controls(mocked_aws["ledger"], ceiling=4, reserve_s=3.0, invoker=CountingInvoker(),
                              approval=ApprovalSettings())
     assert [type(c) for c in chain] == [DecisionAudit, CallTimeBudget, TokenBudget, ToolCallBudget, Cancellation,
-                                        CircuitBreaker, RetryCeiling, ConfirmationGate]
+                                        CircuitBreaker, RetryCeiling, Feasibility, ConfirmationGate]
 
 
 def test_a_tool_call_budget_hand_off_is_published(mocked_aws, queue):

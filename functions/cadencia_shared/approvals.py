@@ -95,6 +95,9 @@ class ApprovalRecord:
     decided_by: str | None = None
     justification: str | None = None
     decided_at: str | None = None
+    # The retry ceiling's number of the call that asked: the approved call is that call,
+    # so its resume runs under this number (None: a record written before it was kept).
+    attempt_number: int | None = None
 
     def expired(self, now_ms: int) -> bool:
         return now_ms >= self.expires_at_ms
@@ -115,6 +118,7 @@ class ApprovalRecord:
             reason=item["motivo"], status=ApprovalStatus(item["status"]), created_at=item["criadoEm"],
             expires_at_ms=int(item["expiraEmMs"]), decided_by=item.get("decididoPor"),
             justification=item.get("justificativa"), decided_at=item.get("decididoEm"),
+            attempt_number=int(item["tentativaNumero"]) if item.get("tentativaNumero") is not None else None,
         )
 
 
@@ -132,7 +136,8 @@ class ApprovalStore:
         return self.get(approval_id(conversation_id, tool, version, arguments_sha256))
 
     def request(self, *, tool: str, version: str, arguments: dict[str, Any], conversation_id: str,
-                customer_id: int, amount: Decimal, reason: str, validity_s: int) -> tuple[ApprovalRecord, bool]:
+                customer_id: int, amount: Decimal, reason: str, validity_s: int,
+                attempt_number: int | None = None) -> tuple[ApprovalRecord, bool]:
         """Create the request once; the same call asked again gets the existing
         record back (pending, approved, denied or consumed), unless it expired
         without being used, when a fresh request replaces it. Returns (record, created)."""
@@ -143,6 +148,7 @@ class ApprovalStore:
             arguments=json.loads(text), arguments_sha256=digest, conversation_id=conversation_id,
             customer_id=customer_id, amount=amount, reason=reason, status=ApprovalStatus.PENDING,
             created_at=self.ledger.table.iso(now), expires_at_ms=now + validity_s * 1000,
+            attempt_number=attempt_number,
         )
         sort = history_sort(record.created_at, ItemType.APPROVAL, record.id)
         item = {
@@ -154,6 +160,7 @@ class ApprovalStore:
             # the sparse index's sort key (main's visit rotation): creation order, oldest first
             GSI_UNSETTLED_SORT: sort,
             TTL_ATTRIBUTE: record.expires_at_ms // 1000 + RETENTION_S,
+            **({"tentativaNumero": attempt_number} if attempt_number is not None else {}),
         }
         try:
             # A request that expired undecided (or approved but never used) is

@@ -41,6 +41,16 @@ class ApprovalPolicy:
     second_refund: bool = True
 
 
+@dataclass(frozen=True)
+class OrderFeasibility:
+    """What the tool itself refuses, checked by the orchestrator before anyone is
+    asked to approve the call (orchestrator/feasibility.py): the order must be the
+    customer's (read through the status tool) and ``amount_field`` must not exceed
+    the order's value minus what the ERP says was refunded."""
+
+    amount_field: str = "valor"
+
+
 class Egress(Enum):
     """What a tool's Lambda reaches besides PostgreSQL (it always runs in the VPC,
     as its own DB user). The value is the security group's description; it is part
@@ -108,6 +118,7 @@ class ToolSpec:
     read_only: bool = False
     subject_field: str | None = "pedidoId"  # which input field scopes the retry ceiling
     approval: ApprovalPolicy | None = None  # None: the confirmation gate lets every call through
+    feasibility: OrderFeasibility | None = None  # None: no check of the order before the gate
 
     def __post_init__(self) -> None:
         # A row whose network cannot reach what it asks for would deploy and then time
@@ -126,6 +137,8 @@ class ToolSpec:
         if self.read_only and self.can_change_something:
             raise ValueError(f"{self.name}: a read-only tool has no ledger actions, audit appends, secrets, "
                              "payment gateway or irreversibility")
+        if self.feasibility is not None and self.subject_field != "pedidoId":
+            raise ValueError(f"{self.name}: the feasibility check reads the order named by pedidoId")
         if self.approval is not None and not self.irreversible:
             raise ValueError(f"{self.name}: an approval policy applies to irreversible tools only")
 
@@ -208,6 +221,7 @@ EMITIR_REEMBOLSO = ToolSpec(
     calls_payment_gateway=True,
     irreversible=True,
     approval=ApprovalPolicy(),
+    feasibility=OrderFeasibility(),
 )
 
 

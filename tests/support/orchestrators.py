@@ -21,12 +21,15 @@ class CountingInvoker:
     """Counts invocations per tool, then delegates (or answers a canned payload)."""
 
     def __init__(self, inner: ToolInvoker | None = None, answer: dict[str, Any] | None = None,
-                 refunded: str = "0.00") -> None:
+                 refunded: str = "0.00", order_amount: str = "9999999999.99") -> None:
         self.inner = inner
         self.answer = answer
         # What a canned status read says was refunded already (the confirmation
         # gate reads it before a refund); a canned ``answer`` for other tools keeps it.
         self.refunded = refunded
+        # ...and the order's value (feasibility refuses an amount above value − refunded):
+        # by default the largest amount a tool accepts, so no canned call is refused for it.
+        self.order_amount = order_amount
         self.calls: Counter[str] = Counter()
         self.events: list[tuple[str, dict[str, Any]]] = []
 
@@ -35,7 +38,8 @@ class CountingInvoker:
         self.events.append((tool.name, event))
         if self.inner is not None:
             return self.inner.invoke(tool, event)
-        status_read = {"ok": True, "resultado": "consultado", "dados": {"valorReembolsado": self.refunded}}
+        status_read = {"ok": True, "resultado": "consultado", "dados": {"valorPedido": self.order_amount,
+                                                                     "valorReembolsado": self.refunded}}
         canned_for_another_tool = self.answer is not None and self.answer.get("ok") \
             and self.answer.get("resultado") != "consultado"
         if tool.name == "consultar_status_pedido" and (self.answer is None or canned_for_another_tool):
