@@ -1,0 +1,156 @@
+"""An approval's whole life, end to end through the orchestrator (the real SDK with a
+scripted model, the real ledger on moto, the real refund Lambda handler, the real
+PostgreSQL and gateway — every debit counted on the gateway itself):
+
+- what anyone is shown about an approval (operator listing and showing, the customer's
+  message, the audit) is derived from the bound arguments, and a record whose stored
+  copy disagrees with them is refused wherever it is read;
+- a cancellation voids the conversation's open approvals, and a decision on a cancelled
+  or handed-off conversation is refused;
+- a request that expires undecided is closed, the customer is told, and the
+  conversation returns to the agent (injected clock, never a real wait).
+
+Threshold R$ 100 (APROVACAO_LIMITE_REAIS), so R$ 150 on order 4821 needs a person."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from decimal import Decimal
+
+from cadencia_shared.approvals import ApprovalStatus, ApprovalStore
+from cadencia_shared.catalog import TOOLS
+from cadencia_shared.ledger import ConversationStatus, ItemType, Ledger, approval_pk
+from decidir_aprovacao.logic import handle as decision_entry
+from orchestrator.events import TurnRequest
+from orchestrator.invokers.local import InProcessInvoker
+from orchestrator.model import Deadline
+from orchestrator.resume import Resumer
+
+from .support.anthropic_fake import ScriptedModel, text_reply, tool_use
+from .support.orchestrators import CountingInvoker, build
+
+OPERATOR = "ana.operadora"
+APPROVERS = frozenset({OPERATOR})
+POLICY = {"APROVACAO_LIMITE_REAIS": "100", "APROVADORES": OPERATOR}
+REFUND = {"pedidoId": "4821", "valor": 150.0}
+
+
+def _conv(label: str) -> str:
+    return f"ciclo-{label}-{uuid.uuid4().hex[:8]}"
+
+
+def _turn(conv: str, text: str = "quero o reembolso") -> TurnRequest:
+    return TurnRequest(conversaId=conv, clienteId=1001, mensagemId=f"wamid.{uuid.uuid4().hex}", mensagem=text)
+
+
+def _invoker(tools) -> CountingInvoker:
+    return CountingInvoker(InProcessInvoker({name: tools.environment(spec) for name, spec in TOOLS.items()}))
+
+
+def _ask(ledger: Ledger, invoker, conv: str, **env: str):
+    """A customer message whose model asks for the refund; returns (reply, orchestrator)."""
+    model = ScriptedModel(tool_use("emitir_reembolso", REFUND), text_reply("(não deveria ser pedido)"))
+    orch, _ = build(model, ledger, invoker, **{**POLICY, **env})
+    return orch.handle(_turn(conv), Deadline.after(60)), orch
+
+
+def _approval(ledger: Ledger, conv: str) -> str:
+    (item,) = list(ledger.history(conv, item_type=ItemType.APPROVAL))
+    return item["aprovacaoId"]
+
+
+def _decide(ledger: Ledger, approval: str, resumed: list[str] | None = None) -> dict:
+    """The decision Lambda's rules (decidir_aprovacao.logic), approving as the operator."""
+    return decision_entry(_decision(approval), ledger, approvers=APPROVERS,
+                          resume=(resumed if resumed is not None else []).append)
+
+
+def _decision(approval: str):
+    from cadencia_shared.models import DecisionRequest
+
+    return DecisionRequest.model_validate({"acao": "decidir", "aprovacaoId": approval, "decisao": "aprovar",
+                                           "aprovador": OPERATOR, "justificativa": "conferido"})
+
+
+def _listing(ledger: Ledger) -> dict:
+    from cadencia_shared.models import PendingListRequest
+
+    return decision_entry(PendingListRequest.model_validate({"acao": "listar"}), ledger, approvers=APPROVERS,
+                          resume=lambda _: None)
+
+
+def _showing(ledger: Ledger, approval: str) -> dict:
+    from cadencia_shared.models import ShowRequest
+
+    return decision_entry(ShowRequest.model_validate({"acao": "mostrar", "aprovacaoId": approval}), ledger,
+                          approvers=APPROVERS, resume=lambda _: None)
+
+
+def _audit(ledger: Ledger, conv: str) -> list[dict]:
+    return list(ledger.history(conv, item_type=ItemType.AUDIT))
+
+
+def _details(record: dict) -> dict:
+    details = record["detalhes"]
+    return json.loads(details) if isinstance(details, str) else details
+
+
+def _set_stored_amount(mocked_aws, ledger: Ledger, approval: str, amount: str) -> None:
+    """Someone with table access edits the one field shown to people (not the arguments)."""
+    mocked_aws["dynamodb"].update_item(TableName=ledger.table_name, Key={"pk": {"S": approval_pk(approval)}},
+                                       UpdateExpression="SET valor = :v", ExpressionAttributeValues={":v": {"N": amount}})
+
+
+# -- the amount people see is the amount bound ------------------------------------------
+
+
+def test_an_edited_stored_amount_is_refused_at_listing_showing_and_deciding(mocked_aws, gateway, tools):
+    ledger, conv = mocked_aws["ledger"], _conv("valor-listar")
+    invoker = _invoker(tools)
+    _ask(ledger, invoker, conv)
+    approval = _approval(ledger, conv)
+    _set_stored_amount(mocked_aws, ledger, approval, "15")
+    listed = [row for row in _listing(ledger)["pendentes"] if row["aprovacaoId"] == approval]
+    # Listed so an operator sees something is wrong, never with the edited figure.
+    assert listed and all(row["valor"] != "15" and "15.00" != row["valor"] for row in listed)
+    assert listed[0]["status"] == "invalida"
+    assert _showing(ledger, approval) == {"ok": False, "erro": {"codigo": "aprovacao_invalida"}}
+    resumed: list[str] = []
+    assert _decide(ledger, approval, resumed) == {"ok": False, "erro": {"codigo": "aprovacao_invalida"}}
+    assert resumed == [] and ApprovalStore(ledger).get(approval).status is ApprovalStatus.PENDING
+    refused = [a for a in _audit(ledger, conv) if a["evento"] == "DECISAO_DE_APROVACAO_RECUSADA"]
+    assert refused and _details(refused[-1])["motivo"] == "aprovacao_invalida"
+    assert invoker.calls["emitir_reembolso"] == 0 and gateway.debits_for(conv) == []
+
+
+def test_an_amount_edited_after_the_approval_never_runs_nor_is_told(mocked_aws, gateway, tools):
+    ledger, conv = mocked_aws["ledger"], _conv("valor-retomar")
+    invoker = _invoker(tools)
+    _, orch = _ask(ledger, invoker, conv)
+    approval = _approval(ledger, conv)
+    assert _decide(ledger, approval)["aprovacao"]["valor"] == "150.00"
+    _set_stored_amount(mocked_aws, ledger, approval, "15")
+    resumed = Resumer.of(orch).resume(approval, Deadline.after(60))
+    assert resumed.status == "aguardando_humano" and "15,00" not in (resumed.reply or "")
+    assert invoker.calls["emitir_reembolso"] == 0 and gateway.debits_for(conv) == []
+    assert ApprovalStore(ledger).get(approval).status is ApprovalStatus.APPROVED  # never consumed
+    assert not any(a["evento"] == "APROVACAO_CONSUMIDA" for a in _audit(ledger, conv))
+
+
+def test_the_amount_on_every_surface_is_the_bound_one(mocked_aws, gateway, tools):
+    """The untouched path: listing, decision, customer's message and audit all say the
+    amount the gateway debited."""
+    ledger, conv = mocked_aws["ledger"], _conv("valor-integro")
+    invoker = _invoker(tools)
+    _, orch = _ask(ledger, invoker, conv)
+    approval = _approval(ledger, conv)
+    (row,) = [r for r in _listing(ledger)["pendentes"] if r["aprovacaoId"] == approval]
+    assert row["valor"] == "150.00" and row["status"] == "pendente"
+    _decide(ledger, approval)
+    resumed = Resumer.of(orch).resume(approval, Deadline.after(60))
+    assert resumed.reply == "Seu reembolso de R$ 150,00 do pedido 4821 foi aprovado e emitido."
+    (debit,) = gateway.debits_for(conv)
+    assert Decimal(str(debit["valor"])) == Decimal("150.00")
+    (consumed,) = [a for a in _audit(ledger, conv) if a["evento"] == "APROVACAO_CONSUMIDA"]
+    assert Decimal(_details(consumed)["valor"]) == Decimal("150")
