@@ -26,7 +26,7 @@ from decimal import Decimal
 from types import SimpleNamespace
 from typing import Any
 
-from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalStore, canonical_arguments
+from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalStore
 from cadencia_shared.ledger import CancellationPending, ClaimStatus, ConversationBusy, ConversationStatus, Ledger
 from cadencia_shared.outcomes import Outcome
 
@@ -132,8 +132,9 @@ class Resumer:
         messages.append({"role": "assistant", "content": [
             {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}]})
         order = record.arguments.get("pedidoId")
-        if canonical_arguments(record.arguments)[1] != record.arguments_sha256:
-            # Edited after it was requested: what would run is not what was decided.
+        if not record.intact:
+            # Edited after it was requested (its arguments, or the amount people were
+            # shown): what would run, or what was said, is not what was decided.
             self.ledger.append_audit(conversation_id=record.conversation_id, event="APROVACAO_INVALIDA",
                                      details={"aprovacaoId": record.id, "status": record.status.value,
                                                "vinculada": False})
@@ -174,6 +175,8 @@ def _after_approved_call(done: RoundResult, record: ApprovalRecord) -> tuple[Con
 
 
 def _amount_in_reais(record: ApprovalRecord) -> str:
+    # Only intact records reach here: the amount is the bound argument.
+    assert record.amount is not None
     return format(record.amount.quantize(Decimal("0.01")), "f").replace(".", ",")
 
 

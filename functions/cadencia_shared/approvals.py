@@ -14,6 +14,15 @@ deciding at once get one winner, and the execution consumes an approval once:
 
 Pending items carry ``pendencia = aprovacao`` (the ledger's sparse index): the
 operators' list is a Query, and a decided item leaves the index.
+
+What people are shown about a request (the amount an operator decides on, the one
+the customer is told, the one the audit records) is DERIVED from the bound
+arguments, never read from a stored copy: ``ApprovalRecord.amount`` is the tool's
+amount argument. A record is ``intact`` only when its arguments hash to its digest,
+its id is the id of (conversation, tool, version, digest) and the stored ``valor``
+copy equals the argument; a record that is not intact binds nothing, is never
+decided nor consumed (both writes are conditioned on the fields checked), and is
+shown to an operator as ``invalida``.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from .catalog import TOOLS
 from .ledger import (
     APPROVAL_PENDING_MARK,
     GSI_SORT,
@@ -87,7 +97,7 @@ class ApprovalRecord:
     arguments_sha256: str
     conversation_id: str
     customer_id: int
-    amount: Decimal
+    amount: Decimal | None  # the tool's amount ARGUMENT (None: not derivable, and the record is not intact)
     reason: str  # why approval is required (acima_do_limite, segundo_reembolso, ...)
     status: ApprovalStatus
     created_at: str
@@ -95,6 +105,8 @@ class ApprovalRecord:
     decided_by: str | None = None
     justification: str | None = None
     decided_at: str | None = None
+    # The arguments hash to the digest, the id binds them, the stored amount copy agrees.
+    intact: bool = True
 
     def expired(self, now_ms: int) -> bool:
         return now_ms >= self.expires_at_ms
@@ -102,20 +114,63 @@ class ApprovalRecord:
     def binds(self, *, conversation_id: str, tool: str, version: str, arguments_sha256: str) -> bool:
         """Defence in depth beyond the key: every bound field equal, and the stored
         arguments still hash to the stored digest (an edited item never runs)."""
-        return (self.conversation_id == conversation_id and self.tool == tool
+        return (self.intact and self.conversation_id == conversation_id and self.tool == tool
                 and self.tool_version == version and self.arguments_sha256 == arguments_sha256
                 and canonical_arguments(self.arguments)[1] == arguments_sha256)
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> ApprovalRecord:
+        arguments = _arguments(item.get("argumentos"))
+        digest = item["argumentosSha256"]
+        # The stored text itself canonical: the conditions pin it byte for byte.
+        hashed = arguments is not None and canonical_arguments(arguments) == (item.get("argumentos"), digest)
+        amount = bound_amount(item["ferramenta"], arguments) if hashed else None
+        intact = (amount is not None and _same_amount(item.get("valor"), amount)
+                  and item["aprovacaoId"] == approval_id(item["conversaId"], item["ferramenta"],
+                                                         item["versaoFerramenta"], digest)
+                  and item.get(TABLE_KEY) in (None, approval_pk(item["aprovacaoId"])))
         return cls(
             id=item["aprovacaoId"], tool=item["ferramenta"], tool_version=item["versaoFerramenta"],
-            arguments=json.loads(item["argumentos"]), arguments_sha256=item["argumentosSha256"],
-            conversation_id=item["conversaId"], customer_id=int(item["clienteId"]), amount=Decimal(item["valor"]),
+            arguments=arguments if arguments is not None else {}, arguments_sha256=digest,
+            conversation_id=item["conversaId"], customer_id=int(item["clienteId"]), amount=amount,
             reason=item["motivo"], status=ApprovalStatus(item["status"]), created_at=item["criadoEm"],
             expires_at_ms=int(item["expiraEmMs"]), decided_by=item.get("decididoPor"),
-            justification=item.get("justificativa"), decided_at=item.get("decididoEm"),
+            justification=item.get("justificativa"), decided_at=item.get("decididoEm"), intact=intact,
         )
+
+    def stored_fields(self) -> dict[str, Any]:
+        """The condition values that pin the fields ``intact`` was judged on: a write
+        conditioned on them fails when any was edited after this record was read."""
+        return {":args": canonical_arguments(self.arguments)[0], ":sha": self.arguments_sha256,
+                ":valor": self.amount}
+
+
+# Appended to a decision's and a consumption's condition (values from ``stored_fields``).
+UNCHANGED_CONDITION = "argumentos = :args AND argumentosSha256 = :sha AND valor = :valor"
+
+
+def bound_amount(tool: str, arguments: dict[str, Any] | None) -> Decimal | None:
+    """The amount a call moves, from its arguments (the tool's approval policy names
+    the field); None when the tool has no such policy or the argument is not a number."""
+    spec = TOOLS.get(tool)
+    policy = spec.approval if spec is not None else None
+    value = arguments.get(policy.amount_field) if policy is not None and arguments is not None else None
+    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+        return None
+    amount = Decimal(str(value))
+    return amount if amount.is_finite() else None
+
+
+def _arguments(text: Any) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _same_amount(stored: Any, amount: Decimal) -> bool:
+    return isinstance(stored, Decimal) and stored.is_finite() and stored == amount
 
 
 class ApprovalStore:
@@ -137,6 +192,9 @@ class ApprovalStore:
         record back (pending, approved, denied or consumed), unless it expired
         without being used, when a fresh request replaces it. Returns (record, created)."""
         text, digest = canonical_arguments(arguments)
+        if bound_amount(tool, json.loads(text)) != amount:
+            # The stored copy of the amount is what the arguments say, or nothing is stored.
+            raise ValueError("the amount of an approval request is its amount argument")
         now = self.ledger.now_ms()
         record = ApprovalRecord(
             id=approval_id(conversation_id, tool, version, digest), tool=tool, tool_version=version,
@@ -187,14 +245,22 @@ class ApprovalStore:
             raise DecisionRefused("aprovador_nao_autorizado")
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
         now = self.ledger.now_ms()
+        current = self.get(approval)
+        if current is None:
+            raise DecisionRefused("aprovacao_inexistente")
+        if not current.intact:
+            raise DecisionRefused("aprovacao_invalida", current)
         values = {":pendente": ApprovalStatus.PENDING.value, ":st": status.value, ":por": approver,
-                  ":just": justification, ":agora": self.ledger.table.iso(now), ":agora_ms": now}
+                  ":just": justification, ":agora": self.ledger.table.iso(now), ":agora_ms": now,
+                  **current.stored_fields()}
         try:
+            # Conditioned on the fields judged intact: an edit after the read is refused.
             self.ledger.client.update_item(
                 TableName=self.ledger.table_name, Key=self.ledger.table.key(approval_pk(approval)),
                 UpdateExpression="SET #st = :st, decididoPor = :por, justificativa = :just, decididoEm = :agora "
                                  "REMOVE #pend",
-                ConditionExpression="attribute_exists(pk) AND #st = :pendente AND expiraEmMs > :agora_ms",
+                ConditionExpression=f"attribute_exists(pk) AND #st = :pendente AND expiraEmMs > :agora_ms "
+                                    f"AND {UNCHANGED_CONDITION}",
                 ExpressionAttributeNames={"#st": "status", "#pend": GSI_UNSETTLED_PARTITION},
                 ExpressionAttributeValues=serialize(values),
             )
@@ -210,23 +276,28 @@ class ApprovalStore:
         record = self.get(approval)
         if record is None:
             return DecisionRefused("aprovacao_inexistente")
+        if not record.intact:
+            return DecisionRefused("aprovacao_invalida", record)
         if record.status is not ApprovalStatus.PENDING:
             return DecisionRefused("aprovacao_ja_decidida", record)
         return DecisionRefused("aprovacao_expirada", record)
 
     def consume(self, record: ApprovalRecord) -> bool:
         """aprovada → consumida, once, and only before the expiry. True: this caller
-        consumed it; False: someone already did (or it expired, or was never approved)."""
+        consumed it; False: someone already did (or it expired, was never approved, or
+        is not intact — also when edited after ``record`` was read)."""
+        if not record.intact:
+            return False
         now = self.ledger.now_ms()
         try:
             self.ledger.client.update_item(
                 TableName=self.ledger.table_name, Key=self.ledger.table.key(approval_pk(record.id)),
                 UpdateExpression="SET #st = :consumida, consumidaEm = :agora",
-                ConditionExpression="#st = :aprovada AND expiraEmMs > :agora_ms AND argumentosSha256 = :sha",
+                ConditionExpression=f"#st = :aprovada AND expiraEmMs > :agora_ms AND {UNCHANGED_CONDITION}",
                 ExpressionAttributeNames={"#st": "status"},
                 ExpressionAttributeValues=serialize({
                     ":consumida": ApprovalStatus.CONSUMED.value, ":aprovada": ApprovalStatus.APPROVED.value,
-                    ":agora": self.ledger.table.iso(now), ":agora_ms": now, ":sha": record.arguments_sha256,
+                    ":agora": self.ledger.table.iso(now), ":agora_ms": now, **record.stored_fields(),
                 }),
             )
         except ClientError as err:
