@@ -154,3 +154,74 @@ def test_the_amount_on_every_surface_is_the_bound_one(mocked_aws, gateway, tools
     assert Decimal(str(debit["valor"])) == Decimal("150.00")
     (consumed,) = [a for a in _audit(ledger, conv) if a["evento"] == "APROVACAO_CONSUMIDA"]
     assert Decimal(_details(consumed)["valor"]) == Decimal("150")
+
+
+# -- a cancellation voids the conversation's approvals ------------------------------------
+
+
+def _give_back(ledger: Ledger, conv: str) -> None:
+    """What ``scripts/atendente.py devolver`` writes: the conversation back to the agent."""
+    from scripts.atendente import give_back
+
+    give_back(ledger, conv)
+
+
+def _hand_to_person(ledger: Ledger, conv: str) -> None:
+    state = ledger.acquire_conversation(conversation_id=conv, customer_id=1001, lease_s=30)
+    ledger.commit_conversation(state, messages=state.messages, status=ConversationStatus.WAITING_HUMAN)
+
+
+def test_a_decision_on_a_cancelled_conversation_is_refused_and_the_cancellation_voids_it(mocked_aws, gateway, tools):
+    ledger, conv = mocked_aws["ledger"], _conv("cancelada")
+    invoker = _invoker(tools)
+    _ask(ledger, invoker, conv)
+    approval = _approval(ledger, conv)
+    assert ledger.request_cancellation(conv)
+    resumed: list[str] = []
+    assert _decide(ledger, approval, resumed) == {"ok": False, "erro": {"codigo": "conversa_cancelada"}}
+    assert resumed == [] and ApprovalStore(ledger).get(approval).status is not ApprovalStatus.APPROVED
+    refused = [a for a in _audit(ledger, conv) if a["evento"] == "DECISAO_DE_APROVACAO_RECUSADA"]
+    assert refused and _details(refused[-1])["motivo"] == "conversa_cancelada"
+    # The customer writes: the turn consumes the cancellation, a person takes over.
+    model = ScriptedModel()
+    orch, _ = build(model, ledger, invoker, **POLICY)
+    assert orch.handle(_turn(conv, "e aí?"), Deadline.after(60)).status == "aguardando_humano"
+    assert ApprovalStore(ledger).get(approval).status is ApprovalStatus.VOIDED
+    assert _decide(ledger, approval)["ok"] is False
+    # Back to the agent, the same call asks a person again: nothing debited.
+    _give_back(ledger, conv)
+    reply, _ = _ask(ledger, invoker, conv)
+    assert reply.status == "aguardando_aprovacao"
+    assert invoker.calls["emitir_reembolso"] == 0 and gateway.debits_for(conv) == []
+
+
+def test_an_approval_decided_before_the_cancellation_is_voided_by_it(mocked_aws, gateway, tools):
+    """Approved, then cancelled before the resume ran: the resume stops at the
+    cancellation, and the old approval never authorises the same call later."""
+    ledger, conv = mocked_aws["ledger"], _conv("aprovada-cancelada")
+    invoker = _invoker(tools)
+    _, orch = _ask(ledger, invoker, conv)
+    approval = _approval(ledger, conv)
+    assert _decide(ledger, approval)["ok"] is True
+    assert ledger.request_cancellation(conv)
+    resumed = Resumer.of(orch).resume(approval, Deadline.after(60))
+    assert resumed.status == "aguardando_humano" and gateway.debits_for(conv) == []
+    assert ApprovalStore(ledger).get(approval).status is ApprovalStatus.VOIDED
+    _give_back(ledger, conv)
+    reply, _ = _ask(ledger, invoker, conv)
+    assert reply.status == "aguardando_aprovacao"
+    assert invoker.calls["emitir_reembolso"] == 0 and gateway.debits_for(conv) == []
+    assert "APROVACAO_ANULADA" in [a["evento"] for a in _audit(ledger, conv)]
+
+
+def test_a_decision_on_a_conversation_handed_to_a_person_is_refused_and_changes_nothing(mocked_aws, gateway, tools):
+    ledger, conv = mocked_aws["ledger"], _conv("com-pessoa")
+    invoker = _invoker(tools)
+    _ask(ledger, invoker, conv)
+    approval = _approval(ledger, conv)
+    _hand_to_person(ledger, conv)
+    resumed: list[str] = []
+    assert _decide(ledger, approval, resumed) == {"ok": False, "erro": {"codigo": "conversa_com_atendente"}}
+    assert resumed == [] and ApprovalStore(ledger).get(approval).status is ApprovalStatus.PENDING
+    assert ledger.read_conversation(conv).status is ConversationStatus.WAITING_HUMAN
+    assert gateway.debits_for(conv) == []
