@@ -30,7 +30,7 @@ from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalSt
 from cadencia_shared.ledger import CancellationPending, ClaimStatus, ConversationBusy, ConversationStatus, Ledger
 from cadencia_shared.outcomes import Outcome
 
-from . import handoffs, history, texts
+from . import approval_lifecycle, handoffs, history, texts
 from .budgets import Limit, ending_for
 from .events import TurnRequest
 from .controls import default_controls
@@ -112,6 +112,9 @@ class Resumer:
                 # cancellation wins, as in the loop's commit; a person takes over.
                 ending = ending_for(Limit.CANCELLED)
                 status, text, reason = ConversationStatus.WAITING_HUMAN, ending.text, ending.reason
+                # Voided before the commit that consumes the cancellation: an approved,
+                # unconsumed record would otherwise authorise the same call later.
+                approval_lifecycle.void_open_approvals(self.ledger, record.conversation_id, messages, record.id)
                 self.ledger.commit_conversation(state, messages=stored, status=status, cancelled=True)
         except BaseException:
             self.ledger.release_conversation(state)

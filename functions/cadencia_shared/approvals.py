@@ -9,8 +9,10 @@ in B, and a new tool version looks for a new record.
 Every transition is ONE conditional write on the item's status, so two operators
 deciding at once get one winner, and the execution consumes an approval once:
 
-    pendente ──decide (before expiry, an allowed approver)──► aprovada ──consume──► consumida
-        └─────────────────────────────────────────────────► negada
+    pendente ──decide (before expiry, an allowed approver, the conversation still
+        │       waiting for it: not cancelled, not with a person)──► aprovada ──consume──► consumida
+        ├──────────────────────────────────────────────────────────► negada
+        └── the conversation's cancellation (pendente or aprovada) ─► anulada
 
 Pending items carry ``pendencia = aprovacao`` (the ledger's sparse index): the
 operators' list is a Query, and a decided item leaves the index.
@@ -44,6 +46,7 @@ from .ledger import (
     GSI_UNSETTLED_SORT,
     TABLE_KEY,
     TTL_ATTRIBUTE,
+    ConversationStatus,
     ItemType,
     Ledger,
     approval_id,
@@ -60,6 +63,16 @@ class ApprovalStatus(StrEnum):
     APPROVED = "aprovada"
     DENIED = "negada"
     CONSUMED = "consumida"  # the approved call was handed to the tool (its idempotency key guards the rest)
+    # Closed by its conversation's cancellation while pending or approved-but-unused:
+    # it authorises nothing; the same call asked again is a fresh request.
+    VOIDED = "anulada"
+
+
+# Statuses a new request for the same call replaces (the old one authorises nothing);
+# a denied or consumed record is never replaced.
+REPLACEABLE = (ApprovalStatus.VOIDED,)
+# Statuses a cancellation closes.
+OPEN = (ApprovalStatus.PENDING, ApprovalStatus.APPROVED)
 
 
 class DecisionRefused(Exception):
@@ -214,14 +227,18 @@ class ApprovalStore:
             TTL_ATTRIBUTE: record.expires_at_ms // 1000 + RETENTION_S,
         }
         try:
-            # A request that expired undecided (or approved but never used) is
-            # replaced by a fresh one; a denied or consumed one never is.
+            # A request that expired undecided (or approved but never used), or was
+            # closed without running, is replaced by a fresh one; a denied or consumed
+            # one never is.
+            closed = {f":r{i}": status.value for i, status in enumerate(REPLACEABLE)}
             self.ledger.client.put_item(
                 TableName=self.ledger.table_name, Item=serialize(item),
-                ConditionExpression="attribute_not_exists(pk) OR (expiraEmMs <= :agora AND #st IN (:p, :a))",
+                ConditionExpression="attribute_not_exists(pk) OR (expiraEmMs <= :agora AND #st IN (:p, :a)) "
+                                    f"OR #st IN ({', '.join(closed)})",
                 ExpressionAttributeNames={"#st": "status"},
                 ExpressionAttributeValues=serialize({
-                    ":agora": now, ":p": ApprovalStatus.PENDING.value, ":a": ApprovalStatus.APPROVED.value}),
+                    ":agora": now, ":p": ApprovalStatus.PENDING.value, ":a": ApprovalStatus.APPROVED.value,
+                    **closed}),
             )
         except ClientError as err:
             if not condition_failed(err):
@@ -250,6 +267,14 @@ class ApprovalStore:
             raise DecisionRefused("aprovacao_inexistente")
         if not current.intact:
             raise DecisionRefused("aprovacao_invalida", current)
+        if current.status is not ApprovalStatus.PENDING or current.expired(now):
+            raise self._why_refused(approval, now)
+        # The conversation must still be waiting for this decision: not cancelled (a
+        # cancellation voids its approvals), not with a person. A cancellation landing
+        # after this read is caught where it is consumed (the approval is voided then).
+        elsewhere = self._conversation_moved_on(current.conversation_id)
+        if elsewhere is not None:
+            raise DecisionRefused(elsewhere, current)
         values = {":pendente": ApprovalStatus.PENDING.value, ":st": status.value, ":por": approver,
                   ":just": justification, ":agora": self.ledger.table.iso(now), ":agora_ms": now,
                   **current.stored_fields()}
@@ -272,15 +297,54 @@ class ApprovalStore:
         assert record is not None
         return record
 
+    def _conversation_moved_on(self, conversation_id: str) -> str | None:
+        """Why a decision may not be recorded for this conversation now (None: it may)."""
+        if self.ledger.cancellation_pending(conversation_id):
+            return "conversa_cancelada"
+        state = self.ledger.read_conversation(conversation_id)
+        if state is not None and state.status is ConversationStatus.WAITING_HUMAN:
+            return "conversa_com_atendente"
+        if state is None or state.status is not ConversationStatus.WAITING_APPROVAL:
+            return "conversa_nao_aguarda_aprovacao"
+        return None
+
     def _why_refused(self, approval: str, now_ms: int) -> DecisionRefused:
         record = self.get(approval)
         if record is None:
             return DecisionRefused("aprovacao_inexistente")
         if not record.intact:
             return DecisionRefused("aprovacao_invalida", record)
+        if record.status is ApprovalStatus.VOIDED:
+            return DecisionRefused("aprovacao_anulada", record)
         if record.status is not ApprovalStatus.PENDING:
             return DecisionRefused("aprovacao_ja_decidida", record)
         return DecisionRefused("aprovacao_expirada", record)
+
+    def close(self, approval: str, *, conversation_id: str, status: ApprovalStatus,
+              only_expired: bool = False) -> ApprovalStatus | None:
+        """An open record (pendente, or aprovada and not consumed) of this conversation
+        → ``status``, a terminal one, in one conditional write that also takes it out
+        of the operators' list. ``only_expired``: only once its expiry has passed.
+        Returns the status it had, or None when it was not open (nothing changed)."""
+        now = self.ledger.now_ms()
+        values: dict[str, Any] = {":st": status.value, ":conversa": conversation_id, ":agora": self.ledger.table.iso(now),
+                                  **{f":o{i}": open_status.value for i, open_status in enumerate(OPEN)}}
+        condition = f"conversaId = :conversa AND #st IN ({', '.join(f':o{i}' for i in range(len(OPEN)))})"
+        if only_expired:
+            condition += " AND expiraEmMs <= :agora_ms"
+            values[":agora_ms"] = now
+        try:
+            resp = self.ledger.client.update_item(
+                TableName=self.ledger.table_name, Key=self.ledger.table.key(approval_pk(approval)),
+                UpdateExpression="SET #st = :st, encerradaEm = :agora REMOVE #pend", ConditionExpression=condition,
+                ExpressionAttributeNames={"#st": "status", "#pend": GSI_UNSETTLED_PARTITION},
+                ExpressionAttributeValues=serialize(values), ReturnValues="ALL_OLD",
+            )
+        except ClientError as err:
+            if condition_failed(err):
+                return None
+            raise
+        return ApprovalStatus(resp["Attributes"]["status"]["S"])
 
     def consume(self, record: ApprovalRecord) -> bool:
         """aprovada → consumida, once, and only before the expiry. True: this caller
