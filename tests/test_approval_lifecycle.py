@@ -225,3 +225,66 @@ def test_a_decision_on_a_conversation_handed_to_a_person_is_refused_and_changes_
     assert resumed == [] and ApprovalStore(ledger).get(approval).status is ApprovalStatus.PENDING
     assert ledger.read_conversation(conv).status is ConversationStatus.WAITING_HUMAN
     assert gateway.debits_for(conv) == []
+
+
+# -- a request that expires undecided ------------------------------------------------------
+
+
+def _clocked(mocked_aws) -> tuple[Ledger, list[float]]:
+    clock = [1_800_000_000.0]
+    return Ledger(mocked_aws["ledger"].table_name, mocked_aws["dynamodb"], clock=lambda: clock[0]), clock
+
+
+def test_an_expired_request_is_closed_the_customer_told_and_the_agent_answers_again(mocked_aws, gateway, tools):
+    ledger, clock = _clocked(mocked_aws)
+    conv = _conv("expira-mensagem")
+    invoker = _invoker(tools)
+    _ask(ledger, invoker, conv, APROVACAO_VALIDADE_S="600")
+    approval = _approval(ledger, conv)
+    clock[0] += 601
+    silent = ScriptedModel()
+    orch, _ = build(silent, ledger, invoker, **POLICY)
+    reply = orch.handle(_turn(conv, "e aí, saiu?"), Deadline.after(60))
+    assert (reply.status, reply.motivo) == ("ativa", "aprovacao_expirada")
+    assert "expirou" in reply.resposta and "Nenhum valor foi movimentado" in reply.resposta
+    assert silent.requests == []  # the sentence about money is code's, not the model's
+    assert ApprovalStore(ledger).get(approval).status is ApprovalStatus.EXPIRED
+    assert "APROVACAO_EXPIRADA" in [a["evento"] for a in _audit(ledger, conv)]
+    # The conversation is the agent's again: the next message reaches the model.
+    model = ScriptedModel(text_reply("Posso ajudar em algo mais?"))
+    orch, _ = build(model, ledger, invoker, **POLICY)
+    assert orch.handle(_turn(conv, "ok, obrigado"), Deadline.after(60)).status == "ativa"
+    assert len(model.requests) == 1
+    # The same call asked again is a fresh request, never the expired one: nothing debited.
+    assert _ask(ledger, invoker, conv, APROVACAO_VALIDADE_S="600")[0].status == "aguardando_aprovacao"
+    assert ApprovalStore(ledger).get(approval).status is ApprovalStatus.PENDING
+    assert invoker.calls["emitir_reembolso"] == 0 and gateway.debits_for(conv) == []
+
+
+def test_expired_requests_are_closed_without_waiting_for_the_customer(mocked_aws, gateway, tools):
+    """The decision Lambda's ``expirar`` (and a decision refused as expired) resumes the
+    conversation: the record closed, the customer told, the conversation the agent's."""
+    ledger, clock = _clocked(mocked_aws)
+    invoker = _invoker(tools)
+    convs = [_conv("expira-varredura-a"), _conv("expira-varredura-b")]
+    orchs = [_ask(ledger, invoker, conv, APROVACAO_VALIDADE_S="600")[1] for conv in convs]
+    approvals = [_approval(ledger, conv) for conv in convs]
+    clock[0] += 601
+    from cadencia_shared.models import ExpireRequest
+
+    resumed: list[str] = []
+    answer = decision_entry(ExpireRequest.model_validate({"acao": "expirar"}), ledger, approvers=APPROVERS,
+                            resume=resumed.append)
+    assert answer["ok"] is True and set(approvals) <= set(answer["expiradas"]) and set(approvals) <= set(resumed)
+    # A decision arriving late is refused, and resumes the conversation too.
+    late: list[str] = []
+    assert _decide(ledger, approvals[1], late) == {"ok": False, "erro": {"codigo": "aprovacao_expirada"}}
+    assert late == [approvals[1]]
+    for orch, conv, approval in zip(orchs, convs, approvals):
+        done = Resumer.of(orch).resume(approval, Deadline.after(60))
+        assert (done.status, done.reason) == ("ativa", "aprovacao_expirada") and "expirou" in done.reply
+        assert ApprovalStore(ledger).get(approval).status is ApprovalStatus.EXPIRED
+        assert ledger.read_conversation(conv).status is ConversationStatus.ACTIVE
+        assert Resumer.of(orch).resume(approval, Deadline.after(60)).reason == "nada_a_retomar"
+    assert [r for r in _listing(ledger)["pendentes"] if r["aprovacaoId"] in approvals] == []
+    assert invoker.calls["emitir_reembolso"] == 0 and all(gateway.debits_for(c) == [] for c in convs)
