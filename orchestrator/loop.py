@@ -224,7 +224,11 @@ class Orchestrator:
             # A human owns the conversation now: the model is not consulted.
             return _Outcome(messages, ConversationStatus.WAITING_HUMAN, texts.WAITING_HUMAN, "aguardando_humano")
         if state.status is ConversationStatus.WAITING_APPROVAL:
-            # A call awaits a person's decision; the decision resumes the conversation.
+            # A call awaits a person's decision; the decision resumes the conversation,
+            # unless the request expired undecided: closed, told, the agent's again.
+            expired = approval_lifecycle.expired_wait(self.ledger, messages)
+            if expired is not None:
+                return _Outcome(messages, ConversationStatus.ACTIVE, expired, "aprovacao_expirada")
             return _Outcome(messages, ConversationStatus.WAITING_APPROVAL, texts.STILL_AWAITING_APPROVAL,
                             "aguardando_aprovacao")
         check = ReplyCheck(req.conversaId, req.clienteId, LedgerEvidence(self.ledger, ceiling=self.settings.ceiling),

@@ -6,6 +6,8 @@ step may run later, and again, safely:
     lease the conversation (busy: ConversationBusyError, retry later — the decision waits)
     not aguardando_aprovacao: nothing to do (already resumed, or a human took over)
     negada   ─► an is_error tool_result with the approver's reason; the customer is told
+    expired undecided ─► the record closed (expirada); the customer is told; the
+                conversation active again (``approval_lifecycle``)
     aprovada ─► EXACTLY the approved call — tool and arguments from the record, not a
                 new model turn — through the same control chain (ceiling, then the gate,
                 which consumes the approval once) and the refund's own idempotency key
@@ -27,7 +29,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalStore
-from cadencia_shared.ledger import CancellationPending, ClaimStatus, ConversationBusy, ConversationStatus, Ledger
+from cadencia_shared.ledger import (CancellationPending, ClaimStatus, ConversationBusy, ConversationState,
+                                    ConversationStatus, Ledger)
 from cadencia_shared.outcomes import Outcome
 
 from . import approval_lifecycle, handoffs, history, texts
@@ -91,7 +94,8 @@ class Resumer:
 
     def resume(self, approval: str, deadline: Deadline) -> Resumed:
         record = ApprovalStore(self.ledger).get(approval)
-        if record is None or record.status is ApprovalStatus.PENDING:
+        expiring = record is not None and _expiring(record, self.ledger.now_ms())
+        if record is None or (record.status is ApprovalStatus.PENDING and not expiring):
             return Resumed("", approval, None, "", "nada_a_retomar")
         lease_s = max(self.settings.conversation_lease_s, int(deadline.remaining_s()) + 30)
         try:
@@ -99,11 +103,15 @@ class Resumer:
                                                      lease_s=lease_s)
         except ConversationBusy:
             raise ConversationBusyError(record.conversation_id) from None
-        if state.status is not ConversationStatus.WAITING_APPROVAL:
+        if not self._waits_on(record, state, expiring):
             self.ledger.release_conversation(state)
             return Resumed(record.conversation_id, approval, None, state.status.value, "nada_a_retomar")
         try:
-            messages, status, text, reason = self._decided(record, list(state.messages), deadline)
+            if expiring:  # back to the agent: nothing is pending any more
+                messages, status, reason = list(state.messages), ConversationStatus.ACTIVE, "aprovacao_expirada"
+                text = approval_lifecycle.expired_text(record)
+            else:
+                messages, status, text, reason = self._decided(record, list(state.messages), deadline)
             stored = history.for_storage(messages)
             try:
                 self.ledger.commit_conversation(state, messages=stored, status=status)
@@ -124,6 +132,14 @@ class Resumer:
         if status is ConversationStatus.WAITING_HUMAN:
             self.events.publish(handoffs.hand_off(record.conversation_id, reason))
         return Resumed(record.conversation_id, approval, text, status.value, reason)
+
+    def _waits_on(self, record: ApprovalRecord, state: ConversationState, expiring: bool) -> bool:
+        waiting = state.status is ConversationStatus.WAITING_APPROVAL
+        if not expiring:
+            return waiting
+        # Closed whatever the conversation does now; it is told only when it waits on this one.
+        return (approval_lifecycle.expire(self.ledger, record) and waiting
+                and approval_lifecycle.awaited_approval(state.messages) == record.id)
 
     def _decided(self, record: ApprovalRecord, messages: list[dict[str, Any]],
                  deadline: Deadline) -> tuple[list[dict[str, Any]], ConversationStatus, str, str]:
@@ -155,6 +171,11 @@ class Resumer:
         messages.append({"role": "user", "content": done.results})
         status, text, reason = _after_approved_call(done, record)
         return messages, status, text, reason
+
+
+def _expiring(record: ApprovalRecord, now_ms: int) -> bool:
+    return record.status is ApprovalStatus.EXPIRED or (record.status is ApprovalStatus.PENDING
+                                                        and record.expired(now_ms))
 
 
 def _after_approved_call(done: RoundResult, record: ApprovalRecord) -> tuple[ConversationStatus, str, str]:

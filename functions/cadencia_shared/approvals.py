@@ -12,7 +12,8 @@ deciding at once get one winner, and the execution consumes an approval once:
     pendente ──decide (before expiry, an allowed approver, the conversation still
         │       waiting for it: not cancelled, not with a person)──► aprovada ──consume──► consumida
         ├──────────────────────────────────────────────────────────► negada
-        └── the conversation's cancellation (pendente or aprovada) ─► anulada
+        ├── the conversation's cancellation (pendente or aprovada) ─► anulada
+        └── its expiry, undecided or unused (the conversation resumed) ─► expirada
 
 Pending items carry ``pendencia = aprovacao`` (the ledger's sparse index): the
 operators' list is a Query, and a decided item leaves the index.
@@ -66,11 +67,13 @@ class ApprovalStatus(StrEnum):
     # Closed by its conversation's cancellation while pending or approved-but-unused:
     # it authorises nothing; the same call asked again is a fresh request.
     VOIDED = "anulada"
+    # Closed undecided (or approved and unused) after its expiry; the customer was told.
+    EXPIRED = "expirada"
 
 
 # Statuses a new request for the same call replaces (the old one authorises nothing);
 # a denied or consumed record is never replaced.
-REPLACEABLE = (ApprovalStatus.VOIDED,)
+REPLACEABLE = (ApprovalStatus.VOIDED, ApprovalStatus.EXPIRED)
 # Statuses a cancellation closes.
 OPEN = (ApprovalStatus.PENDING, ApprovalStatus.APPROVED)
 

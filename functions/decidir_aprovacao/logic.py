@@ -17,9 +17,9 @@ from typing import Any
 from cadencia_shared.approvals import ApprovalRecord, ApprovalStore, DecisionRefused
 from cadencia_shared.ledger import Ledger
 from cadencia_shared.masking import mask_arguments, mask_identifier
-from cadencia_shared.models import DecisionRequest, PendingListRequest, ShowRequest
+from cadencia_shared.models import DecisionRequest, ExpireRequest, PendingListRequest, ShowRequest
 
-Request = DecisionRequest | PendingListRequest | ShowRequest
+Request = DecisionRequest | PendingListRequest | ShowRequest | ExpireRequest
 CENTS = Decimal("0.01")
 INVALID = "invalida"  # shown in place of the status of a record that is not intact
 
@@ -44,6 +44,13 @@ def handle(request: Request, ledger: Ledger, *, approvers: frozenset[str],
     now = ledger.now_ms()
     if isinstance(request, PendingListRequest):
         return {"ok": True, "pendentes": [masked(r, now) for r in store.pending()]}
+    if isinstance(request, ExpireRequest):
+        # The orchestrator's resume closes each one and tells its customer (this role
+        # runs no conversation); a rerun resumes again, harmlessly.
+        overdue = [r.id for r in store.pending() if r.expired(now)]
+        for approval in overdue:
+            resume(approval)
+        return {"ok": True, "expiradas": overdue}
     if isinstance(request, ShowRequest):
         record = store.get(request.aprovacaoId)
         if record is None:
@@ -61,6 +68,8 @@ def handle(request: Request, ledger: Ledger, *, approvers: frozenset[str],
                             event="DECISAO_DE_APROVACAO_RECUSADA",
                             details={"aprovacaoId": request.aprovacaoId, "motivo": refused.reason,
                                      "aprovador": request.aprovador})
+        if refused.reason == "aprovacao_expirada":
+            resume(request.aprovacaoId)  # a late decision unsticks the conversation: it is closed and told
         return _error(refused.reason)
     # The justification stays on the record (the model reads it on a denial), not in the audit.
     ledger.append_audit(conversation_id=record.conversation_id, event="APROVACAO_DECIDIDA",
