@@ -288,3 +288,66 @@ def test_expired_requests_are_closed_without_waiting_for_the_customer(mocked_aws
         assert Resumer.of(orch).resume(approval, Deadline.after(60)).reason == "nada_a_retomar"
     assert [r for r in _listing(ledger)["pendentes"] if r["aprovacaoId"] in approvals] == []
     assert invoker.calls["emitir_reembolso"] == 0 and all(gateway.debits_for(c) == [] for c in convs)
+
+
+# -- intactness, by property ------------------------------------------------------------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import settings as hsettings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from cadencia_shared.approvals import ApprovalRecord, canonical_arguments  # noqa: E402
+from cadencia_shared.ledger import approval_id  # noqa: E402
+
+
+def _item(cents: int, **changes) -> dict:
+    arguments = {"pedidoId": "4821", "valor": cents / 100}
+    text, digest = canonical_arguments(arguments)
+    item = {"aprovacaoId": approval_id("conv-p", "emitir_reembolso", "v1", digest), "ferramenta": "emitir_reembolso",
+            "versaoFerramenta": "v1", "argumentos": text, "argumentosSha256": digest, "conversaId": "conv-p",
+            "clienteId": Decimal(1001), "valor": Decimal(str(cents / 100)), "motivo": "acima_do_limite",
+            "status": "pendente", "criadoEm": "2027-01-01T00:00:00.000Z", "expiraEmMs": Decimal(1)}
+    return {**item, **changes}
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(st.integers(min_value=1, max_value=99_999_999), st.decimals(allow_nan=True, allow_infinity=True, places=2))
+def test_a_stored_amount_that_is_not_the_argument_is_never_intact(cents, stored):
+    record = ApprovalRecord.from_item(_item(cents, valor=stored))
+    assert record.intact == (stored.is_finite() and stored == Decimal(str(cents / 100)))
+    assert record.amount == Decimal(str(cents / 100))  # what is shown is the argument, always
+    assert ApprovalRecord.from_item(_item(cents)).intact
+
+
+@hsettings(max_examples=200, deadline=None)
+@given(st.integers(min_value=1, max_value=99_999_999), st.integers(min_value=1, max_value=99_999_999),
+       st.sampled_from(["argumentos", "aprovacaoId", "conversaId", "versaoFerramenta"]))
+def test_edited_arguments_or_binding_fields_are_never_intact(cents, other, field):
+    if cents == other:
+        return
+    edited = _item(other)[field] if field in ("argumentos", "aprovacaoId") else f"{_item(cents)[field]}-x"
+    record = ApprovalRecord.from_item(_item(cents, **{field: edited}))
+    assert not record.intact and not record.binds(conversation_id="conv-p", tool="emitir_reembolso", version="v1",
+                                                  arguments_sha256=record.arguments_sha256)
+
+
+def test_the_operators_cancel_command_from_another_process_voids_the_waiting_approval(local_stack, erp, gateway):
+    import subprocess
+    from pathlib import Path
+
+    from scripts.local_stack.aws import session_client
+
+    ledger = Ledger(local_stack.ledger_table, session_client("dynamodb", local_stack.aws_endpoint))
+    conv, invoker = _conv("operador"), InProcessInvoker(local_stack.function_environments())
+    _ask(ledger, invoker, conv)
+    approval = _approval(ledger, conv)
+    root = Path(__file__).resolve().parents[1]
+    env = {"PATH": "/usr/bin:/bin", "CADENCIA_LOCAL_STACK_DIR": local_stack.directory,
+           "LEDGER_TABLE": ledger.table_name}
+    done = subprocess.run([str(root / "scripts" / "operador"), "cancelar", "--conversa", conv, "--local"], env=env,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 aprovação(ões) anulada(s)" in done.stdout
+    assert ApprovalStore(ledger).get(approval).status is ApprovalStatus.VOIDED
+    assert [r for r in _listing(ledger)["pendentes"] if r["aprovacaoId"] == approval] == []
+    assert _decide(ledger, approval)["ok"] is False and gateway.debits_for(conv) == []
