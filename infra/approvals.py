@@ -7,7 +7,9 @@ Operators invoke it (scripts/aprovar.py ``--alvo aws``; they need only
 lambda:InvokeFunction on it). It may read and decide approval items on the ledger
 (GetItem, UpdateItem), append audit records (PutItem), list pending requests from
 the ledger's sparse index (Query), and invoke the orchestrator asynchronously to
-resume a conversation. It runs no tool and reads no secret; outside the VPC (it
+resume a conversation. A schedule invokes it with ``{"acao": "expirar"}`` every
+few minutes (requests that expired undecided: each conversation is resumed, the
+record closed, the customer told). It runs no tool and reads no secret; outside the VPC (it
 reaches only DynamoDB and Lambda).
 """
 
@@ -16,13 +18,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from aws_cdk import Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
 
 from cadencia_shared import ledger as ledger_schema
 from cadencia_shared.catalog import DECISION_FUNCTION_NAME, DECISION_PACKAGE, ORCHESTRATOR_FUNCTION_NAME
 
 from . import contract
-from .base import FunctionSpec, LambdaFunction, lambda_role
+from .base import FunctionSpec, LambdaFunction, lambda_role, pin
 from .config import StackConfig
 from .contract import Ids
 
@@ -30,6 +34,7 @@ if TYPE_CHECKING:
     from .stack import CadenciaStack
 
 DECISION_TIMEOUT_S = 10
+APPROVAL_EXPIRY_RATE_MINUTES = 5  # a customer hears of an expiry at most this late (or at their next message)
 
 
 def approval_environment(config: StackConfig) -> dict[str, str]:
@@ -46,7 +51,7 @@ def add_approval_decisions(stack: CadenciaStack) -> lambda_.Function:
     parts.allow(["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"], [stack.ledger.table_arn])
     parts.allow(["dynamodb:Query"], [stack.ledger_construct.index_arn(ledger_schema.GSI_UNSETTLED)])
     parts.allow(["lambda:InvokeFunction"], [stack.orchestrator.function_arn])
-    return parts.build(FunctionSpec(
+    fn = parts.build(FunctionSpec(
         logical_id=Ids.DECISION_FUNCTION,
         description="Approval decisions: list, show, approve or deny; resumes the conversation",
         handler=f"{DECISION_PACKAGE}.handler.lambda_handler",
@@ -56,3 +61,12 @@ def add_approval_decisions(stack: CadenciaStack) -> lambda_.Function:
         # A person invokes it synchronously; nothing to retry on their behalf.
         retry_attempts=0,
     ), stack.assets)
+    # Requests that expired undecided: each conversation is resumed (the record closed,
+    # the customer told) without waiting for the customer's next message.
+    rule = events.Rule(stack, Ids.APPROVAL_EXPIRY_SCHEDULE + "Resource",
+                       schedule=events.Schedule.rate(Duration.minutes(APPROVAL_EXPIRY_RATE_MINUTES)),
+                       description="Close approval requests that expired undecided")
+    rule.add_target(targets.LambdaFunction(fn, event=events.RuleTargetInput.from_object({"acao": "expirar"}),
+                                           retry_attempts=0))
+    pin(rule, Ids.APPROVAL_EXPIRY_SCHEDULE)
+    return fn

@@ -42,6 +42,7 @@ class Ids:
     DECISION_FUNCTION = "ApprovalDecisionFunction"
     DECISION_ROLE = "ApprovalDecisionRole"
     DECISION_LOG_GROUP = "ApprovalDecisionLogGroup"
+    APPROVAL_EXPIRY_SCHEDULE = "ApprovalExpirySchedule"
     HANDOFF_BUS = "HandoffBus"
     HANDOFF_QUEUE = "HandoffQueue"
     HANDOFF_RULE = "HandoffRule"

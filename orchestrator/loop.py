@@ -52,7 +52,7 @@ from cadencia_shared.ledger import (
 from cadencia_shared.ledger.exhausted import ExhaustedAttempts
 from cadencia_shared.observability import Metric, count
 
-from . import handoffs, history, texts
+from . import approval_lifecycle, handoffs, history, texts
 from .budgets import Limit, TurnBudget, ending_for
 from .events import TurnReply, TurnRequest
 from .controls import Control, default_controls
@@ -204,6 +204,8 @@ class Orchestrator:
     def _write(self, req: TurnRequest, state: ConversationState, outcome: _Outcome,
                exhausted: ExhaustedAttempts) -> TurnReply:
         reply = self._reply(req, outcome.reply, outcome.status.value, outcome.reason)
+        if outcome.reason == Limit.CANCELLED:  # before the commit that consumes the cancellation
+            approval_lifecycle.void_open_approvals(self.ledger, req.conversaId, outcome.messages)
         # Stored for a redelivery: what the request does not already say (each byte
         # of the conversation item is paid on every lease and commit). The commit also
         # anchors the turn's audit links on the conversation (no anchor write of its own).
@@ -222,7 +224,11 @@ class Orchestrator:
             # A human owns the conversation now: the model is not consulted.
             return _Outcome(messages, ConversationStatus.WAITING_HUMAN, texts.WAITING_HUMAN, "aguardando_humano")
         if state.status is ConversationStatus.WAITING_APPROVAL:
-            # A call awaits a person's decision; the decision resumes the conversation.
+            # A call awaits a person's decision; the decision resumes the conversation,
+            # unless the request expired undecided: closed, told, the agent's again.
+            expired = approval_lifecycle.expired_wait(self.ledger, messages)
+            if expired is not None:
+                return _Outcome(messages, ConversationStatus.ACTIVE, expired, "aprovacao_expirada")
             return _Outcome(messages, ConversationStatus.WAITING_APPROVAL, texts.STILL_AWAITING_APPROVAL,
                             "aguardando_aprovacao")
         check = ReplyCheck(req.conversaId, req.clienteId, LedgerEvidence(self.ledger, ceiling=self.settings.ceiling),

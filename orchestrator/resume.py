@@ -6,6 +6,8 @@ step may run later, and again, safely:
     lease the conversation (busy: ConversationBusyError, retry later — the decision waits)
     not aguardando_aprovacao: nothing to do (already resumed, or a human took over)
     negada   ─► an is_error tool_result with the approver's reason; the customer is told
+    expired undecided ─► the record closed (expirada); the customer is told; the
+                conversation active again (``approval_lifecycle``)
     aprovada ─► EXACTLY the approved call — tool and arguments from the record, not a
                 new model turn — through the same control chain (the ceiling lets it through
                 under the number it asked with: the same call, already counted; then the gate,
@@ -27,11 +29,12 @@ from decimal import Decimal
 from types import SimpleNamespace
 from typing import Any
 
-from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalStore, canonical_arguments
-from cadencia_shared.ledger import CancellationPending, ClaimStatus, ConversationBusy, ConversationStatus, Ledger
+from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalStore
+from cadencia_shared.ledger import (CancellationPending, ClaimStatus, ConversationBusy, ConversationState,
+                                    ConversationStatus, Ledger)
 from cadencia_shared.outcomes import Outcome
 
-from . import handoffs, history, texts
+from . import approval_lifecycle, handoffs, history, texts
 from .budgets import Limit, ending_for
 from .events import TurnRequest
 from .controls import default_controls
@@ -92,7 +95,8 @@ class Resumer:
 
     def resume(self, approval: str, deadline: Deadline) -> Resumed:
         record = ApprovalStore(self.ledger).get(approval)
-        if record is None or record.status is ApprovalStatus.PENDING:
+        expiring = record is not None and _expiring(record, self.ledger.now_ms())
+        if record is None or (record.status is ApprovalStatus.PENDING and not expiring):
             return Resumed("", approval, None, "", "nada_a_retomar")
         lease_s = max(self.settings.conversation_lease_s, int(deadline.remaining_s()) + 30)
         try:
@@ -100,11 +104,15 @@ class Resumer:
                                                      lease_s=lease_s)
         except ConversationBusy:
             raise ConversationBusyError(record.conversation_id) from None
-        if state.status is not ConversationStatus.WAITING_APPROVAL:
+        if not self._waits_on(record, state, expiring):
             self.ledger.release_conversation(state)
             return Resumed(record.conversation_id, approval, None, state.status.value, "nada_a_retomar")
         try:
-            messages, status, text, reason = self._decided(record, list(state.messages), deadline)
+            if expiring:  # back to the agent: nothing is pending any more
+                messages, status, reason = list(state.messages), ConversationStatus.ACTIVE, "aprovacao_expirada"
+                text = approval_lifecycle.expired_text(record)
+            else:
+                messages, status, text, reason = self._decided(record, list(state.messages), deadline)
             stored = history.for_storage(messages)
             try:
                 self.ledger.commit_conversation(state, messages=stored, status=status)
@@ -113,6 +121,9 @@ class Resumer:
                 # cancellation wins, as in the loop's commit; a person takes over.
                 ending = ending_for(Limit.CANCELLED)
                 status, text, reason = ConversationStatus.WAITING_HUMAN, ending.text, ending.reason
+                # Voided before the commit that consumes the cancellation: an approved,
+                # unconsumed record would otherwise authorise the same call later.
+                approval_lifecycle.void_open_approvals(self.ledger, record.conversation_id, messages, record.id)
                 self.ledger.commit_conversation(state, messages=stored, status=status, cancelled=True)
         except BaseException:
             self.ledger.release_conversation(state)
@@ -122,6 +133,14 @@ class Resumer:
         if status is ConversationStatus.WAITING_HUMAN:
             self.events.publish(handoffs.hand_off(record.conversation_id, reason))
         return Resumed(record.conversation_id, approval, text, status.value, reason)
+
+    def _waits_on(self, record: ApprovalRecord, state: ConversationState, expiring: bool) -> bool:
+        waiting = state.status is ConversationStatus.WAITING_APPROVAL
+        if not expiring:
+            return waiting
+        # Closed whatever the conversation does now; it is told only when it waits on this one.
+        return (approval_lifecycle.expire(self.ledger, record) and waiting
+                and approval_lifecycle.awaited_approval(state.messages) == record.id)
 
     def _decided(self, record: ApprovalRecord, messages: list[dict[str, Any]],
                  deadline: Deadline) -> tuple[list[dict[str, Any]], ConversationStatus, str, str]:
@@ -133,8 +152,9 @@ class Resumer:
         messages.append({"role": "assistant", "content": [
             {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}]})
         order = record.arguments.get("pedidoId")
-        if canonical_arguments(record.arguments)[1] != record.arguments_sha256:
-            # Edited after it was requested: what would run is not what was decided.
+        if not record.intact:
+            # Edited after it was requested (its arguments, or the amount people were
+            # shown): what would run, or what was said, is not what was decided.
             self.ledger.append_audit(conversation_id=record.conversation_id, event="APROVACAO_INVALIDA",
                                      details={"aprovacaoId": record.id, "status": record.status.value,
                                                "vinculada": False})
@@ -152,6 +172,11 @@ class Resumer:
         messages.append({"role": "user", "content": done.results})
         status, text, reason = _after_approved_call(done, record)
         return messages, status, text, reason
+
+
+def _expiring(record: ApprovalRecord, now_ms: int) -> bool:
+    return record.status is ApprovalStatus.EXPIRED or (record.status is ApprovalStatus.PENDING
+                                                        and record.expired(now_ms))
 
 
 def _after_approved_call(done: RoundResult, record: ApprovalRecord) -> tuple[ConversationStatus, str, str]:
@@ -175,6 +200,8 @@ def _after_approved_call(done: RoundResult, record: ApprovalRecord) -> tuple[Con
 
 
 def _amount_in_reais(record: ApprovalRecord) -> str:
+    # Only intact records reach here: the amount is the bound argument.
+    assert record.amount is not None
     return format(record.amount.quantize(Decimal("0.01")), "f").replace(".", ",")
 
 

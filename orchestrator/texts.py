@@ -59,6 +59,11 @@ APPROVAL_UNUSABLE = (
     "A aprovação do seu pedido de reembolso não pôde ser usada (expirou ou não confere com o pedido) — "
     "vou encaminhar para um atendente humano. Nenhum valor foi movimentado."
 )
+# A request that expired undecided: closed, nothing moved, the agent answers again.
+APPROVAL_EXPIRED = (
+    "O pedido de aprovação do reembolso do pedido {order_id} expirou sem uma decisão da nossa equipe. "
+    "Nenhum valor foi movimentado. Se ainda quiser o reembolso, é só me pedir de novo."
+)
 # After an approved call ran: by what the tool answered (its outcome), never more.
 APPROVED_EXECUTED = "Seu reembolso de R$ {amount} do pedido {order_id} foi aprovado e emitido."
 APPROVED_ALREADY = "O reembolso do pedido {order_id} já tinha sido processado; nenhum valor novo foi movimentado."

@@ -4,6 +4,7 @@
     python -m scripts.aprovar mostrar <aprovacaoId>
     python -m scripts.aprovar aprovar <aprovacaoId> --por ana.operadora --motivo "conferido com o cliente"
     python -m scripts.aprovar negar   <aprovacaoId> --por ana.operadora --motivo "fora da política"
+    python -m scripts.aprovar expirar      # one pass: close expired requests, tell their customers
 
 Every command is one event to the decision Lambda's handler (``cadencia-decidir-aprovacao``):
 ``--alvo aws`` invokes the deployed function (the operator needs only lambda:InvokeFunction on
@@ -42,6 +43,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--alvo", dest="target", choices=("local", "aws"), default="local")
     sub = p.add_subparsers(dest="comando", required=True)
     sub.add_parser("listar", help="pedidos de aprovação pendentes (dados pessoais mascarados)")
+    sub.add_parser("expirar", help="encerra os pedidos expirados sem decisão e avisa cada cliente")
     show = sub.add_parser("mostrar", help="um pedido de aprovação")
     show.add_argument("approval_id", metavar="aprovacao")
     for name in ("aprovar", "negar"):
@@ -55,8 +57,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def event_for(args: argparse.Namespace) -> dict[str, Any]:
-    if args.comando == "listar":
-        return {"acao": "listar"}
+    if args.comando in ("listar", "expirar"):
+        return {"acao": args.comando}
     if args.comando == "mostrar":
         return {"acao": "mostrar", "aprovacaoId": args.approval_id}
     return {"acao": "decidir", "aprovacaoId": args.approval_id, "decisao": args.comando, "aprovador": args.decided_by,
@@ -71,21 +73,26 @@ def local_environment(state: stack.StackState) -> dict[str, str]:
             "RESUME_FUNCTION": "", **keep}
 
 
-def run_local(event: dict[str, Any]) -> tuple[dict[str, Any], Resumed | None]:
+def run_local(event: dict[str, Any]) -> tuple[dict[str, Any], list[Resumed]]:
     state = running_stack()
     env = local_environment(state)
     with function_environment(env):
         from decidir_aprovacao.handler import lambda_handler
 
         answer = lambda_handler(event, LocalContext(DECISION_FUNCTION))
-    if event["acao"] != "decidir" or not answer.get("ok"):
-        return answer, None
+    # What the deployed decision Lambda hands to the orchestrator's resume (async there).
+    if event["acao"] == "expirar":
+        to_resume = list(answer.get("expiradas", []))
+    elif event["acao"] == "decidir" and (answer.get("ok") or answer["erro"]["codigo"] == "aprovacao_expirada"):
+        to_resume = [event["aprovacaoId"]]
+    else:
+        return answer, []
     settings = OrchestratorSettings.from_env({**env, "TOOL_INVOKER": "local", "LEDGER_TABLE": state.ledger_table})
     # The resume's links (the consumed approval, the resumed conversation) on the chain too,
     # as the deployed orchestrator writes them.
     ledger = chained_ledger(state.ledger_table, session_client("dynamodb", state.aws_endpoint))
     resumer = Resumer.build(settings, ledger, InProcessInvoker(state.function_environments()))
-    return answer, resumer.resume(event["aprovacaoId"], Deadline.after(60))
+    return answer, [resumer.resume(approval, Deadline.after(60)) for approval in to_resume]
 
 
 def run_aws(event: dict[str, Any]) -> dict[str, Any]:
@@ -95,10 +102,15 @@ def run_aws(event: dict[str, Any]) -> dict[str, Any]:
     return json.loads(resp["Payload"].read())
 
 
-def show(answer: dict[str, Any], resumed: Resumed | None) -> int:
+def show(answer: dict[str, Any], resumed: list[Resumed]) -> int:
+    for done in resumed:
+        console.print(f"conversa retomada: {done.reason} ({done.status}); ao cliente: {done.reply}")
     if not answer.get("ok"):
         console.print(f"[red]recusado:[/] {answer['erro']['codigo']}")
         return 1
+    if "expiradas" in answer:
+        console.print(f"{len(answer['expiradas'])} pedido(s) expirado(s) encerrado(s)")
+        return 0
     rows = answer.get("pendentes", [answer.get("aprovacao")])
     table = Table(title="aprovações" if "pendentes" in answer else "aprovação")
     columns = ("aprovacaoId", "status", "ferramenta", "argumentos", "valor", "motivo", "conversaId", "criadoEm",
@@ -109,8 +121,6 @@ def show(answer: dict[str, Any], resumed: Resumed | None) -> int:
         table.add_row(*[json.dumps(row[c], ensure_ascii=False) if isinstance(row[c], dict) else str(row[c])
                         for c in columns])
     console.print(table)
-    if resumed is not None:
-        console.print(f"conversa retomada: {resumed.reason} ({resumed.status}); ao cliente: {resumed.reply}")
     return 0
 
 
@@ -118,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     event = event_for(args)
     if args.target == "aws":
-        return show(run_aws(event), None)
+        return show(run_aws(event), [])
     answer, resumed = run_local(event)
     return show(answer, resumed)
 

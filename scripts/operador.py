@@ -24,6 +24,7 @@ for entry in (ROOT, ROOT / "functions"):
 
 from cadencia_shared.ledger import Ledger  # noqa: E402
 from cadencia_shared.settings import LedgerSettings  # noqa: E402
+from orchestrator import approval_lifecycle  # noqa: E402
 
 from scripts.operator_cli import chained_ledger, conversation_argument, dynamodb_client  # noqa: E402
 
@@ -32,7 +33,12 @@ def cancel(ledger: Ledger, conversation_id: str) -> int:
     if not ledger.request_cancellation(conversation_id):
         print(f"conversa {conversation_id}: não encontrada", file=sys.stderr)
         return 2
-    print(f"conversa {conversation_id}: cancelamento registrado (o turno em andamento, ou o próximo, é interrompido)")
+    # The conversation's open approvals are void at once (the operators' list drops them;
+    # the turn that consumes the cancellation voids again whatever a racing turn asked).
+    state = ledger.read_conversation(conversation_id)
+    voided = approval_lifecycle.void_open_approvals(ledger, conversation_id, state.messages if state else [])
+    print(f"conversa {conversation_id}: cancelamento registrado (o turno em andamento, ou o próximo, é interrompido)"
+          + (f"; {len(voided)} aprovação(ões) anulada(s)" if voided else ""))
     return 0
 
 

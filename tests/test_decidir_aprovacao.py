@@ -113,7 +113,7 @@ def test_hostile_events_get_a_typed_error_and_change_nothing(local_stack):
                                  st.sampled_from(list(GOOD.values()))), max_size=6))
 def test_any_event_is_answered_never_raises_and_decides_nothing_unknown(local_stack, event):
     answer = _call(local_stack, event)
-    assert answer["ok"] is False or event.get("acao") in ("listar", "mostrar")
+    assert answer["ok"] is False or event.get("acao") in ("listar", "mostrar", "expirar")
     if answer["ok"] is False:
         assert set(answer) == {"ok", "erro"} and len(json.dumps(answer)) < 5000
 
@@ -124,3 +124,12 @@ def test_a_decision_on_an_unknown_id_is_refused_and_creates_nothing(local_stack)
     assert answer == {"ok": False, "erro": {"codigo": "aprovacao_inexistente"}}
     ledger = Ledger(local_stack.ledger_table, session_client("dynamodb", local_stack.aws_endpoint))
     assert ApprovalStore(ledger).get(unknown) is None  # the conditional write created no item
+
+
+def test_the_expiry_pass_is_a_strict_event_and_resumes_only_expired_requests(local_stack, erp):
+    conv = f"expirar-{uuid.uuid4().hex[:8]}"
+    approval = _waiting(local_stack, conv)  # valid for a day: not expired
+    answer = _call(local_stack, {"acao": "expirar"})
+    assert answer["ok"] is True and approval not in answer["expiradas"]
+    for event in ({"acao": "expirar", "aprovacaoId": approval}, {"acao": "expirar", "x": 1}, {"acao": "EXPIRAR"}):
+        assert _call(local_stack, event)["erro"]["codigo"] == "entrada_invalida", event

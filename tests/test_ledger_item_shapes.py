@@ -330,6 +330,9 @@ def test_an_approval_request_written_through_the_ledgers_table(world: World):
         "visitadoEm": {"S": sort}, "expiraEm": {"N": str(1_800_000_600 + 90 * 24 * 3600)}}
     assert world.item(f"aprovacao#{record.id}") == pending
     world.tick()
+    # A decision is recorded only while its conversation waits for it.
+    waiting = world.ledger.acquire_conversation(conversation_id=CONV, customer_id=7, lease_s=30)
+    world.ledger.commit_conversation(waiting, messages=[], status=ConversationStatus.WAITING_APPROVAL)
     store.decide(record.id, approve=True, approver="ana", justification="ok", allowed_approvers=frozenset({"ana"}))
     decided = {k: v for k, v in pending.items() if k != "pendencia"}
     decided |= {"status": {"S": "aprovada"}, "decididoPor": {"S": "ana"}, "justificativa": {"S": "ok"},

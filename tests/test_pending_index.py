@@ -129,6 +129,9 @@ def test_approvals_are_listed_whole_and_a_decided_one_is_not(world):
     assert [set(e) for e in _index_entries(ledger, recording, "aprovacao")] == [KEYS] * 2
     assert store.pending() == [first, second]
     stale = _query(ledger, recording, "aprovacao")
+    # A decision is recorded only while its conversation waits for it.
+    waiting = ledger.acquire_conversation(conversation_id="conv-a", customer_id=7, lease_s=60)
+    ledger.commit_conversation(waiting, messages=[], status=ConversationStatus.WAITING_APPROVAL)
     store.decide(first.id, approve=False, approver="ana", justification="não", allowed_approvers=frozenset({"ana"}))
     recording.replay = stale
     assert store.pending() == [second]

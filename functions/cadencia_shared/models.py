@@ -190,6 +190,14 @@ class PendingListRequest(BaseModel):
     acao: Literal["listar"]
 
 
+class ExpireRequest(BaseModel):
+    """Close the requests whose expiry passed undecided (each conversation is resumed)."""
+
+    model_config = EDGE_CONFIG
+
+    acao: Literal["expirar"]
+
+
 class ShowRequest(BaseModel):
     model_config = EDGE_CONFIG
 

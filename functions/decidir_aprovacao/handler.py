@@ -19,7 +19,7 @@ from cadencia_shared.aws import AwsSettings, client
 from cadencia_shared.catalog import ORCHESTRATOR_FUNCTION_NAME
 from cadencia_shared.handler import InvalidEvent, parse_event
 from cadencia_shared.ledger import Ledger
-from cadencia_shared.models import DecisionRequest, PendingListRequest, ShowRequest
+from cadencia_shared.models import DecisionRequest, ExpireRequest, PendingListRequest, ShowRequest
 from cadencia_shared.observability import logger_for
 from cadencia_shared.settings import ApprovalSettings, EnvSettings, LedgerSettings
 
@@ -27,7 +27,7 @@ from .logic import Request, handle
 
 logger = logger_for("decidir_aprovacao")
 _MODELS: dict[str, type[BaseModel]] = {"decidir": DecisionRequest, "listar": PendingListRequest,
-                                       "mostrar": ShowRequest}
+                                       "mostrar": ShowRequest, "expirar": ExpireRequest}
 
 
 class DecisionSettings(EnvSettings):
@@ -40,7 +40,7 @@ class DecisionSettings(EnvSettings):
 def parse(event: Any) -> Request:
     action = event.get("acao") if isinstance(event, dict) else None
     if not isinstance(action, str) or action not in _MODELS:
-        raise InvalidEvent(["acao: deve ser 'listar', 'mostrar' ou 'decidir'"])
+        raise InvalidEvent(["acao: deve ser 'listar', 'mostrar', 'decidir' ou 'expirar'"])
     return parse_event(event, _MODELS[action])  # type: ignore[return-value]
 
 

@@ -11,14 +11,17 @@ second decision.
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 from cadencia_shared.approvals import ApprovalRecord, ApprovalStore, DecisionRefused
 from cadencia_shared.ledger import Ledger
 from cadencia_shared.masking import mask_arguments, mask_identifier
-from cadencia_shared.models import DecisionRequest, PendingListRequest, ShowRequest
+from cadencia_shared.models import DecisionRequest, ExpireRequest, PendingListRequest, ShowRequest
 
-Request = DecisionRequest | PendingListRequest | ShowRequest
+Request = DecisionRequest | PendingListRequest | ShowRequest | ExpireRequest
+CENTS = Decimal("0.01")
+INVALID = "invalida"  # shown in place of the status of a record that is not intact
 
 
 def masked(record: ApprovalRecord, now_ms: int) -> dict[str, Any]:
@@ -27,7 +30,10 @@ def masked(record: ApprovalRecord, now_ms: int) -> dict[str, Any]:
         "aprovacaoId": record.id, "ferramenta": record.tool, "versaoFerramenta": record.tool_version,
         "argumentos": mask_arguments(record.arguments), "argumentosSha256": record.arguments_sha256,
         "conversaId": mask_identifier(record.conversation_id), "clienteId": mask_identifier(record.customer_id, keep=2),
-        "valor": format(record.amount, "f"), "motivo": record.reason, "status": record.status.value,
+        # The amount is the bound argument's; a record whose stored copy disagrees (or
+        # whose arguments do not hash to its digest) is shown as invalid, never decided.
+        "valor": None if record.amount is None else format(record.amount.quantize(CENTS), "f"),
+        "motivo": record.reason, "status": record.status.value if record.intact else INVALID,
         "criadoEm": record.created_at, "expirada": record.expired(now_ms), "decididoPor": record.decided_by,
     }
 
@@ -38,10 +44,21 @@ def handle(request: Request, ledger: Ledger, *, approvers: frozenset[str],
     now = ledger.now_ms()
     if isinstance(request, PendingListRequest):
         return {"ok": True, "pendentes": [masked(r, now) for r in store.pending()]}
+    if isinstance(request, ExpireRequest):
+        # The orchestrator's resume closes each one and tells its customer (this role
+        # runs no conversation); a rerun resumes again, harmlessly.
+        overdue = [r.id for r in store.pending() if r.expired(now)]
+        for approval in overdue:
+            resume(approval)
+        return {"ok": True, "expiradas": overdue}
     if isinstance(request, ShowRequest):
         record = store.get(request.aprovacaoId)
         if record is None:
             return _error("aprovacao_inexistente")
+        if not record.intact:
+            ledger.append_audit(conversation_id=record.conversation_id, event="APROVACAO_INVALIDA",
+                                details={"aprovacaoId": record.id, "status": record.status.value, "vinculada": False})
+            return _error("aprovacao_invalida")
         return {"ok": True, "aprovacao": masked(record, now)}
     try:
         record = store.decide(request.aprovacaoId, approve=request.decisao == "aprovar", approver=request.aprovador,
@@ -51,6 +68,8 @@ def handle(request: Request, ledger: Ledger, *, approvers: frozenset[str],
                             event="DECISAO_DE_APROVACAO_RECUSADA",
                             details={"aprovacaoId": request.aprovacaoId, "motivo": refused.reason,
                                      "aprovador": request.aprovador})
+        if refused.reason == "aprovacao_expirada":
+            resume(request.aprovacaoId)  # a late decision unsticks the conversation: it is closed and told
         return _error(refused.reason)
     # The justification stays on the record (the model reads it on a denial), not in the audit.
     ledger.append_audit(conversation_id=record.conversation_id, event="APROVACAO_DECIDIDA",

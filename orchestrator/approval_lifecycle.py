@@ -1,0 +1,108 @@
+"""A conversation's approvals when the conversation moves on without a decision.
+
+Which approvals a conversation asked for is read from its own history: every
+request left an ``is_error`` tool_result ``{"erro": "aguardando_aprovacao",
+"aprovacaoId": …}`` written by the confirmation gate (code, never the model), and
+the stored history never drops a tool block (``history.for_storage``). So no index
+is queried and no new permission is needed.
+
+- A cancellation (consumed by a turn's or a resume's commit, or requested by an
+  operator) voids every open approval of the conversation — pending, or approved
+  and not yet consumed: ``aprovada`` can never authorise the same call after the
+  conversation was taken from the agent. Voiding happens BEFORE the cancelled commit,
+  so a crash in between leaves the cancellation pending and the next turn voids again.
+- A request whose expiry passed undecided is closed (``expirada``, audited), the
+  customer is told in code's words (``texts.APPROVAL_EXPIRED``: nothing moved, ask
+  again), and the conversation goes back to the AGENT, not to a person: nothing is
+  pending any more, and the same call asked again is a fresh request. Two paths
+  reach it: the customer's next message (the loop, no model call in that turn), or
+  the resume (``Resumer.resume``), which the decision Lambda's ``expirar`` and a
+  decision refused as expired both trigger, so the customer is told unprompted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from cadencia_shared.approvals import OPEN, ApprovalRecord, ApprovalStatus, ApprovalStore
+from cadencia_shared.ledger import Ledger
+
+from . import texts
+
+AWAITING = "aguardando_aprovacao"  # the gate's refusal while a request waits (ApprovalRefusal.AWAITING)
+
+
+def requested_approvals(messages: Iterable[dict[str, Any]]) -> list[str]:
+    """The approval ids this conversation waited on, oldest first, without repeats."""
+    found: dict[str, None] = {}
+    for message in messages:
+        content = message.get("content") if message.get("role") == "user" else None
+        for block in content if isinstance(content, list) else ():
+            body = _body(block) if isinstance(block, dict) and block.get("type") == "tool_result" else None
+            if body is not None and body.get("erro") == AWAITING and isinstance(body.get("aprovacaoId"), str):
+                found[body["aprovacaoId"]] = None
+    return list(found)
+
+
+def awaited_approval(messages: Iterable[dict[str, Any]]) -> str | None:
+    """The request the conversation waits on now: the last one it asked for."""
+    requested = requested_approvals(messages)
+    return requested[-1] if requested else None
+
+
+def void_open_approvals(ledger: Ledger, conversation_id: str, messages: Iterable[dict[str, Any]],
+                        *also: str) -> list[str]:
+    """Void the conversation's open approvals (``ApprovalStore.close``: one conditional
+    write each, a no-op on a decided, consumed or already closed one). Returns the voided ids."""
+    store = ApprovalStore(ledger)
+    voided = []
+    for approval in dict.fromkeys([*requested_approvals(messages), *also]):
+        before = store.close(approval, conversation_id=conversation_id, status=ApprovalStatus.VOIDED)
+        if before is not None:
+            ledger.append_audit(conversation_id=conversation_id, event="APROVACAO_ANULADA",
+                                details={"aprovacaoId": approval, "statusAnterior": before.value,
+                                         "motivo": "conversa_cancelada"})
+            voided.append(approval)
+    return voided
+
+
+def _body(block: dict[str, Any]) -> dict[str, Any] | None:
+    content = block.get("content")
+    try:
+        body = json.loads(content) if isinstance(content, str) else None
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def expire(ledger: Ledger, record: ApprovalRecord) -> bool:
+    """Close an open record whose expiry passed (→ ``expirada``, audited). True: closed
+    now or before (the customer may be told); False: still open or decided."""
+    if record.status is ApprovalStatus.EXPIRED:
+        return True
+    if record.status not in OPEN or not record.expired(ledger.now_ms()):
+        return False
+    before = ApprovalStore(ledger).close(record.id, conversation_id=record.conversation_id,
+                                         status=ApprovalStatus.EXPIRED, only_expired=True)
+    if before is None:
+        fresh = ApprovalStore(ledger).get(record.id)  # closed by a racing reader?
+        return fresh is not None and fresh.status is ApprovalStatus.EXPIRED
+    ledger.append_audit(conversation_id=record.conversation_id, event="APROVACAO_EXPIRADA",
+                        details={"aprovacaoId": record.id, "statusAnterior": before.value})
+    return True
+
+
+def expired_wait(ledger: Ledger, messages: list[dict[str, Any]]) -> str | None:
+    """While the conversation waits: the customer's sentence when the request it waits
+    on expired (closed now; the conversation goes back to the agent), else None."""
+    approval = awaited_approval(messages)
+    record = ApprovalStore(ledger).get(approval) if approval is not None else None
+    if record is None or record.status is ApprovalStatus.VOIDED or not expire(ledger, record):
+        return None
+    return expired_text(record)
+
+
+def expired_text(record: ApprovalRecord) -> str:
+    return texts.APPROVAL_EXPIRED.format(order_id=record.arguments.get("pedidoId"))
