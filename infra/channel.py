@@ -27,6 +27,7 @@ from aws_cdk import aws_sqs as sqs
 
 from cadencia_shared.catalog import LEDGER_TABLE, TOOLS, WHATSAPP_DB_USER
 from cadencia_shared.observability import NAMESPACE
+from canal_whatsapp.queue_timing import queue_timing
 from canal_whatsapp.settings import (
     ACCESS_TOKEN_NAME,
     APP_SECRET_NAME,
@@ -35,6 +36,7 @@ from canal_whatsapp.settings import (
     INGRESS_FUNCTION_NAME,
     VERIFY_TOKEN_NAME,
 )
+from orchestrator.settings import OrchestratorSettings
 
 from . import contract
 from .config import ANTHROPIC_KEY_SECRET_NAME
@@ -45,7 +47,9 @@ if TYPE_CHECKING:
 
 CONSUMER_FUNCTION_NAME = contract.WHATSAPP_CONSUMER_FUNCTION_NAME
 INGRESS_TIMEOUT_S = 10
-MAX_RECEIVES = 5
+# The consumer's conversation lease (the orchestrator's default, written into its
+# environment): the inbound queue's visibility and receives are derived from it.
+CONSUMER_LEASE_S: int = OrchestratorSettings.model_fields["conversation_lease_s"].default
 # A reply is sent inside the turn's invocation: keep room for one send (its
 # 5 s timeout + 1 s) besides the orchestrator's usual reserve.
 CONSUMER_FINAL_RESERVE_S = 10
@@ -90,13 +94,15 @@ def _secret(stack: CadenciaStack, logical_id: str, name: str, description: str) 
 
 
 def _queue(stack: CadenciaStack, logical_id: str, name: str, dlq: sqs.Queue | None) -> sqs.Queue:
+    timing = queue_timing(turn_timeout_s=stack.orchestrator_timeout_s, lease_s=CONSUMER_LEASE_S)
     queue = sqs.Queue(
         stack, logical_id + "Resource", queue_name=name, fifo=True, content_based_deduplication=False,
         encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
         retention_period=Duration.days(4 if dlq else 14),
-        # AWS's advice for an event source mapping: 6 x the function's timeout.
-        visibility_timeout=Duration.seconds(6 * stack.orchestrator_timeout_s),
-        dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=MAX_RECEIVES) if dlq else None,
+        # Derived from the lease: a message never runs out of receives while a consumer
+        # that died mid-turn still holds its conversation (6 x the timeout, AWS's advice).
+        visibility_timeout=Duration.seconds(timing.visibility_s),
+        dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=timing.max_receives) if dlq else None,
     )
     stack.pin(queue, logical_id)  # (cdk-nag's SQS3 recognises the DLQ as one: nothing to acknowledge)
     return queue
@@ -150,6 +156,7 @@ def _consumer(stack: CadenciaStack, queue: sqs.Queue, access_token: secretsmanag
            "TETO_TENTATIVAS": stack.retry_ceiling, "TOOL_INVOKER": "aws",
            "TOOL_FUNCTIONS": json.dumps({t.name: t.function_name for t in TOOLS.values()}, sort_keys=True),
            "RESERVA_FINAL_S": str(CONSUMER_FINAL_RESERVE_S), "WHATSAPP_ACCESS_TOKEN_NAME": ACCESS_TOKEN_NAME,
+           "CONVERSA_LEASE_S": str(CONSUMER_LEASE_S),
            "POWERTOOLS_LOG_LEVEL": "INFO"}
     if cfg.uses_bedrock:
         statements.append((("bedrock:InvokeModel",), list(stack.bedrock_arns())))

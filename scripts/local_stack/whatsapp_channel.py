@@ -20,6 +20,7 @@ per ``LocalChannel``, so tests on one moto server never see each other's message
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import secrets
@@ -37,17 +38,32 @@ from urllib.parse import parse_qsl, urlsplit
 from cadencia_shared.audit_chain import AUDIT_TABLE
 from cadencia_shared.catalog import WHATSAPP_DB_USER
 
+from canal_whatsapp.queue_timing import QueueTiming, queue_timing
+
 from .aws import session_client
 from .whatsapp_fake import FakeCloudApi, FakeCloudApiServer, WebhookClient
 
 ROOT = Path(__file__).resolve().parents[2]
-# Longer than a local turn (the worker's context allows 25 s), as in AWS (6 x the
-# function's timeout). A failed message is made visible again after
-# RETRY_AFTER_S instead of waiting this out: the only local shortcut, for speed.
-LOCAL_VISIBILITY_S = 30
-RETRY_AFTER_S = 1
+# The queue's timing follows the stack's rule (canal_whatsapp.queue_timing), from the
+# local turn's timeout and lease: a failed message is made visible again after
+# RETRY_AFTER_S instead of waiting out the visibility timeout, for speed, but never
+# sooner than the rule allows (a message must not run out of receives while a consumer
+# killed mid-turn still holds its conversation).
 TURN_TIMEOUT_S = 25
-MAX_RECEIVES = 5
+LOCAL_LEASE_S = 30
+RETRY_AFTER_S = 1
+
+
+def local_timing(turn_timeout_s: int = TURN_TIMEOUT_S, lease_s: int = LOCAL_LEASE_S) -> QueueTiming:
+    return queue_timing(turn_timeout_s=turn_timeout_s, lease_s=lease_s, redelivery_s=RETRY_AFTER_S)
+
+
+def consumer_timing_environment(timing: QueueTiming, lease_s: int = LOCAL_LEASE_S,
+                                turn_timeout_s: int = TURN_TIMEOUT_S) -> dict[str, str]:
+    """What a consumer process needs to keep the rule: its lease, its turn's timeout
+    and when a failed record comes back."""
+    return {"CONVERSA_LEASE_S": str(lease_s), "LOCAL_TURN_TIMEOUT_S": str(turn_timeout_s),
+            "LOCAL_RETRY_AFTER_S": str(timing.redelivery_s)}
 # Where a running channel tells the attendant's tooling (scripts/atendente.py) how
 # to send through it: the fake's Graph URL and the access token's secret name.
 PUBLISHED_FILE = "whatsapp-canal.json"
@@ -64,13 +80,14 @@ def published_sender_environment(state_dir: Path) -> dict[str, str] | None:
         return None
 
 
-def provision_queues(sqs: Any, suffix: str, visibility_s: int = LOCAL_VISIBILITY_S) -> tuple[str, str]:
+def provision_queues(sqs: Any, suffix: str, timing: QueueTiming) -> tuple[str, str]:
     dlq = sqs.create_queue(QueueName=f"cadencia-whatsapp-dlq-{suffix}.fifo", Attributes={"FifoQueue": "true"})
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq["QueueUrl"], AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     queue = sqs.create_queue(
         QueueName=f"cadencia-whatsapp-entrada-{suffix}.fifo",
-        Attributes={"FifoQueue": "true", "VisibilityTimeout": str(visibility_s),
-                    "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVES})},
+        Attributes={"FifoQueue": "true", "VisibilityTimeout": str(timing.visibility_s),
+                    "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn,
+                                                 "maxReceiveCount": timing.max_receives})},
     )
     return queue["QueueUrl"], dlq["QueueUrl"]
 
@@ -163,6 +180,8 @@ def run_consumer(queue_url: str) -> None:
 
     sqs = session_client("sqs", os.environ["AWS_ENDPOINT_URL"])
     arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    turn_timeout_s = int(os.environ.get("LOCAL_TURN_TIMEOUT_S", TURN_TIMEOUT_S))
+    retry_after_s = int(os.environ.get("LOCAL_RETRY_AFTER_S", local_timing().redelivery_s))
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     while not stop:
@@ -171,23 +190,46 @@ def run_consumer(queue_url: str) -> None:
         for message in got:
             try:
                 result = lambda_handler(sqs_event(message, arn),
-                                        LocalContext("cadencia-orquestrador", timeout_s=TURN_TIMEOUT_S))
+                                        LocalContext("cadencia-orquestrador", timeout_s=turn_timeout_s))
                 failed = bool(result.get("batchItemFailures"))
-            except Exception:  # a failed invocation: the whole batch comes back
+            except Exception as err:  # a failed invocation: the whole batch comes back
+                _log_caught(err, message)
                 failed = True
             if not failed:
                 sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
             else:
+                _log_failed(message, retry_after_s)
                 sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"],
-                                              VisibilityTimeout=int(os.environ.get("LOCAL_RETRY_AFTER_S",
-                                                                                   RETRY_AFTER_S)))
+                                              VisibilityTimeout=retry_after_s)
+
+
+def _log_caught(err: BaseException, message: dict[str, Any]) -> None:
+    """What the worker caught, as Lambda's log would show a failed invocation: the
+    exception's type and where it was raised (never its text nor the body, which may
+    hold a phone number or the customer's words)."""
+    import traceback
+
+    frames = traceback.extract_tb(err.__traceback__)[-3:]
+    where = " <- ".join(f"{Path(f.filename).name}:{f.lineno}" for f in reversed(frames))
+    print(json.dumps({"level": "ERROR", "message": "invocacao falhou", "erro": type(err).__name__, "onde": where,
+                      "messageId": message["MessageId"]}), flush=True)
+
+
+def _log_failed(message: dict[str, Any], retry_after_s: int) -> None:
+    receives = message.get("Attributes", {}).get("ApproximateReceiveCount", "?")
+    print(json.dumps({"level": "WARNING", "message": "registro falhou: volta a fila", "messageId": message["MessageId"],
+                      "recebimentos": receives, "voltaEmS": retry_after_s}), flush=True)
 
 
 # -- the whole channel, for tests, scripts/conversa.py and prova ---------------------------
 class LocalChannel:
     def __init__(self, state: Any, *, model_env: dict[str, str], consumers: int = 1,
                  log_level: str = "WARNING", sender_env: dict[str, str] | None = None,
-                 visibility_s: int = LOCAL_VISIBILITY_S, publish: bool = False) -> None:
+                 turn_timeout_s: int = TURN_TIMEOUT_S, lease_s: int = LOCAL_LEASE_S,
+                 visibility_s: int | None = None, publish: bool = False) -> None:
+        """``turn_timeout_s`` and ``lease_s`` give the queue's timing (the stack's rule);
+        ``visibility_s`` overrides only the visibility timeout, for a test whose message
+        never meets a held conversation (a send interrupted after the turn's commit)."""
         self.state = state
         self.model_env = model_env
         self.consumers = consumers
@@ -203,7 +245,11 @@ class LocalChannel:
         suffix = secrets.token_hex(4)
         self.names = {k: f"cadencia/whatsapp/{k}-{suffix}" for k in ("app-secret", "verify-token", "access-token")}
         self.sqs = session_client("sqs", state.aws_endpoint)
-        self.queue_url, self.dlq_url = provision_queues(self.sqs, suffix, visibility_s)
+        self.timing = local_timing(turn_timeout_s, lease_s)
+        if visibility_s is not None:
+            self.timing = dataclasses.replace(self.timing, visibility_s=visibility_s)
+        self.timing_env = consumer_timing_environment(self.timing, lease_s, turn_timeout_s)
+        self.queue_url, self.dlq_url = provision_queues(self.sqs, suffix, self.timing)
         self.ingress_url = ""
         self.publish = publish
         self._published_before: dict[str, str] | None = None
@@ -227,9 +273,11 @@ class LocalChannel:
                                      for n, e in self.state.function_environments().items()}))
         # AUDIT_TABLE as infra.controls.add_audit_table gives the consumer: its decisions go on the hash chain.
         return {**self._common(), **self.model_env, "LEDGER_TABLE": self.state.ledger_table, "AUDIT_TABLE": AUDIT_TABLE,
+
                 "TOOL_INVOKER": "local", "LOCAL_TOOL_ENVIRONMENTS": str(tools),
                 "WHATSAPP_GRAPH_URL": self._fake.graph_url, "WHATSAPP_ACCESS_TOKEN_NAME": self.names["access-token"],
-                "WHATSAPP_SEND_TIMEOUT_S": "2", "WHATSAPP_BACKOFF_BASE_S": "0.05", **self.sender_env}
+                "WHATSAPP_SEND_TIMEOUT_S": "2", "WHATSAPP_BACKOFF_BASE_S": "0.05", **self.timing_env,
+                **self.sender_env}
 
     def sender_environment(self) -> dict[str, str]:
         """How replies go out through this channel (the consumers and a person's replies)."""
