@@ -25,7 +25,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 
-from cadencia_shared.catalog import LEDGER_TABLE, TOOLS, WHATSAPP_DB_USER
+from cadencia_shared.catalog import HANDOFF_BUS_NAME, LEDGER_TABLE, TOOLS, WHATSAPP_DB_USER
 from cadencia_shared.observability import NAMESPACE
 from canal_whatsapp.queue_timing import queue_timing
 from canal_whatsapp.settings import (
@@ -151,8 +151,10 @@ def _consumer(stack: CadenciaStack, queue: sqs.Queue, access_token: secretsmanag
         (("lambda:InvokeFunction",), [stack.tool_functions[t.name].function_arn for t in TOOLS.values()]),
         (("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"), [queue.queue_arn]),
         (("secretsmanager:GetSecretValue",), [access_token.secret_arn]),
+        # Hand-offs and approval requests of WhatsApp conversations reach a person as every other's do.
+        (("events:PutEvents",), [stack.handoff_bus.event_bus_arn]),
     ]
-    env = {"MODEL_PROVIDER": cfg.model_provider, "MODEL_ID": cfg.model_id, "LEDGER_TABLE": LEDGER_TABLE,
+    env = {"EVENT_BUS_NAME": HANDOFF_BUS_NAME, "MODEL_PROVIDER": cfg.model_provider, "MODEL_ID": cfg.model_id, "LEDGER_TABLE": LEDGER_TABLE,
            "TETO_TENTATIVAS": stack.retry_ceiling, "TOOL_INVOKER": "aws",
            "TOOL_FUNCTIONS": json.dumps({t.name: t.function_name for t in TOOLS.values()}, sort_keys=True),
            "RESERVA_FINAL_S": str(CONSUMER_FINAL_RESERVE_S), "WHATSAPP_ACCESS_TOKEN_NAME": ACCESS_TOKEN_NAME,

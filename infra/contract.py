@@ -294,6 +294,8 @@ def whatsapp_consumer_role(config: StackConfig) -> RoleContract:
                   (att(Ids.WHATSAPP_QUEUE, "Arn"),), "what the event source mapping needs to consume the queue"),
             Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_ACCESS_TOKEN),),
                   "the Cloud API access token, to send the reply"),
+            Grant(("events:PutEvents",), (att(Ids.HANDOFF_BUS, "Arn"),),
+                  "publish hand-offs and approval requests (masked) on the stack's own bus only"),
             _audit_append("append every decision of the loop's controls"),
             _model_grant(config),
         ) + _platform(Ids.WHATSAPP_CONSUMER_LOG_GROUP),

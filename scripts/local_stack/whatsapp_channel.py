@@ -36,7 +36,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from cadencia_shared.audit_chain import AUDIT_TABLE
-from cadencia_shared.catalog import WHATSAPP_DB_USER
+from cadencia_shared.catalog import HANDOFF_BUS_NAME, WHATSAPP_DB_USER
 
 from canal_whatsapp.queue_timing import QueueTiming, queue_timing
 
@@ -272,8 +272,9 @@ class LocalChannel:
         tools.write_text(json.dumps({n: {**e, "POWERTOOLS_LOG_LEVEL": self.log_level}
                                      for n, e in self.state.function_environments().items()}))
         # AUDIT_TABLE as infra.controls.add_audit_table gives the consumer: its decisions go on the hash chain.
+        # EVENT_BUS_NAME as infra.channel gives the consumer: hand-offs reach the local bus and its queue.
         return {**self._common(), **self.model_env, "LEDGER_TABLE": self.state.ledger_table, "AUDIT_TABLE": AUDIT_TABLE,
-
+                "EVENT_BUS_NAME": HANDOFF_BUS_NAME,
                 "TOOL_INVOKER": "local", "LOCAL_TOOL_ENVIRONMENTS": str(tools),
                 "WHATSAPP_GRAPH_URL": self._fake.graph_url, "WHATSAPP_ACCESS_TOKEN_NAME": self.names["access-token"],
                 "WHATSAPP_SEND_TIMEOUT_S": "2", "WHATSAPP_BACKOFF_BASE_S": "0.05", **self.timing_env,
