@@ -236,11 +236,12 @@ def test_a_sender_killed_mid_send_never_sends_twice(local_stack, erp, model_env,
 
 
 def test_a_message_that_keeps_failing_lands_in_the_dlq(local_stack, erp, model_env):
-    with LocalChannel(local_stack, model_env=model_env, consumers=1) as ch:
+    # Short turns and lease: the derived redelivery delay (10 s) keeps the test short.
+    with LocalChannel(local_stack, model_env=model_env, consumers=1, turn_timeout_s=5, lease_s=5) as ch:
         sm = session_client("secretsmanager", local_stack.aws_endpoint)
         sm.delete_secret(SecretId=ch.names["access-token"], ForceDeleteWithoutRecovery=True)
         assert ch.webhook.post(notification([text_message(UNKNOWN, "oi", timestamp=day_ts(21))])) == 200
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 90
         while time.monotonic() < deadline and ch.queue_depth(ch.dlq_url) == 0:
             time.sleep(0.3)
         assert ch.queue_depth(ch.dlq_url) == 1
@@ -283,7 +284,7 @@ def test_a_busy_record_is_a_batch_item_failure_not_a_function_error(local_stack,
     from orchestrator import handler as direct_handler
     from orchestrator import whatsapp_consumer
     from orchestrator.invokers.local import LocalContext, function_environment
-    from scripts.local_stack.whatsapp_channel import sqs_event
+    from scripts.local_stack.whatsapp_worker import sqs_event
 
     with LocalChannel(local_stack, model_env=model_env, consumers=0) as ch:
         env = ch.consumer_environment()

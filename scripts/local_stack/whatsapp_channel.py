@@ -92,6 +92,12 @@ def provision_queues(sqs: Any, suffix: str, timing: QueueTiming) -> tuple[str, s
     return queue["QueueUrl"], dlq["QueueUrl"]
 
 
+def provision_resend_queue(sqs: Any, suffix: str, timing: QueueTiming) -> str:
+    """The resend queue (standard, as infra/channel.py): per-message DelaySeconds."""
+    return sqs.create_queue(QueueName=f"cadencia-whatsapp-reenvios-{suffix}",
+                            Attributes={"VisibilityTimeout": str(timing.visibility_s)})["QueueUrl"]
+
+
 def put_secret(sm: Any, name: str, value: str) -> None:
     try:
         sm.create_secret(Name=name, SecretString=value)
@@ -166,61 +172,6 @@ def serve_ingress(port_file: Path) -> None:
     http.serve_forever()
 
 
-def sqs_event(message: dict[str, Any], queue_arn: str) -> dict[str, Any]:
-    return {"Records": [{
-        "messageId": message["MessageId"], "receiptHandle": message["ReceiptHandle"], "body": message["Body"],
-        "attributes": message.get("Attributes", {}), "messageAttributes": {}, "md5OfBody": message["MD5OfBody"],
-        "eventSource": "aws:sqs", "eventSourceARN": queue_arn, "awsRegion": "us-east-1",
-    }]}
-
-
-def run_consumer(queue_url: str) -> None:
-    from orchestrator.invokers.local import LocalContext
-    from orchestrator.whatsapp_consumer import lambda_handler
-
-    sqs = session_client("sqs", os.environ["AWS_ENDPOINT_URL"])
-    arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    turn_timeout_s = int(os.environ.get("LOCAL_TURN_TIMEOUT_S", TURN_TIMEOUT_S))
-    retry_after_s = int(os.environ.get("LOCAL_RETRY_AFTER_S", local_timing().redelivery_s))
-    stop = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    while not stop:
-        got = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=1, WaitTimeSeconds=1,
-                                  AttributeNames=["All"]).get("Messages", [])
-        for message in got:
-            try:
-                result = lambda_handler(sqs_event(message, arn),
-                                        LocalContext("cadencia-orquestrador", timeout_s=turn_timeout_s))
-                failed = bool(result.get("batchItemFailures"))
-            except Exception as err:  # a failed invocation: the whole batch comes back
-                _log_caught(err, message)
-                failed = True
-            if not failed:
-                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
-            else:
-                _log_failed(message, retry_after_s)
-                sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"],
-                                              VisibilityTimeout=retry_after_s)
-
-
-def _log_caught(err: BaseException, message: dict[str, Any]) -> None:
-    """What the worker caught, as Lambda's log would show a failed invocation: the
-    exception's type and where it was raised (never its text nor the body, which may
-    hold a phone number or the customer's words)."""
-    import traceback
-
-    frames = traceback.extract_tb(err.__traceback__)[-3:]
-    where = " <- ".join(f"{Path(f.filename).name}:{f.lineno}" for f in reversed(frames))
-    print(json.dumps({"level": "ERROR", "message": "invocacao falhou", "erro": type(err).__name__, "onde": where,
-                      "messageId": message["MessageId"]}), flush=True)
-
-
-def _log_failed(message: dict[str, Any], retry_after_s: int) -> None:
-    receives = message.get("Attributes", {}).get("ApproximateReceiveCount", "?")
-    print(json.dumps({"level": "WARNING", "message": "registro falhou: volta a fila", "messageId": message["MessageId"],
-                      "recebimentos": receives, "voltaEmS": retry_after_s}), flush=True)
-
-
 # -- the whole channel, for tests, scripts/conversa.py and prova ---------------------------
 class LocalChannel:
     def __init__(self, state: Any, *, model_env: dict[str, str], consumers: int = 1,
@@ -250,6 +201,7 @@ class LocalChannel:
             self.timing = dataclasses.replace(self.timing, visibility_s=visibility_s)
         self.timing_env = consumer_timing_environment(self.timing, lease_s, turn_timeout_s)
         self.queue_url, self.dlq_url = provision_queues(self.sqs, suffix, self.timing)
+        self.resend_url = provision_resend_queue(self.sqs, suffix, self.timing)
         self.ingress_url = ""
         self.publish = publish
         self._published_before: dict[str, str] | None = None
@@ -278,6 +230,7 @@ class LocalChannel:
                 "TOOL_INVOKER": "local", "LOCAL_TOOL_ENVIRONMENTS": str(tools),
                 "WHATSAPP_GRAPH_URL": self._fake.graph_url, "WHATSAPP_ACCESS_TOKEN_NAME": self.names["access-token"],
                 "WHATSAPP_SEND_TIMEOUT_S": "2", "WHATSAPP_BACKOFF_BASE_S": "0.05", **self.timing_env,
+                "WHATSAPP_RESEND_QUEUE_URL": self.resend_url, "WHATSAPP_RESEND_BASE_S": "1",
                 **self.sender_env}
 
     def sender_environment(self) -> dict[str, str]:
@@ -299,7 +252,7 @@ class LocalChannel:
     def start_consumers(self, n: int) -> None:
         env = self.consumer_environment()
         for _ in range(n):
-            self._spawn("consumer", env, "--queue-url", self.queue_url)
+            self._spawn("consumer", env, "--queue-url", self.queue_url, "--resend-queue-url", self.resend_url)
 
     def __enter__(self) -> LocalChannel:
         sm = session_client("secretsmanager", self.state.aws_endpoint)
@@ -343,13 +296,15 @@ class LocalChannel:
 
     def queue_depth(self, url: str | None = None) -> int:
         attrs = self.sqs.get_queue_attributes(QueueUrl=url or self.queue_url, AttributeNames=[
-            "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
-        return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+            "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed"])["Attributes"]
+        return sum(int(attrs.get(k, 0)) for k in ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+                                                  "ApproximateNumberOfMessagesDelayed"))
 
-    def wait_until_drained(self, timeout_s: float = 60) -> bool:
+    def wait_until_drained(self, timeout_s: float = 60, url: str | None = None) -> bool:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.queue_depth() == 0:
+            if self.queue_depth(url) == 0:
                 return True
             time.sleep(0.1)
         return False
@@ -369,7 +324,7 @@ class LocalChannel:
         for proc in self.procs:
             self.stop_process(proc)
         self._fake.__exit__()
-        for url in (self.queue_url, self.dlq_url):
+        for url in (self.queue_url, self.dlq_url, self.resend_url):
             self.sqs.delete_queue(QueueUrl=url)
         self._tmp.cleanup()
 
@@ -380,12 +335,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--env-file", type=Path, required=True)
     parser.add_argument("--port-file", type=Path)
     parser.add_argument("--queue-url")
+    parser.add_argument("--resend-queue-url")
     args = parser.parse_args(argv)
     os.environ.update(json.loads(args.env_file.read_text()))
     if args.role == "ingress":
         serve_ingress(args.port_file)
     else:
-        run_consumer(args.queue_url)
+        from .whatsapp_worker import run_consumer
+
+        run_consumer(args.queue_url, args.resend_queue_url)
 
 
 if __name__ == "__main__":

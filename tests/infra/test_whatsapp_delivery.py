@@ -39,3 +39,26 @@ def test_the_inbound_queue_timing_is_the_one_derived_from_the_lease(default_synt
         assert queue["RedrivePolicy"]["maxReceiveCount"] == timing.max_receives
         # A failed record reappears after the visibility timeout (the event source mapping).
         assert timing.redelivery_s == timing.visibility_s
+
+
+def test_replies_the_cloud_api_refused_wait_in_the_resend_queue_and_their_age_is_alarmed(default_synth):
+    from canal_whatsapp.resends import UNSENT_AGE_METRIC
+    from cadencia_shared.observability import NAMESPACE
+
+    queue = _props(default_synth, Ids.WHATSAPP_RESEND_QUEUE)
+    assert "FifoQueue" not in queue  # per-message DelaySeconds
+    assert queue["VisibilityTimeout"] == _props(default_synth, Ids.WHATSAPP_QUEUE)["VisibilityTimeout"]
+    consumer_env = _props(default_synth, Ids.WHATSAPP_CONSUMER_FUNCTION)["Environment"]["Variables"]
+    orchestrator_env = _props(default_synth, Ids.ORCHESTRATOR_FUNCTION)["Environment"]["Variables"]
+    assert consumer_env["WHATSAPP_RESEND_QUEUE_URL"] == orchestrator_env["WHATSAPP_RESEND_QUEUE_URL"] == {
+        "Ref": Ids.WHATSAPP_RESEND_QUEUE}
+    roles = extract_roles(default_synth.template)
+    resend_arn = "${" + Ids.WHATSAPP_RESEND_QUEUE + ".Arn}"
+    assert {a for a, r in roles[Ids.ORCHESTRATOR_ROLE].pairs if r == resend_arn} == {"sqs:SendMessage"}
+    assert {a for a, r in roles[Ids.WHATSAPP_CONSUMER_ROLE].pairs if r == resend_arn} == {
+        "sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
+    alarms = [a["Properties"] for a in default_synth.of_type("AWS::CloudWatch::Alarm").values()]
+    age = [a for a in alarms if a.get("MetricName") == UNSENT_AGE_METRIC and a.get("Namespace") == NAMESPACE]
+    assert len(age) == 1 and age[0]["Statistic"] == "Maximum" and age[0]["Threshold"] == 900
+    oldest = [a for a in alarms if a.get("MetricName") == "ApproximateAgeOfOldestMessage"]
+    assert len(oldest) == 1 and oldest[0]["Dimensions"][0]["Value"]["Fn::GetAtt"][0] == Ids.WHATSAPP_RESEND_QUEUE
