@@ -64,12 +64,12 @@ def asset_specs() -> list[packaging.AssetSpec]:
         sources=(ROOT / "functions" / DECISION_PACKAGE, shared),
         requirements=_requirements("lambda-decision.txt"),
     ))
-    specs.append(packaging.AssetSpec(
+    channel = ROOT / "functions" / "canal_whatsapp"
+    specs.append(packaging.AssetSpec(  # + the channel's outbox: a decided approval's message to a WhatsApp customer
         name=ORCHESTRATOR_FUNCTION_NAME,
-        sources=(ROOT / "orchestrator", shared),
+        sources=(ROOT / "orchestrator", channel, shared),
         requirements=ROOT / "requirements" / "lambda-orchestrator.txt",
     ))
-    channel = ROOT / "functions" / "canal_whatsapp"
     specs.append(packaging.AssetSpec(  # the webhook talks to PostgreSQL (its own user)
         name=INGRESS_FUNCTION_NAME, sources=(channel, shared),
         requirements=ROOT / "requirements" / "lambda-tools.txt", include_ca_bundle=True,

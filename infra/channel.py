@@ -4,6 +4,9 @@
                                       └─ sqs:SendMessage ─► cadencia-whatsapp-entrada.fifo ─(5 receives)─► DLQ (alarm)
     event source mapping (batch 1, ReportBatchItemFailures) ─► cadencia-orquestrador-whatsapp
                                       └─ the same turn as cadencia-orquestrador, then POST /{phone-number-id}/messages
+    a temporary refusal, quick attempts used up ─► cadencia-whatsapp-reenvios (DelaySeconds, doubling) ─► the same
+                                      function (a second mapping) resends the outbox record, until the 24 h window closes
+    cadencia-orquestrador (a decided approval's message to a WhatsApp customer) ─► the outbox + the resend queue
     scripts/atendente.py responder ─► cadencia-resposta-atendente (a person's reply; the same outbox and sender)
 
 Every role is written out in ``infra/contract.py``; the statements here are
@@ -25,16 +28,20 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 
-from cadencia_shared.catalog import LEDGER_TABLE, TOOLS, WHATSAPP_DB_USER
+from cadencia_shared.catalog import HANDOFF_BUS_NAME, LEDGER_TABLE, TOOLS, WHATSAPP_DB_USER
 from cadencia_shared.observability import NAMESPACE
+from canal_whatsapp.resends import UNSENT_AGE_METRIC
+from canal_whatsapp.queue_timing import queue_timing
 from canal_whatsapp.settings import (
     ACCESS_TOKEN_NAME,
     APP_SECRET_NAME,
     HUMAN_REPLY_FUNCTION_NAME,
     INBOUND_QUEUE_NAME,
     INGRESS_FUNCTION_NAME,
+    RESEND_QUEUE_NAME,
     VERIFY_TOKEN_NAME,
 )
+from orchestrator.settings import OrchestratorSettings
 
 from . import contract
 from .config import ANTHROPIC_KEY_SECRET_NAME
@@ -45,7 +52,9 @@ if TYPE_CHECKING:
 
 CONSUMER_FUNCTION_NAME = contract.WHATSAPP_CONSUMER_FUNCTION_NAME
 INGRESS_TIMEOUT_S = 10
-MAX_RECEIVES = 5
+# The consumer's conversation lease (the orchestrator's default, written into its
+# environment): the inbound queue's visibility and receives are derived from it.
+CONSUMER_LEASE_S: int = OrchestratorSettings.model_fields["conversation_lease_s"].default
 # A reply is sent inside the turn's invocation: keep room for one send (its
 # 5 s timeout + 1 s) besides the orchestrator's usual reserve.
 CONSUMER_FINAL_RESERVE_S = 10
@@ -53,7 +62,11 @@ CONSUMER_FINAL_RESERVE_S = 10
 # at most 5 s, backoff 0.5 s + 1 s) with room to spare; a send never starts without
 # its timeout + 1 s left (the person runs the command again to finish it).
 HUMAN_REPLY_TIMEOUT_S = 30
-FAILED_SEND_REASONS = ("recusado", "tentativas", "sem_resposta", "fora_da_janela", "remetente_interrompido")
+FAILED_SEND_REASONS = ("recusado", "tentativas", "janela_encerrada", "sem_resposta", "fora_da_janela",
+                       "remetente_interrompido", "nao_agendado")
+# A reply not sent this long after it was recorded (the Cloud API keeps refusing): alarmed.
+UNSENT_REPLY_ALARM_S = 15 * 60
+RESEND_BASE_S = 30
 
 _SECRET_PLACEHOLDER = ("A random placeholder value that no caller accepts: the deployer writes the real value "
                        "(Meta app settings) after the first deploy; Secrets Manager cannot mint or rotate it.")
@@ -67,10 +80,17 @@ def add_whatsapp_channel(stack: CadenciaStack) -> None:
     )}
     dlq = _queue(stack, Ids.WHATSAPP_DLQ, INBOUND_QUEUE_NAME.replace(".fifo", "-dlq.fifo"), None)
     queue = _queue(stack, Ids.WHATSAPP_QUEUE, INBOUND_QUEUE_NAME, dlq)
+    resends = _resend_queue(stack)
     ingress = _ingress(stack, queue, secrets)
-    consumer = _consumer(stack, queue, secrets["access"])
+    consumer = _consumer(stack, queue, resends, secrets["access"])
+    # A decided approval's message to a WhatsApp customer: recorded in the outbox by the
+    # resume (cadencia-orquestrador), sent by the consumer (which holds the token).
+    stack.orchestrator.role.add_to_principal_policy(
+        iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[resends.queue_arn]))
+    stack.orchestrator.add_environment("WHATSAPP_RESEND_QUEUE_URL", resends.queue_url)
     stack.whatsapp_human_reply = _human_reply(stack, secrets["access"])
     _alarms(stack, dlq, [INGRESS_FUNCTION_NAME, CONSUMER_FUNCTION_NAME, HUMAN_REPLY_FUNCTION_NAME])
+    _resend_alarms(stack, resends)
     url = ingress.add_function_url(auth_type=lambda_.FunctionUrlAuthType.NONE)
     CfnOutput(stack, "WhatsAppWebhookUrl", value=url.url, description="Callback URL for the Meta app's webhook")
     for key, secret in secrets.items():
@@ -90,15 +110,31 @@ def _secret(stack: CadenciaStack, logical_id: str, name: str, description: str) 
 
 
 def _queue(stack: CadenciaStack, logical_id: str, name: str, dlq: sqs.Queue | None) -> sqs.Queue:
+    timing = queue_timing(turn_timeout_s=stack.orchestrator_timeout_s, lease_s=CONSUMER_LEASE_S)
     queue = sqs.Queue(
         stack, logical_id + "Resource", queue_name=name, fifo=True, content_based_deduplication=False,
         encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
         retention_period=Duration.days(4 if dlq else 14),
-        # AWS's advice for an event source mapping: 6 x the function's timeout.
-        visibility_timeout=Duration.seconds(6 * stack.orchestrator_timeout_s),
-        dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=MAX_RECEIVES) if dlq else None,
+        # Derived from the lease: a message never runs out of receives while a consumer
+        # that died mid-turn still holds its conversation (6 x the timeout, AWS's advice).
+        visibility_timeout=Duration.seconds(timing.visibility_s),
+        dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=timing.max_receives) if dlq else None,
     )
     stack.pin(queue, logical_id)  # (cdk-nag's SQS3 recognises the DLQ as one: nothing to acknowledge)
+    return queue
+
+
+def _resend_queue(stack: CadenciaStack) -> sqs.Queue:
+    """Standard (per-message DelaySeconds; FIFO has none): a resend names an outbox
+    record, whose claim keeps the send at most once whatever the queue delivers twice."""
+    timing = queue_timing(turn_timeout_s=stack.orchestrator_timeout_s, lease_s=CONSUMER_LEASE_S)
+    queue = sqs.Queue(stack, Ids.WHATSAPP_RESEND_QUEUE + "Resource", queue_name=RESEND_QUEUE_NAME,
+                      encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
+                      retention_period=Duration.days(4), visibility_timeout=Duration.seconds(timing.visibility_s))
+    stack.pin(queue, Ids.WHATSAPP_RESEND_QUEUE)
+    stack.ack(queue, "AwsSolutions-SQS3", "A resend that cannot be processed stays in this queue and its age is "
+              "alarmed (ApproximateAgeOfOldestMessage); each successful step re-enqueues a fresh message, so an old "
+              "one is a stuck reply a person must answer, which a dead-letter queue would only move.")
     return queue
 
 
@@ -133,7 +169,8 @@ def _ingress(stack: CadenciaStack, queue: sqs.Queue, secrets: dict[str, secretsm
     return fn
 
 
-def _consumer(stack: CadenciaStack, queue: sqs.Queue, access_token: secretsmanager.Secret) -> lambda_.Function:
+def _consumer(stack: CadenciaStack, queue: sqs.Queue, resends: sqs.Queue,
+              access_token: secretsmanager.Secret) -> lambda_.Function:
     cfg = stack.config
     role = stack.role(Ids.WHATSAPP_CONSUMER_ROLE, contract.WHATSAPP_CONSUMER_ROLE_NAME,
                       "Orchestrator for WhatsApp: ledger items, the three tools, the model, the queue, the Cloud API "
@@ -144,12 +181,18 @@ def _consumer(stack: CadenciaStack, queue: sqs.Queue, access_token: secretsmanag
         (("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), [stack.ledger.table_arn]),
         (("lambda:InvokeFunction",), [stack.tool_functions[t.name].function_arn for t in TOOLS.values()]),
         (("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"), [queue.queue_arn]),
+        (("sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"),
+         [resends.queue_arn]),
         (("secretsmanager:GetSecretValue",), [access_token.secret_arn]),
+        # Hand-offs and approval requests of WhatsApp conversations reach a person as every other's do.
+        (("events:PutEvents",), [stack.handoff_bus.event_bus_arn]),
     ]
-    env = {"MODEL_PROVIDER": cfg.model_provider, "MODEL_ID": cfg.model_id, "LEDGER_TABLE": LEDGER_TABLE,
+    env = {"EVENT_BUS_NAME": HANDOFF_BUS_NAME, "MODEL_PROVIDER": cfg.model_provider, "MODEL_ID": cfg.model_id, "LEDGER_TABLE": LEDGER_TABLE,
            "TETO_TENTATIVAS": stack.retry_ceiling, "TOOL_INVOKER": "aws",
            "TOOL_FUNCTIONS": json.dumps({t.name: t.function_name for t in TOOLS.values()}, sort_keys=True),
            "RESERVA_FINAL_S": str(CONSUMER_FINAL_RESERVE_S), "WHATSAPP_ACCESS_TOKEN_NAME": ACCESS_TOKEN_NAME,
+           "CONVERSA_LEASE_S": str(CONSUMER_LEASE_S), "WHATSAPP_RESEND_QUEUE_URL": resends.queue_url,
+           "WHATSAPP_RESEND_BASE_S": str(RESEND_BASE_S),
            "POWERTOOLS_LOG_LEVEL": "INFO"}
     if cfg.uses_bedrock:
         statements.append((("bedrock:InvokeModel",), list(stack.bedrock_arns())))
@@ -169,6 +212,10 @@ def _consumer(stack: CadenciaStack, queue: sqs.Queue, access_token: secretsmanag
         report_batch_item_failures=True)
     # Lambda checks the role's permissions when the mapping is created.
     mapping.node.add_dependency(role)
+    resend_mapping = lambda_.EventSourceMapping(
+        stack, "WhatsAppResendMapping", target=fn, event_source_arn=resends.queue_arn, batch_size=1,
+        report_batch_item_failures=True)
+    resend_mapping.node.add_dependency(role)
     return fn
 
 
@@ -206,6 +253,22 @@ def _function(stack: CadenciaStack, logical_id: str, name: str, handler: str, **
     stack.pin(fn, logical_id)
     stack.ack(fn, "AwsSolutions-L1", stack.l1_reason)
     return fn
+
+
+def _resend_alarms(stack: CadenciaStack, resends: sqs.Queue) -> None:
+    """The age of the oldest unsent reply: the reply's own age at each deferral, and the
+    resend queue's oldest message (a resend that cannot be processed)."""
+    age = cw.Metric(namespace=NAMESPACE, metric_name=UNSENT_AGE_METRIC, statistic="Maximum",
+                    period=Duration.minutes(5))
+    stack.extra_alarms.append(stack.alarm(
+        "WhatsAppUnsentReplyAgeAlarm", age,
+        "A WhatsApp reply has waited more than 15 minutes for the Cloud API: it is being resent; a person may "
+        "want to answer that customer another way.", threshold=UNSENT_REPLY_ALARM_S))
+    oldest = resends.metric_approximate_age_of_oldest_message(period=Duration.minutes(5), statistic="Maximum")
+    stack.extra_alarms.append(stack.alarm(
+        "WhatsAppResendQueueAgeAlarm", oldest,
+        "A WhatsApp resend has not been processed for 30 minutes: its customer's reply is stuck.",
+        threshold=2 * UNSENT_REPLY_ALARM_S))
 
 
 def _alarms(stack: CadenciaStack, dlq: sqs.Queue, function_names: list[str]) -> None:

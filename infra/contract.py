@@ -199,6 +199,9 @@ def orchestrator_role(config: StackConfig) -> RoleContract:
               "dead-letter queue of failed asynchronous invocations (a customer message is never dropped)"),
         Grant(("events:PutEvents",), (att(Ids.HANDOFF_BUS, "Arn"),),
               "publish hand-offs and approval requests (masked) on the stack's own bus only"),
+        Grant(("sqs:SendMessage",), (att(Ids.WHATSAPP_RESEND_QUEUE, "Arn"),),
+              "a decided approval's message to a WhatsApp customer: recorded in the outbox, sent by the "
+              "WhatsApp consumer (this role never holds the Cloud API token)"),
         _audit_append("append every decision of the loop's controls"),
     ]
     grants.append(_model_grant(config))
@@ -292,8 +295,14 @@ def whatsapp_consumer_role(config: StackConfig) -> RoleContract:
                   "invoke exactly the tool Lambdas of TOOL_ROLES (unqualified ARNs), nothing else"),
             Grant(("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"),
                   (att(Ids.WHATSAPP_QUEUE, "Arn"),), "what the event source mapping needs to consume the queue"),
+            Grant(("sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"),
+                  (att(Ids.WHATSAPP_RESEND_QUEUE, "Arn"),),
+                  "defer a reply the Cloud API refused for a temporary reason, and consume those resends "
+                  "(a second event source mapping)"),
             Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_ACCESS_TOKEN),),
                   "the Cloud API access token, to send the reply"),
+            Grant(("events:PutEvents",), (att(Ids.HANDOFF_BUS, "Arn"),),
+                  "publish hand-offs and approval requests (masked) on the stack's own bus only"),
             _audit_append("append every decision of the loop's controls"),
             _model_grant(config),
         ) + _platform(Ids.WHATSAPP_CONSUMER_LOG_GROUP),

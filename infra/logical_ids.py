@@ -51,6 +51,7 @@ class Ids:
     WHATSAPP_ACCESS_TOKEN = "WhatsAppAccessToken"
     WHATSAPP_QUEUE = "WhatsAppQueue"
     WHATSAPP_DLQ = "WhatsAppDlq"
+    WHATSAPP_RESEND_QUEUE = "WhatsAppResendQueue"
     WHATSAPP_INGRESS_FUNCTION = "WhatsAppIngressFunction"
     WHATSAPP_INGRESS_ROLE = "WhatsAppIngressRole"
     WHATSAPP_INGRESS_LOG_GROUP = "WhatsAppIngressLogGroup"

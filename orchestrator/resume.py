@@ -44,6 +44,7 @@ from .model import Deadline
 from .settings import OrchestratorSettings
 from .steps import HandOff
 from .tool_round import RoundResult, ToolRound
+from .whatsapp_replies import CustomerMessages, NoChannel, customer_messages
 
 
 @dataclass(frozen=True)
@@ -80,10 +81,13 @@ class Resumer:
     ledger: Ledger
     tool_round: ToolRound
     events: handoffs.Publisher
+    # The customer's message when the conversation came from WhatsApp (the channel's outbox).
+    messages: CustomerMessages = NoChannel()
 
     @classmethod
     def of(cls, orchestrator: Orchestrator) -> Resumer:
-        return cls(orchestrator.settings, orchestrator.ledger, orchestrator.tool_round, orchestrator.events)
+        return cls(orchestrator.settings, orchestrator.ledger, orchestrator.tool_round, orchestrator.events,
+                   customer_messages(orchestrator.settings, orchestrator.ledger))
 
     @classmethod
     def build(cls, settings: OrchestratorSettings, ledger: Ledger, invoker: ToolInvoker) -> Resumer:
@@ -91,7 +95,8 @@ class Resumer:
                                     approval=settings.approval, breaker_failures=settings.breaker_failures,
                                     breaker_cooldown_s=settings.breaker_cooldown_s,
                                     breaker_cache_s=settings.breaker_cache_s)
-        return cls(settings, ledger, ToolRound(invoker, controls), handoffs.publisher_for(settings))
+        return cls(settings, ledger, ToolRound(invoker, controls), handoffs.publisher_for(settings),
+                   customer_messages(settings, ledger))
 
     def resume(self, approval: str, deadline: Deadline) -> Resumed:
         record = ApprovalStore(self.ledger).get(approval)
@@ -132,6 +137,8 @@ class Resumer:
                                  details={"aprovacaoId": approval, "status": record.status.value, "motivo": reason})
         if status is ConversationStatus.WAITING_HUMAN:
             self.events.publish(handoffs.hand_off(record.conversation_id, reason))
+        if text:
+            self.messages.send(record.conversation_id, f"aprovacao-{approval}", text)
         return Resumed(record.conversation_id, approval, text, status.value, reason)
 
     def _waits_on(self, record: ApprovalRecord, state: ConversationState, expiring: bool) -> bool:

@@ -12,6 +12,11 @@ conversation is busy, a concurrent commit won, the same message is being
 processed elsewhere, or anything raises; after ``maxReceiveCount`` it goes to the
 DLQ, which is alarmed. A queue message that does not parse can never succeed: it
 is counted and dropped instead of blocking its conversation.
+
+The same function consumes the resend queue (``canal_whatsapp.resends``, a second
+event source): each of its messages names an outbox record that the Cloud API
+refused for a temporary reason; it is sent as recorded, at most once (the outbox's
+claim), and deferred again while the customer's window is open.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from canal_whatsapp.contacts import ChannelContacts, Contact
 from canal_whatsapp.delivery import Sender
 from canal_whatsapp.models import QueuedKind, QueuedMessage, SqsEvent
 from canal_whatsapp.outbox import Outbox, OutgoingReply
+from canal_whatsapp.resends import ResendRequest
 from canal_whatsapp.settings import SenderSettings
 from canal_whatsapp.texts import FIXED_REPLIES
 
@@ -54,7 +60,8 @@ def sender(settings: OrchestratorSettings, channel: SenderSettings) -> Sender:
     key = settings.model_dump_json() + channel.model_dump_json()
     if key not in _senders:
         outbox = Outbox(Ledger(settings.ledger.table_name, client("dynamodb", settings.aws)))
-        _senders[key] = Sender.configured(outbox, channel, client("secretsmanager", settings.aws))
+        _senders[key] = Sender.configured(outbox, channel, client("secretsmanager", settings.aws),
+                                          client("sqs", settings.aws) if channel.resend_queue_url else None)
     return _senders[key]
 
 
@@ -100,14 +107,34 @@ def finish_recorded_send(out: Sender, wamid: str, deadline: Deadline) -> None:
     out.deliver_recorded(wamid, time_left_s=deadline.remaining_s)
 
 
+def resend(request: ResendRequest, deadline: Deadline) -> None:
+    """A resend-queue message: the recorded reply goes out now, once, or is deferred again."""
+    out = sender(OrchestratorSettings.from_env(), SenderSettings.from_env())
+    status = out.deliver_recorded(request.reenvio, time_left_s=deadline.remaining_s)
+    logger.info("resend finished", extra={"status": None if status is None else status.value})
+
+
 def _record_handler(record: SQSRecord, context: LambdaContext) -> None:
+    deadline = Deadline(context.get_remaining_time_in_millis)
+    request = _resend_request(record.body)
+    if request is not None:
+        resend(request, deadline)
+        return
     try:
         message = QueuedMessage.model_validate_json(record.body)
     except ValidationError:
         count(INVALID_QUEUE_MESSAGES, {})
         logger.error("queue message does not parse: dropped", extra={"messageId": record.message_id})
         return
-    handle_message(message, Deadline(context.get_remaining_time_in_millis))
+    handle_message(message, deadline)
+
+
+def _resend_request(body: str) -> ResendRequest | None:
+    """The body as a resend-queue message (strict: a customer message never parses as one)."""
+    try:
+        return ResendRequest.model_validate_json(body)
+    except ValidationError:
+        return None
 
 
 @logger.inject_lambda_context(clear_state=True)

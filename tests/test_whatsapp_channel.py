@@ -142,20 +142,22 @@ def test_temporary_send_failures_are_retried_and_delivered_once(channel):
     assert _bodies(channel.api.sent_to(ANA)) == [f"{ECHO_PREFIX}teste de falha"] and len(sent) == 1
 
 
-def test_persistent_send_failure_stops_after_bounded_attempts_and_alarms(channel, ledger):
-    channel.api.fail_next(10, status=500, code=1)
-    message = text_message(ANA, "vai falhar", timestamp=day_ts(16))
-    assert channel.webhook.post(notification([message])) == 200
-    assert channel.wait_until_drained()
-    assert channel.api.sent_to(ANA) == []
-    record = ledger.table.get(f"envio#{message['id']}")
-    assert record["status"] == "falhou" and int(record["tentativas"]) == 3
-    assert "EnviosWhatsappFalhos" in _consumer_logs(channel)
-    # A redelivery of the same message does not try again: the failure is final and alarmed.
-    assert channel.webhook.post(notification([message])) == 200
-    assert channel.wait_until_drained()
-    time.sleep(0.5)
-    assert channel.api.sent_to(ANA) == [] and ledger.table.get(f"envio#{message['id']}")["tentativas"] == 3
+def test_a_cloud_api_outage_loses_no_reply_and_sends_each_once(channel, ledger):
+    """12 x 500 then 3 x 503, then the Cloud API is back: every reply goes out once,
+    through the resend queue (a temporary refusal is never final inside the window)."""
+    channel.api.fail_next(12, status=500, code=2)
+    channel.api.fail_next(3, status=503, code=None)
+    messages = [text_message(who, f"fora do ar {i}", timestamp=day_ts(16, i)) for who in (ANA, BRUNO) for i in range(3)]
+    for message in messages:
+        assert channel.webhook.post(notification([message])) == 200
+    channel.wait_for_replies(ANA, 3, timeout_s=150)
+    channel.wait_for_replies(BRUNO, 3, timeout_s=60)
+    assert channel.wait_until_drained() and channel.wait_until_drained(url=channel.resend_url)
+    time.sleep(1)
+    assert sorted(_bodies(channel.api.sent)) == sorted(f"{ECHO_PREFIX}{m['text']['body']}" for m in messages)
+    assert {ledger.table.get(f"envio#{m['id']}")["status"] for m in messages} == {"enviado"}
+    assert channel.queue_depth(channel.dlq_url) == 0
+    assert "EnviosWhatsappAdiados" in _consumer_logs(channel)
 
 
 def test_outside_the_24h_window_is_handed_off_not_resent(channel, ledger):
@@ -234,11 +236,12 @@ def test_a_sender_killed_mid_send_never_sends_twice(local_stack, erp, model_env,
 
 
 def test_a_message_that_keeps_failing_lands_in_the_dlq(local_stack, erp, model_env):
-    with LocalChannel(local_stack, model_env=model_env, consumers=1) as ch:
+    # Short turns and lease: the derived redelivery delay (10 s) keeps the test short.
+    with LocalChannel(local_stack, model_env=model_env, consumers=1, turn_timeout_s=5, lease_s=5) as ch:
         sm = session_client("secretsmanager", local_stack.aws_endpoint)
         sm.delete_secret(SecretId=ch.names["access-token"], ForceDeleteWithoutRecovery=True)
         assert ch.webhook.post(notification([text_message(UNKNOWN, "oi", timestamp=day_ts(21))])) == 200
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 90
         while time.monotonic() < deadline and ch.queue_depth(ch.dlq_url) == 0:
             time.sleep(0.3)
         assert ch.queue_depth(ch.dlq_url) == 1
@@ -281,7 +284,7 @@ def test_a_busy_record_is_a_batch_item_failure_not_a_function_error(local_stack,
     from orchestrator import handler as direct_handler
     from orchestrator import whatsapp_consumer
     from orchestrator.invokers.local import LocalContext, function_environment
-    from scripts.local_stack.whatsapp_channel import sqs_event
+    from scripts.local_stack.whatsapp_worker import sqs_event
 
     with LocalChannel(local_stack, model_env=model_env, consumers=0) as ch:
         env = ch.consumer_environment()

@@ -24,6 +24,7 @@ ITEM_TYPE = "contato"
 class Contact:
     wa_id: str
     phone_number_id: str
+    updated_ms: int | None = None  # when the customer last wrote (as recorded; None: unknown)
 
 
 class ChannelContacts:
@@ -39,7 +40,7 @@ class ChannelContacts:
             TableName=self.table.name,
             Item=serialize({
                 TABLE_KEY: f"{ITEM_TYPE}#{conversation_id}", "tipo": ITEM_TYPE, "waId": contact.wa_id,
-                "phoneNumberId": contact.phone_number_id, "atualizadoEm": self.table.iso(now),
+                "phoneNumberId": contact.phone_number_id, "atualizadoEm": self.table.iso(now), "atualizadoEmMs": now,
                 TTL_ATTRIBUTE: now // 1000 + INBOUND_TTL_S,
             }),
         )
@@ -48,4 +49,6 @@ class ChannelContacts:
         item = self.table.get(f"{ITEM_TYPE}#{conversation_id}")
         if item is None:
             return None
-        return Contact(wa_id=str(item["waId"]), phone_number_id=str(item["phoneNumberId"]))
+        updated = item.get("atualizadoEmMs")
+        return Contact(wa_id=str(item["waId"]), phone_number_id=str(item["phoneNumberId"]),
+                       updated_ms=None if updated is None else int(updated))

@@ -3,7 +3,9 @@
     record (pendente, once) ─► claim (conditional) ─► POST /{phone-number-id}/messages
         sent                 → enviado (Meta's wamid kept)
         not sent, temporary  → tentar_de_novo, back off, claim again (bounded)
-        not sent, final / attempts used up → falhou          + metric (alarm)
+            attempts used up → tentar_de_novo, resent later through the resend queue
+                               (canal_whatsapp.resends) until the 24 h window closes
+        not sent, final / window closed → falhou             + metric (alarm)
         no answer (timeout)  → desconhecido, never re-sent   + metric (alarm)
         131047 (24 h window) → fora_da_janela, handed off    + metric (alarm) + audit
 
@@ -22,10 +24,11 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.parameters import SecretsProvider
 
-from cadencia_shared.observability import count
+from cadencia_shared.observability import count, seconds
 
 from .graph import GraphClient, NotSent, OutsideServiceWindow, SendOutcomeUnknown, TextReply
 from .outbox import FAILED_SENDS_METRIC, Outbox, OutboxStatus, OutgoingReply, SendClaim
+from .resends import DEFERRED_METRIC, UNSENT_AGE_METRIC, ResendQueue, SqsResendQueue, delay_s
 from .settings import SenderSettings
 
 ACCESS_TOKEN_MAX_AGE_S = 300  # a rotated access token is picked up within five minutes
@@ -57,13 +60,21 @@ class Sender:
     lease_s: int = 60
     send_timeout_s: float = 5.0
     sleep: Callable[[float], None] = time.sleep
+    # Where a reply goes when the quick attempts are used up on a temporary refusal
+    # (None: nowhere, the reply is falhou — a person's reply, which the person re-runs).
+    resends: ResendQueue | None = None
+    resend_base_s: int = 30
 
     @classmethod
-    def configured(cls, outbox: Outbox, settings: SenderSettings, secrets_client: Any) -> Sender:
+    def configured(cls, outbox: Outbox, settings: SenderSettings, secrets_client: Any,
+                   sqs_client: Any = None) -> Sender:
         """The sender every caller uses (the queue consumer, a person's reply): one
         configuration, one path to the Cloud API."""
         secrets = SecretsProvider(boto3_client=secrets_client)
+        resends = (SqsResendQueue(sqs_client, settings.resend_queue_url)
+                   if settings.resend_queue_url and sqs_client is not None else None)
         return cls(
+            resends=resends, resend_base_s=settings.resend_base_s,
             outbox=outbox, graph=GraphClient(settings.graph_base_url, settings.send_timeout_s),
             access_token=lambda: str(secrets.get(settings.access_token_name,
                                                  max_age=ACCESS_TOKEN_MAX_AGE_S) or "").strip(),
@@ -111,8 +122,8 @@ class Sender:
                     raise SendInProgress(key)
                 return current
             status = self._attempt(claim, token)
-            if status is not OutboxStatus.RETRY:
-                return status
+            if status is not OutboxStatus.RETRY or claim.attempt >= self.attempts:
+                return status  # RETRY here: deferred to the resend queue
             self.sleep(self.backoff_base_s * 2 ** (claim.attempt - 1))
 
     def _attempt(self, claim: SendClaim, token: str) -> OutboxStatus:
@@ -128,13 +139,33 @@ class Sender:
             return self._final(claim, OutboxStatus.UNKNOWN, None, "sem_resposta")
         except NotSent as err:
             detail = f"http {err.status} codigo {err.code}"
-            if err.retryable and claim.attempt < self.attempts:
+            if not err.retryable:
+                return self._final(claim, OutboxStatus.FAILED, detail, "recusado")
+            if claim.attempt < self.attempts:
                 self.outbox.finish(claim, OutboxStatus.RETRY, detail=detail)
                 return OutboxStatus.RETRY
-            return self._final(claim, OutboxStatus.FAILED, detail, "recusado" if not err.retryable else "tentativas")
+            return self._defer(claim, detail)
         self.outbox.finish(claim, OutboxStatus.SENT, detail=wamid)
         count(DeliveryMetric.SENT, {})
         return OutboxStatus.SENT
+
+    def _defer(self, claim: SendClaim, detail: str) -> OutboxStatus:
+        """The quick attempts are used up on a temporary refusal: resend later, while
+        the customer's window is open; the record stays sendable (``tentar_de_novo``)."""
+        window_ends_ms = claim.reply.window_ends_ms
+        if self.resends is None or window_ends_ms is None or claim.created_ms is None:
+            return self._final(claim, OutboxStatus.FAILED, detail, "tentativas")
+        now_ms = self.outbox.table.now_ms()
+        if now_ms >= window_ends_ms:
+            return self._final(claim, OutboxStatus.FAILED, f"{detail}; janela de 24 h encerrada", "janela_encerrada")
+        self.outbox.finish(claim, OutboxStatus.RETRY, detail=detail)
+        deferrals = claim.attempt - self.attempts + 1
+        wait_s = min(delay_s(deferrals, self.resend_base_s), max(0, (window_ends_ms - now_ms) // 1000))
+        # A failed enqueue raises: the record is sendable and the caller's message comes back.
+        self.resends.schedule(claim.key, wait_s)
+        count(DEFERRED_METRIC, {})
+        seconds(UNSENT_AGE_METRIC, (now_ms - claim.created_ms) / 1000)
+        return OutboxStatus.RETRY
 
     def _final(self, claim: SendClaim, status: OutboxStatus, detail: str | None, reason: str) -> OutboxStatus:
         self.outbox.finish(claim, status, detail=detail)

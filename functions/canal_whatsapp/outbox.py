@@ -31,6 +31,8 @@ from cadencia_shared.dynamo_types import deserialize_item
 from cadencia_shared.ledger.table import condition_failed, serialize
 from cadencia_shared.observability import count
 
+from .resends import WINDOW_S
+
 ITEM_TYPE = "envio"
 FAILED_SENDS_METRIC = "EnviosWhatsappFalhos"  # {Motivo}: alarmed
 
@@ -56,6 +58,9 @@ class OutgoingReply:
     to: str
     body: str
     reply_to: str | None  # context.message_id: the customer message quoted, if any
+    # When the customer's 24-hour window closes (epoch ms); None: 24 h from now, a bound
+    # that may be late by the time the message waited (the Cloud API's 131047 decides).
+    window_ends_ms: int | None = None
 
     @classmethod
     def answering(cls, wamid: str, *, conversation_id: str | None, phone_number_id: str, to: str,
@@ -72,6 +77,7 @@ class SendClaim:
     owner: str
     attempt: int
     reply: OutgoingReply
+    created_ms: int | None = None  # None: a record written before resends existed (never deferred)
 
     @property
     def key(self) -> str:
@@ -97,6 +103,7 @@ class Outbox:
                     "status": OutboxStatus.PENDING.value, "tentativas": 0,
                     "conversa": reply.conversation_id, "phoneNumberId": reply.phone_number_id,
                     "para": reply.to, "texto": reply.body, "contexto": reply.reply_to or "", "criadoEm": self.table.iso(now),
+                    "criadoEmMs": now, "janelaAteMs": reply.window_ends_ms or now + WINDOW_S * 1000,
                     TTL_ATTRIBUTE: now // 1000 + INBOUND_TTL_S,
                 }),
                 ConditionExpression="attribute_not_exists(pk)",
@@ -132,9 +139,13 @@ class Outbox:
         item = deserialize_item(resp["Attributes"])
         # Records written before person's replies existed have no ``contexto``: they
         # were all agent replies, which quote the message they are keyed by.
+        window = item.get("janelaAteMs")
         stored = OutgoingReply(key=key, conversation_id=item.get("conversa"), phone_number_id=item["phoneNumberId"],
-                               to=item["para"], body=item["texto"], reply_to=item.get("contexto", key) or None)
-        return SendClaim(owner=owner, attempt=int(item["tentativas"]), reply=stored)
+                               to=item["para"], body=item["texto"], reply_to=item.get("contexto", key) or None,
+                               window_ends_ms=None if window is None else int(window))
+        created = item.get("criadoEmMs")
+        return SendClaim(owner=owner, attempt=int(item["tentativas"]), reply=stored,
+                         created_ms=None if created is None else int(created))
 
     def _expire_dead_sender(self, key: str, now_ms: int) -> None:
         """A sender whose lease ran out died mid-request: the outcome is unknown."""

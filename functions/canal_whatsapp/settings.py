@@ -12,6 +12,7 @@ VERIFY_TOKEN_NAME = "cadencia/whatsapp/verify-token"
 ACCESS_TOKEN_NAME = "cadencia/whatsapp/access-token"
 INGRESS_FUNCTION_NAME = "cadencia-canal-whatsapp-entrada"
 INBOUND_QUEUE_NAME = "cadencia-whatsapp-entrada.fifo"
+RESEND_QUEUE_NAME = "cadencia-whatsapp-reenvios"
 # A person's reply (orchestrator/human_reply.py): the attendant's tooling invokes it.
 HUMAN_REPLY_FUNCTION_NAME = "cadencia-resposta-atendente"
 GRAPH_API_BASE_URL = "https://graph.facebook.com/v23.0"
@@ -41,3 +42,8 @@ class SenderSettings(EnvSettings):
     # How long a claimed send may stay "enviando" before it counts as an unknown
     # outcome; longer than one send (its timeout) by a margin.
     send_lease_s: int = Field(60, alias="WHATSAPP_SEND_LEASE_S", ge=2, le=900)
+    # Where a reply the Cloud API refused for a temporary reason waits (canal_whatsapp.resends);
+    # unset: attempts used up are final (falhou).
+    resend_queue_url: str | None = Field(None, alias="WHATSAPP_RESEND_QUEUE_URL")
+    # The first resend's delay, doubling each time up to SQS's 15 minutes.
+    resend_base_s: int = Field(30, alias="WHATSAPP_RESEND_BASE_S", ge=0, le=900)

@@ -20,6 +20,7 @@ per ``LocalChannel``, so tests on one moto server never see each other's message
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import secrets
@@ -35,19 +36,34 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from cadencia_shared.audit_chain import AUDIT_TABLE
-from cadencia_shared.catalog import WHATSAPP_DB_USER
+from cadencia_shared.catalog import HANDOFF_BUS_NAME, WHATSAPP_DB_USER
+
+from canal_whatsapp.queue_timing import QueueTiming, queue_timing
 
 from .aws import session_client
 from .whatsapp_fake import FakeCloudApi, FakeCloudApiServer, WebhookClient
 
 ROOT = Path(__file__).resolve().parents[2]
-# Longer than a local turn (the worker's context allows 25 s), as in AWS (6 x the
-# function's timeout). A failed message is made visible again after
-# RETRY_AFTER_S instead of waiting this out: the only local shortcut, for speed.
-LOCAL_VISIBILITY_S = 30
-RETRY_AFTER_S = 1
+# The queue's timing follows the stack's rule (canal_whatsapp.queue_timing), from the
+# local turn's timeout and lease: a failed message is made visible again after
+# RETRY_AFTER_S instead of waiting out the visibility timeout, for speed, but never
+# sooner than the rule allows (a message must not run out of receives while a consumer
+# killed mid-turn still holds its conversation).
 TURN_TIMEOUT_S = 25
-MAX_RECEIVES = 5
+LOCAL_LEASE_S = 30
+RETRY_AFTER_S = 1
+
+
+def local_timing(turn_timeout_s: int = TURN_TIMEOUT_S, lease_s: int = LOCAL_LEASE_S) -> QueueTiming:
+    return queue_timing(turn_timeout_s=turn_timeout_s, lease_s=lease_s, redelivery_s=RETRY_AFTER_S)
+
+
+def consumer_timing_environment(timing: QueueTiming, lease_s: int = LOCAL_LEASE_S,
+                                turn_timeout_s: int = TURN_TIMEOUT_S) -> dict[str, str]:
+    """What a consumer process needs to keep the rule: its lease, its turn's timeout
+    and when a failed record comes back."""
+    return {"CONVERSA_LEASE_S": str(lease_s), "LOCAL_TURN_TIMEOUT_S": str(turn_timeout_s),
+            "LOCAL_RETRY_AFTER_S": str(timing.redelivery_s)}
 # Where a running channel tells the attendant's tooling (scripts/atendente.py) how
 # to send through it: the fake's Graph URL and the access token's secret name.
 PUBLISHED_FILE = "whatsapp-canal.json"
@@ -64,15 +80,22 @@ def published_sender_environment(state_dir: Path) -> dict[str, str] | None:
         return None
 
 
-def provision_queues(sqs: Any, suffix: str, visibility_s: int = LOCAL_VISIBILITY_S) -> tuple[str, str]:
+def provision_queues(sqs: Any, suffix: str, timing: QueueTiming) -> tuple[str, str]:
     dlq = sqs.create_queue(QueueName=f"cadencia-whatsapp-dlq-{suffix}.fifo", Attributes={"FifoQueue": "true"})
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq["QueueUrl"], AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     queue = sqs.create_queue(
         QueueName=f"cadencia-whatsapp-entrada-{suffix}.fifo",
-        Attributes={"FifoQueue": "true", "VisibilityTimeout": str(visibility_s),
-                    "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVES})},
+        Attributes={"FifoQueue": "true", "VisibilityTimeout": str(timing.visibility_s),
+                    "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn,
+                                                 "maxReceiveCount": timing.max_receives})},
     )
     return queue["QueueUrl"], dlq["QueueUrl"]
+
+
+def provision_resend_queue(sqs: Any, suffix: str, timing: QueueTiming) -> str:
+    """The resend queue (standard, as infra/channel.py): per-message DelaySeconds."""
+    return sqs.create_queue(QueueName=f"cadencia-whatsapp-reenvios-{suffix}",
+                            Attributes={"VisibilityTimeout": str(timing.visibility_s)})["QueueUrl"]
 
 
 def put_secret(sm: Any, name: str, value: str) -> None:
@@ -149,45 +172,15 @@ def serve_ingress(port_file: Path) -> None:
     http.serve_forever()
 
 
-def sqs_event(message: dict[str, Any], queue_arn: str) -> dict[str, Any]:
-    return {"Records": [{
-        "messageId": message["MessageId"], "receiptHandle": message["ReceiptHandle"], "body": message["Body"],
-        "attributes": message.get("Attributes", {}), "messageAttributes": {}, "md5OfBody": message["MD5OfBody"],
-        "eventSource": "aws:sqs", "eventSourceARN": queue_arn, "awsRegion": "us-east-1",
-    }]}
-
-
-def run_consumer(queue_url: str) -> None:
-    from orchestrator.invokers.local import LocalContext
-    from orchestrator.whatsapp_consumer import lambda_handler
-
-    sqs = session_client("sqs", os.environ["AWS_ENDPOINT_URL"])
-    arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    stop = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    while not stop:
-        got = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=1, WaitTimeSeconds=1,
-                                  AttributeNames=["All"]).get("Messages", [])
-        for message in got:
-            try:
-                result = lambda_handler(sqs_event(message, arn),
-                                        LocalContext("cadencia-orquestrador", timeout_s=TURN_TIMEOUT_S))
-                failed = bool(result.get("batchItemFailures"))
-            except Exception:  # a failed invocation: the whole batch comes back
-                failed = True
-            if not failed:
-                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
-            else:
-                sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"],
-                                              VisibilityTimeout=int(os.environ.get("LOCAL_RETRY_AFTER_S",
-                                                                                   RETRY_AFTER_S)))
-
-
 # -- the whole channel, for tests, scripts/conversa.py and prova ---------------------------
 class LocalChannel:
     def __init__(self, state: Any, *, model_env: dict[str, str], consumers: int = 1,
                  log_level: str = "WARNING", sender_env: dict[str, str] | None = None,
-                 visibility_s: int = LOCAL_VISIBILITY_S, publish: bool = False) -> None:
+                 turn_timeout_s: int = TURN_TIMEOUT_S, lease_s: int = LOCAL_LEASE_S,
+                 visibility_s: int | None = None, publish: bool = False) -> None:
+        """``turn_timeout_s`` and ``lease_s`` give the queue's timing (the stack's rule);
+        ``visibility_s`` overrides only the visibility timeout, for a test whose message
+        never meets a held conversation (a send interrupted after the turn's commit)."""
         self.state = state
         self.model_env = model_env
         self.consumers = consumers
@@ -203,7 +196,12 @@ class LocalChannel:
         suffix = secrets.token_hex(4)
         self.names = {k: f"cadencia/whatsapp/{k}-{suffix}" for k in ("app-secret", "verify-token", "access-token")}
         self.sqs = session_client("sqs", state.aws_endpoint)
-        self.queue_url, self.dlq_url = provision_queues(self.sqs, suffix, visibility_s)
+        self.timing = local_timing(turn_timeout_s, lease_s)
+        if visibility_s is not None:
+            self.timing = dataclasses.replace(self.timing, visibility_s=visibility_s)
+        self.timing_env = consumer_timing_environment(self.timing, lease_s, turn_timeout_s)
+        self.queue_url, self.dlq_url = provision_queues(self.sqs, suffix, self.timing)
+        self.resend_url = provision_resend_queue(self.sqs, suffix, self.timing)
         self.ingress_url = ""
         self.publish = publish
         self._published_before: dict[str, str] | None = None
@@ -226,10 +224,14 @@ class LocalChannel:
         tools.write_text(json.dumps({n: {**e, "POWERTOOLS_LOG_LEVEL": self.log_level}
                                      for n, e in self.state.function_environments().items()}))
         # AUDIT_TABLE as infra.controls.add_audit_table gives the consumer: its decisions go on the hash chain.
+        # EVENT_BUS_NAME as infra.channel gives the consumer: hand-offs reach the local bus and its queue.
         return {**self._common(), **self.model_env, "LEDGER_TABLE": self.state.ledger_table, "AUDIT_TABLE": AUDIT_TABLE,
+                "EVENT_BUS_NAME": HANDOFF_BUS_NAME,
                 "TOOL_INVOKER": "local", "LOCAL_TOOL_ENVIRONMENTS": str(tools),
                 "WHATSAPP_GRAPH_URL": self._fake.graph_url, "WHATSAPP_ACCESS_TOKEN_NAME": self.names["access-token"],
-                "WHATSAPP_SEND_TIMEOUT_S": "2", "WHATSAPP_BACKOFF_BASE_S": "0.05", **self.sender_env}
+                "WHATSAPP_SEND_TIMEOUT_S": "2", "WHATSAPP_BACKOFF_BASE_S": "0.05", **self.timing_env,
+                "WHATSAPP_RESEND_QUEUE_URL": self.resend_url, "WHATSAPP_RESEND_BASE_S": "1",
+                **self.sender_env}
 
     def sender_environment(self) -> dict[str, str]:
         """How replies go out through this channel (the consumers and a person's replies)."""
@@ -250,7 +252,7 @@ class LocalChannel:
     def start_consumers(self, n: int) -> None:
         env = self.consumer_environment()
         for _ in range(n):
-            self._spawn("consumer", env, "--queue-url", self.queue_url)
+            self._spawn("consumer", env, "--queue-url", self.queue_url, "--resend-queue-url", self.resend_url)
 
     def __enter__(self) -> LocalChannel:
         sm = session_client("secretsmanager", self.state.aws_endpoint)
@@ -294,13 +296,15 @@ class LocalChannel:
 
     def queue_depth(self, url: str | None = None) -> int:
         attrs = self.sqs.get_queue_attributes(QueueUrl=url or self.queue_url, AttributeNames=[
-            "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
-        return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+            "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed"])["Attributes"]
+        return sum(int(attrs.get(k, 0)) for k in ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+                                                  "ApproximateNumberOfMessagesDelayed"))
 
-    def wait_until_drained(self, timeout_s: float = 60) -> bool:
+    def wait_until_drained(self, timeout_s: float = 60, url: str | None = None) -> bool:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.queue_depth() == 0:
+            if self.queue_depth(url) == 0:
                 return True
             time.sleep(0.1)
         return False
@@ -320,7 +324,7 @@ class LocalChannel:
         for proc in self.procs:
             self.stop_process(proc)
         self._fake.__exit__()
-        for url in (self.queue_url, self.dlq_url):
+        for url in (self.queue_url, self.dlq_url, self.resend_url):
             self.sqs.delete_queue(QueueUrl=url)
         self._tmp.cleanup()
 
@@ -331,12 +335,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--env-file", type=Path, required=True)
     parser.add_argument("--port-file", type=Path)
     parser.add_argument("--queue-url")
+    parser.add_argument("--resend-queue-url")
     args = parser.parse_args(argv)
     os.environ.update(json.loads(args.env_file.read_text()))
     if args.role == "ingress":
         serve_ingress(args.port_file)
     else:
-        run_consumer(args.queue_url)
+        from .whatsapp_worker import run_consumer
+
+        run_consumer(args.queue_url, args.resend_queue_url)
 
 
 if __name__ == "__main__":

@@ -115,8 +115,12 @@ def test_the_whatsapp_roles(default_synth, variant_synth):
         assert not any(a.startswith(("dynamodb:", "lambda:", "bedrock:")) for a, _ in ingress)
         consumer = roles[Ids.WHATSAPP_CONSUMER_ROLE].pairs
         assert not any(a.startswith("rds-db:") for a, _ in consumer)
-        assert {a for a, _ in consumer if a.startswith("sqs:")} == {
-            "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"}
+        assert {(a, r) for a, r in consumer if a.startswith("sqs:")} == {
+            *((a, contract.att(Ids.WHATSAPP_QUEUE, "Arn")) for a in (
+                "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")),
+            # The resend queue: it defers replies there and consumes them.
+            *((a, contract.att(Ids.WHATSAPP_RESEND_QUEUE, "Arn")) for a in (
+                "sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"))}
         assert (("secretsmanager:GetSecretValue", contract.ref(Ids.WHATSAPP_APP_SECRET)) not in consumer)
         # A person's reply: the ledger, the access token and the audit chain; no tool, model, queue or database.
         human = roles[Ids.WHATSAPP_HUMAN_REPLY_ROLE].pairs

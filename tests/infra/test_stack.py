@@ -243,10 +243,12 @@ def test_the_whatsapp_channel(default_synth, variant_synth):
         assert queue["RedrivePolicy"]["maxReceiveCount"] == 5
         assert queue["VisibilityTimeout"] >= 6 * _props(synth, Ids.WHATSAPP_CONSUMER_FUNCTION)["Timeout"]
         assert _props(synth, Ids.WHATSAPP_DLQ)["FifoQueue"] is True
-        [mapping] = synth.of_type("AWS::Lambda::EventSourceMapping").values()
-        p = mapping["Properties"]
-        assert p["BatchSize"] == 1 and p["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-        assert p["EventSourceArn"] == {"Fn::GetAtt": [Ids.WHATSAPP_QUEUE, "Arn"]}
+        mappings = [m["Properties"] for m in synth.of_type("AWS::Lambda::EventSourceMapping").values()]
+        for p in mappings:  # the inbound queue and the resend queue, both into the consumer
+            assert p["BatchSize"] == 1 and p["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+            assert p["FunctionName"] == {"Ref": Ids.WHATSAPP_CONSUMER_FUNCTION}
+        assert sorted(p["EventSourceArn"]["Fn::GetAtt"][0] for p in mappings) == sorted(
+            [Ids.WHATSAPP_QUEUE, Ids.WHATSAPP_RESEND_QUEUE])
         ingress = _props(synth, Ids.WHATSAPP_INGRESS_FUNCTION)
         assert ingress["Handler"] == "canal_whatsapp.handler.lambda_handler"
         assert ingress["Environment"]["Variables"]["DB_USER"] == "cadencia_canal_whatsapp"
@@ -256,8 +258,10 @@ def test_the_whatsapp_channel(default_synth, variant_synth):
         assert "VpcConfig" not in consumer
     alarms = _alarm_metrics(default_synth)
     failed = {d.get("Motivo") for ns, m, d, _ in alarms if ns == NAMESPACE and m == "EnviosWhatsappFalhos"}
-    assert failed == {"recusado", "tentativas", "sem_resposta", "fora_da_janela", "remetente_interrompido"}
-    dlq_alarms = [p for ns, m, d, p in alarms if ns == "AWS/SQS" and d.get("QueueName")]
+    assert failed == {"recusado", "tentativas", "janela_encerrada", "sem_resposta", "fora_da_janela",
+                      "remetente_interrompido", "nao_agendado"}
+    dlq_alarms = [p for ns, m, d, p in alarms if ns == "AWS/SQS" and d.get("QueueName")
+                  and m == "ApproximateNumberOfMessagesVisible"]
     assert len(dlq_alarms) == 2  # the orchestrator's DLQ and the WhatsApp DLQ
 
 
