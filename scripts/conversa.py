@@ -1,3 +1,4 @@
+#!/usr/bin/env -S sh -c 'r="$(dirname "$(readlink -f "$0")")/.."; [ -x "$r/.venv/bin/python" ] || bash "$r/scripts/setup.sh" >&2 || exit 1; exec "$r/.venv/bin/python" "$0" "$@"'
 """conversa.py — talk to the agent as a WhatsApp customer, on the local stack.
 
     scripts/conversa.py [--numero 5511987654321] [--modelo roteirizado|<Claude model id>]
@@ -15,7 +16,7 @@ a person's reply), /sair.
 
 A person answers a handed-off conversation from another terminal while this one
 runs (write "quero falar com um atendente" here; the scripted model refuses, the
-conversation waits for a person): ``python -m scripts.atendente listar``, then
+conversation waits for a person): ``scripts/atendente listar``, then
 ``responder <ref> --texto "…"`` sends through this chat's channel.
 """
 

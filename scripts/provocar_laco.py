@@ -1,3 +1,4 @@
+#!/usr/bin/env -S sh -c 'r="$(dirname "$(readlink -f "$0")")/.."; [ -x "$r/.venv/bin/python" ] || bash "$r/scripts/setup.sh" >&2 || exit 1; exec "$r/.venv/bin/python" "$0" "$@"'
 """provocar_laco.py — provoke the loop against one architecture, count real debits.
 
     provocar_laco.py --arquitetura minima|producao --cenario FILE --saida FILE

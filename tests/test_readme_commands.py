@@ -47,7 +47,7 @@ ADAPTATIONS = (
     Adaptation(r"\./scripts/prova\.sh", stack=True, expect="duplicate debits", timeout_s=900),
     # The chat: pick the first demo customer, say hello, leave.
     Adaptation(r"\./scripts/conversa\.py", stdin="1\noi\n/sair\n", stack=True, expect="Cadência>"),
-    Adaptation(r"\./scripts/provocar_laco\.py .*--arquitetura producao", stack=True, expect="real debits"),
+    Adaptation(r"\./scripts/provocar_laco\.py --arquitetura producao .*", stack=True, expect="real debits"),
     # The test command: its set-up, the import contracts and pytest's collection (the suite itself is
     # what this suite is); `--collect-only` after the README's own arguments. Tens of seconds: with the
     # long ones.
