@@ -78,8 +78,23 @@ def _postgres_pids(data_dir: str) -> list[int]:
     return pids
 
 
+def _processes_of(state_dir: Path) -> list[int]:
+    """Every process that inherited the demo's private state directory (its children, theirs, PostgreSQL)."""
+    marker = f"CADENCIA_LOCAL_STACK_DIR={state_dir}".encode()
+    pids = []
+    for proc_dir in Path("/proc").iterdir():
+        if proc_dir.name.isdigit() and int(proc_dir.name) != os.getpid():
+            try:
+                environ = (proc_dir / "environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if marker in environ and _alive(int(proc_dir.name)):
+                pids.append(int(proc_dir.name))
+    return pids
+
+
 def _leftovers(started: dict) -> list[str]:
-    found = []
+    found = [f"process {pid}" for pid in _processes_of(Path(started["directory"]))]
     if _alive(started["server_pid"]):
         found.append(f"stack server pid {started['server_pid']}")
     for name in ("aws_endpoint", "gateway_url"):
@@ -96,6 +111,8 @@ def _leftovers(started: dict) -> list[str]:
 
 def _kill_leftovers(started: dict) -> None:
     """Clean up after a failing run, so one failure does not leak processes into the rest of the suite."""
+    for pid in _processes_of(Path(started["directory"])):
+        os.kill(pid, signal.SIGKILL)
     if _alive(started["server_pid"]):
         os.killpg(started["server_pid"], signal.SIGKILL)
     for pid in _postgres_pids(started["postgres"].get("data_dir") or "\0"):
@@ -127,6 +144,30 @@ def test_a_ctrl_c_during_the_demo_still_stops_its_stack(tmp_path):
         assert _leftovers(started) == [], output[-3000:]
     finally:
         _kill_leftovers(started)
+
+
+def test_a_ctrl_c_while_the_stack_is_starting_leaves_nothing_behind(tmp_path):
+    """Interrupted half-way through `up` (the stack server is up, state.json not written yet)."""
+    proc = _start(tmp_path)
+    ready = tmp_path / "server.json"
+    deadline = time.monotonic() + 300
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not (tmp_path / "state.json").exists(), "the stack came up before the test could interrupt it"
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+        output, _ = proc.communicate(timeout=120)
+        assert proc.returncode != 0
+        left: list[int] = []
+        for _ in range(50):  # the interrupted start's own clean-up has returned; exits are reaped
+            left = _processes_of(tmp_path)
+            if not left:
+                break
+            time.sleep(0.1)
+        assert left == [], output[-3000:]
+    finally:
+        for pid in _processes_of(tmp_path):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_a_stack_that_was_already_running_is_left_alone(tmp_path, monkeypatch):
