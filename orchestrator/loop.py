@@ -258,6 +258,9 @@ class Orchestrator:
         except ContextWindowExceeded:
             return ShrinkContext()
         except ModelUnavailable as err:
+            # The customer hears an apology; the engineer reads the cause here (the local chat shows it).
+            self.log.warning("model unavailable", extra={"classe": err.error_class.value, "erro": err.sdk_error,
+                                                         "tentativas": err.attempts})
             return step_for_model_error(err)
         turn.budget.add_usage(response.usage)
         return next_step(response, turn.check)

@@ -45,10 +45,15 @@ RETRYABLE = {ModelErrorClass.RATE_LIMITED, ModelErrorClass.OVERLOADED, ModelErro
 
 
 class ModelUnavailable(Exception):
-    def __init__(self, error_class: ModelErrorClass, attempts: int, detail: str = "") -> None:
+    """``sdk_error``: the class name of the SDK's last error (e.g. ``APIConnectionError``), empty when no
+    call was made; what an engineer needs to tell a wrong URL from a wrong key (no message: it may echo
+    the request)."""
+
+    def __init__(self, error_class: ModelErrorClass, attempts: int, detail: str = "", sdk_error: str = "") -> None:
         super().__init__(f"model unavailable ({error_class}) after {attempts} attempt(s) {detail}".strip())
         self.error_class = error_class
         self.attempts = attempts
+        self.sdk_error = sdk_error
 
 
 class ContextWindowExceeded(Exception):
@@ -137,14 +142,16 @@ class ModelClient:
                 if error_class is ModelErrorClass.CONTEXT_WINDOW:
                     raise ContextWindowExceeded(str(err)) from None
                 if error_class not in RETRYABLE or attempt >= self.max_attempts:
-                    raise ModelUnavailable(error_class, attempt, type(err).__name__) from None
+                    raise ModelUnavailable(error_class, attempt, type(err).__name__,
+                                           sdk_error=type(err).__name__) from None
                 # Full jitter, capped; a server's retry-after is honoured only up to the cap.
                 wait = min(self.backoff_cap_s, self.rng.uniform(0, 0.5 * 2**attempt))
                 hinted = _retry_after_s(err)
                 if hinted is not None:
                     wait = min(self.backoff_cap_s, hinted)
                 if deadline.remaining_s() - reserve_s - wait < self.min_call_s:
-                    raise ModelUnavailable(ModelErrorClass.DEADLINE, attempt, f"after {error_class}") from None
+                    raise ModelUnavailable(ModelErrorClass.DEADLINE, attempt, f"after {error_class}",
+                                           sdk_error=type(err).__name__) from None
                 self.sleep(wait)
 
 

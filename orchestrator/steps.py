@@ -187,5 +187,5 @@ def _rejected(record: Messages, violations: list[Violation], check: ReplyCheck) 
 
 def step_for_model_error(err: ModelUnavailable) -> Reply:
     error_class = err.error_class.value
-    audit = ("FALHA_DO_MODELO", {"classe": error_class, "tentativas": err.attempts})
+    audit = ("FALHA_DO_MODELO", {"classe": error_class, "tentativas": err.attempts, "erro": err.sdk_error})
     return Reply(texts.MODEL_UNAVAILABLE, "modelo_indisponivel", diagnosis=Diagnosis(error_class, audit=audit))

@@ -1,10 +1,10 @@
 """An operator decides approval requests from a terminal (issue 10).
 
-    python -m scripts.aprovar listar
-    python -m scripts.aprovar mostrar <aprovacaoId>
-    python -m scripts.aprovar aprovar <aprovacaoId> --por ana.operadora --motivo "conferido com o cliente"
-    python -m scripts.aprovar negar   <aprovacaoId> --por ana.operadora --motivo "fora da política"
-    python -m scripts.aprovar expirar      # one pass: close expired requests, tell their customers
+    scripts/aprovar listar
+    scripts/aprovar mostrar <aprovacaoId>
+    scripts/aprovar aprovar <aprovacaoId> --por ana.operadora --motivo "conferido com o cliente"
+    scripts/aprovar negar   <aprovacaoId> --por ana.operadora --motivo "fora da política"
+    scripts/aprovar expirar      # one pass: close expired requests, tell their customers
 
 Every command is one event to the decision Lambda's handler (``cadencia-decidir-aprovacao``):
 ``--alvo aws`` invokes the deployed function (the operator needs only lambda:InvokeFunction on

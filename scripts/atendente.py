@@ -1,9 +1,9 @@
 """A person takes over handed-off conversations from a terminal (issue 10).
 
-    python -m scripts.atendente listar
-    python -m scripts.atendente mostrar <ref>
-    python -m scripts.atendente responder <ref> --texto "Olá! Sou a Ana, vou cuidar do seu pedido."
-    python -m scripts.atendente devolver <ref>
+    scripts/atendente listar
+    scripts/atendente mostrar <ref>
+    scripts/atendente responder <ref> --texto "Olá! Sou a Ana, vou cuidar do seu pedido."
+    scripts/atendente devolver <ref>
 
 ``listar`` reads the conversations waiting for a person (``aguardando_humano``) from
 the ledger's sparse index; each is shown by a reference (``ref``: the first 12 hex

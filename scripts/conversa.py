@@ -1,3 +1,4 @@
+#!/usr/bin/env -S sh -c 'r="$(dirname "$(readlink -f "$0")")/.."; [ -x "$r/.venv/bin/python" ] || bash "$r/scripts/setup.sh" >&2 || exit 1; exec "$r/.venv/bin/python" "$0" "$@"'
 """conversa.py — talk to the agent as a WhatsApp customer, on the local stack.
 
     scripts/conversa.py [--numero 5511987654321] [--modelo roteirizado|<Claude model id>]
@@ -15,13 +16,14 @@ a person's reply), /sair.
 
 A person answers a handed-off conversation from another terminal while this one
 runs (write "quero falar com um atendente" here; the scripted model refuses, the
-conversation waits for a person): ``python -m scripts.atendente listar``, then
+conversation waits for a person): ``scripts/atendente listar``, then
 ``responder <ref> --texto "…"`` sends through this chat's channel.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -34,6 +36,7 @@ for entry in (ROOT, ROOT / "functions"):
         sys.path.insert(0, str(entry))
 
 from rich.console import Console  # noqa: E402
+from rich.markup import escape  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from scripts.harness.scripted_model import ScriptedModelServer  # noqa: E402
@@ -105,8 +108,27 @@ def wait_reply(channel: LocalChannel, number: str, seen: int, timeout_s: float) 
     return []
 
 
+def show_model_errors(channel: LocalChannel, read: dict[Path, int]) -> None:
+    """The cause behind the customer's apology: the orchestrator's "model unavailable" log lines
+    (consumer logs; ``read`` keeps how far each was read)."""
+    for path in sorted(Path(channel.dir).glob("consumer-*.log")):
+        data = path.read_bytes()
+        end = data.rfind(b"\n") + 1  # a line still being written is read next time
+        for line in data[read.get(path, 0):end].splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and entry.get("message") == "model unavailable":
+                console.print(f"[red]erro do modelo: {escape(str(entry.get('erro') or '?'))}[/] "
+                              f"[dim](classe {escape(str(entry.get('classe')))}, {entry.get('tentativas')} "
+                              "tentativa(s); a cliente recebeu o pedido de desculpas)[/]")
+        read[path] = max(read.get(path, 0), end)
+
+
 def chat(channel: LocalChannel, number: str, timeout_s: float) -> None:
     last: dict | None = None
+    errors_read: dict[Path, int] = {}
     shown = len(channel.api.sent_to(number))  # messages to this number already on screen
     while True:
         shown = show_new(channel, number, shown)  # e.g. a person's reply that arrived meanwhile
@@ -137,6 +159,7 @@ def chat(channel: LocalChannel, number: str, timeout_s: float) -> None:
             console.print(f"[red]o webhook respondeu {status}[/]")
             continue
         shown += show_replies(wait_reply(channel, number, shown, timeout_s if command != "/repetir" else 5), command)
+        show_model_errors(channel, errors_read)
 
 
 def show_new(channel: LocalChannel, number: str, shown: int) -> int:

@@ -29,6 +29,7 @@ while [ $# -gt 0 ]; do
     --seed) EXTRA+=(--seed "$2"); shift 2 ;;
     --canal) CANAL=(--canal "$2"); shift 2 ;;
     *.jsonl) CENARIO=$1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "usage: scripts/prova.sh [SCENARIO.jsonl] [--seed N] [--canal whatsapp]" >&2; exit 2 ;;
   esac
 done

@@ -1,3 +1,4 @@
+#!/usr/bin/env -S sh -c 'r="$(dirname "$(readlink -f "$0")")/.."; [ -x "$r/.venv/bin/python" ] || bash "$r/scripts/setup.sh" >&2 || exit 1; exec "$r/.venv/bin/python" "$0" "$@"'
 """provocar_laco.py — provoke the loop against one architecture, count real debits.
 
     provocar_laco.py --arquitetura minima|producao --cenario FILE --saida FILE
@@ -8,7 +9,8 @@ Writes FILE (a JSON array of attempt records; Lab 87's jq line works on it) and
 FILE with ``.resumo.json`` (the figures, real debits counted at the gateway).
 On the local target a run starts from an empty ledger and gateway, with the
 ERP rows of the scenario created fresh. Exit codes: 0 ok, 2 bad input (nothing
-ran), 3 duplicate debits in the production design.
+ran), 3 duplicate debits in the production design, 4 the model did not answer (the
+cause is printed: the SDK's error class, e.g. APIConnectionError or AuthenticationError).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ for entry in (ROOT, ROOT / "functions"):
         sys.path.insert(0, str(entry))
 
 from rich.console import Console  # noqa: E402
+from rich.markup import escape  # noqa: E402
 
 from scripts.harness import report  # noqa: E402
 from scripts.harness.scenario import ScenarioError, load  # noqa: E402
@@ -66,6 +69,8 @@ def _model_env(args: argparse.Namespace, scripted_url: str | None) -> dict[str, 
     env = {"MODEL_PROVIDER": args.provider, "MODEL_ID": args.model}
     if args.provider == "anthropic":
         env["ANTHROPIC_API_KEY"] = os.environ["ANTHROPIC_API_KEY"]
+        if os.environ.get("ANTHROPIC_BASE_URL"):  # a proxy or gateway in front of the API
+            env["ANTHROPIC_BASE_URL"] = os.environ["ANTHROPIC_BASE_URL"]
     return env
 
 
@@ -84,8 +89,15 @@ def main(argv: list[str] | None = None) -> int:
         return run_deployed(args, scenarios, console)
 
     from scripts.harness.local_run import run_local
+    from scripts.harness.model_check import ModelFailure, check_model
 
-    summary, records = run_local(args, scenarios, console, _model_env, SCRIPTED)
+    try:
+        if args.model != SCRIPTED:
+            check_model(_model_env(args, None))
+        summary, records = run_local(args, scenarios, console, _model_env, SCRIPTED)
+    except ModelFailure as err:
+        console.print(f"[red]the model did not answer, no figures written:[/] {escape(str(err))}", highlight=False)
+        return 4
     args.output.write_text(json.dumps(records, ensure_ascii=False, indent=2))
     report.summary_path(args.output).write_text(json.dumps(summary, ensure_ascii=False, indent=2))
     report.print_summary(console, [summary])

@@ -207,6 +207,9 @@ def test_a_message_racing_in_separate_processes_is_processed_once(local_stack):
         f"wamid.corrida.{r}" for r in range(rounds)]
 
 
+LONG_LEASE_S = 3600
+
+
 def _lease_then_die(endpoint: str, table: str, conv: str, message_id: str, lease_s: int, commit: bool) -> None:
     ledger = Ledger(table, session_client("dynamodb", endpoint))
     state = ledger.acquire_conversation(conversation_id=conv, customer_id=CUSTOMER, lease_s=lease_s,
@@ -217,21 +220,35 @@ def _lease_then_die(endpoint: str, table: str, conv: str, message_id: str, lease
     os.kill(os.getpid(), signal.SIGKILL)  # no exception, no cleanup, no release
 
 
-def _killed(local_stack, conv: str, message_id: str, lease_s: int, *, commit: bool) -> Ledger:
+class _Clock:
+    """The reader's clock: real time plus an offset the test moves (a lease ends when the test says)."""
+
+    def __init__(self) -> None:
+        self.offset_s = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset_s
+
+
+def _killed(local_stack, conv: str, message_id: str, lease_s: int, *, commit: bool,
+            clock: _Clock | None = None) -> Ledger:
     proc = mp.get_context("spawn").Process(target=_lease_then_die, args=(
         local_stack.aws_endpoint, local_stack.ledger_table, conv, message_id, lease_s, commit))
     proc.start()
     proc.join(timeout=120)
     assert proc.exitcode == -signal.SIGKILL
-    return Ledger(local_stack.ledger_table, session_client("dynamodb", local_stack.aws_endpoint))
+    return Ledger(local_stack.ledger_table, session_client("dynamodb", local_stack.aws_endpoint),
+                  clock=clock or time.time)
 
 
 def test_killed_after_the_lease_the_redelivery_processes_it_once_after_the_lease(local_stack):
-    conv, wamid = f"conv-morta-{uuid.uuid4().hex[:8]}", "wamid.morta"
-    ledger = _killed(local_stack, conv, wamid, 2, commit=False)
+    # The dead process's lease is an hour long and the reader's clock says when it is over: no
+    # wall-clock window (a 2 s lease was over before a loaded machine got here).
+    conv, wamid, clock = f"conv-morta-{uuid.uuid4().hex[:8]}", "wamid.morta", _Clock()
+    ledger = _killed(local_stack, conv, wamid, LONG_LEASE_S, commit=False, clock=clock)
     with pytest.raises(MessageInProgress):  # the dead lease still lives
         ledger.acquire_conversation(conversation_id=conv, customer_id=CUSTOMER, lease_s=60, message_id=wamid)
-    time.sleep(2.2)
+    clock.offset_s = LONG_LEASE_S + 1
     state = ledger.acquire_conversation(conversation_id=conv, customer_id=CUSTOMER, lease_s=60, message_id=wamid)
     ledger.commit_conversation(state, messages=[{"role": "user", "content": "uma vez"}],
                                status=ConversationStatus.ACTIVE, reply={"texto": "feito"})

@@ -172,11 +172,13 @@ def test_outside_the_24h_window_is_handed_off_not_resent(channel, ledger):
 
 
 def test_a_busy_conversation_makes_the_message_visible_again(channel, ledger):
-    held = ledger.acquire_conversation(conversation_id="wa-1001-20260320", customer_id=1001, lease_s=3)
+    # Held until the test gives it back (a 3 s lease could end before a loaded machine checked it).
+    held = ledger.acquire_conversation(conversation_id="wa-1001-20260320", customer_id=1001, lease_s=3600)
     assert channel.webhook.post(notification([text_message(ANA, "estou esperando", timestamp=day_ts(18))])) == 200
     time.sleep(1.5)
     assert channel.api.sent_to(ANA) == []  # refused while the lease is held
-    sent = channel.wait_for_replies(ANA, 1, timeout_s=30)
+    ledger.release_conversation(held)
+    sent = channel.wait_for_replies(ANA, 1, timeout_s=60)
     assert _bodies(sent) == [f"{ECHO_PREFIX}estou esperando"]
     assert held.version >= 1
 

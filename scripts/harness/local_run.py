@@ -8,7 +8,6 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
 
-import anthropic
 import psycopg
 from rich.console import Console
 
@@ -21,6 +20,7 @@ from scripts.local_stack.emf import capture_emf
 from scripts.local_stack.gateway_admin import GatewayAdmin
 
 from .minimal import MinimalAgent
+from .model_check import MODEL_FAILED, failure_in_turn, sdk_for
 from .production import ProductionRunner
 from .records import summarize
 from .report import control_counts, progress_bar
@@ -59,7 +59,8 @@ def run_local(args: argparse.Namespace, scenarios: list[Scenario], console: Cons
         ddb = session_client("dynamodb", state.aws_endpoint)
         reset_ledger(ddb, state.ledger_table)
         # Read with the orchestrator's audit chain: the attempts' outcomes are its links.
-        ledger = Ledger(state.ledger_table, ddb, audit_chain=AuditChain(AUDIT_TABLE, ddb))
+        audit = AuditChain(AUDIT_TABLE, ddb)
+        ledger = Ledger(state.ledger_table, ddb, audit_chain=audit)
 
         server = stack_exit.enter_context(ScriptedModelServer()) if args.model == scripted else None
         env = model_env(args, server.base_url if server else None)
@@ -108,6 +109,8 @@ def run_local(args: argparse.Namespace, scenarios: list[Scenario], console: Cons
                     for index, text in enumerate(sc.mensagens):
                         reply = runner.turn(sc.conversaId, sc.clienteId, index, text)
                         endings[sc.conversaId] = reply.get("motivo", "")
+                        if endings[sc.conversaId] == MODEL_FAILED:
+                            raise failure_in_turn(audit, sc.conversaId, index)
                         bar.advance(task)
             records = [r for sc in scenarios for r in runner.records(sc.conversaId)]
             cuts = set()
@@ -124,6 +127,4 @@ def run_local(args: argparse.Namespace, scenarios: list[Scenario], console: Cons
 
 
 def _sdk(env: dict[str, str]) -> Any:
-    if env["MODEL_PROVIDER"] == "bedrock":
-        return anthropic.AnthropicBedrock()
-    return anthropic.Anthropic(api_key=env.get("ANTHROPIC_API_KEY"), base_url=env.get("ANTHROPIC_BASE_URL"))
+    return sdk_for(env)

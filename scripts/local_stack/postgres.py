@@ -124,12 +124,18 @@ def start_cluster() -> PostgresInfo:
     pwfile.unlink()
     port = free_port()
     options = f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={base} -c fsync=off"
-    _run([f"{bin_dir}/pg_ctl", "-D", str(data), "-l", str(base / "server.log"), "-o", options, "-w", "-t", "30", "start"])
     info = PostgresInfo(
         host="127.0.0.1", port=port, dbname=DATABASE_NAME, admin_user=ADMIN_USER,
         admin_password=secrets.token_urlsafe(18), data_dir=str(data), bin_dir=bin_dir,
     )
-    _create_rds_style_master(info, bootstrap_password=password)
+    try:
+        _run([f"{bin_dir}/pg_ctl", "-D", str(data), "-l", str(base / "server.log"), "-o", options, "-w", "-t", "30",
+              "start"])
+        _create_rds_style_master(info, bootstrap_password=password)
+    except BaseException:  # the server may be up already (a failure or a Ctrl-C after its start): stop it
+        subprocess.run(_as_server_user([f"{bin_dir}/pg_ctl", "-D", str(data), "-m", "immediate", "-w", "stop"]),
+                       capture_output=True)
+        raise
     return info
 
 

@@ -184,31 +184,18 @@ def up(progress: Progress = _quiet) -> StackState:
          "--debits-file", str(directory / "gateway-debitos.jsonl")],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
     )
-    deadline = time.monotonic() + 30
-    while not ready_file.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"stack server did not start; see {directory / 'server.log'}")
-        time.sleep(0.05)
-    ports = json.loads(ready_file.read_text())
-    aws_endpoint = f"http://127.0.0.1:{ports['aws']}"
-    gateway_url = f"http://127.0.0.1:{ports['gateway']}"
-
-    progress("creating the ledger table and the gateway secret")
-    provision(aws_endpoint, table_name=LEDGER_TABLE, secret_name=GATEWAY_SECRET_NAME, gateway_token=token)
-
-    dsn = os.environ.get("CADENCIA_PG_DSN")
+    pg: postgres.PostgresInfo | None = None
     try:
-        if dsn:
-            progress("using the PostgreSQL server named by CADENCIA_PG_DSN")
-            pg = postgres.external_from_dsn(dsn)
-        else:
-            progress("starting a throwaway PostgreSQL cluster on loopback")
-            pg = postgres.start_cluster()
+        aws_endpoint, gateway_url = _await_server(proc, ready_file, directory)
+        progress("creating the ledger table and the gateway secret")
+        provision(aws_endpoint, table_name=LEDGER_TABLE, secret_name=GATEWAY_SECRET_NAME, gateway_token=token)
+        pg = _start_postgres(progress)
         progress("applying sql/schema.sql, sql/grants.sql, sql/demo.sql")
         postgres.apply_sql(pg)
-    except Exception:
-        _stop_server(proc.pid)
+    except BaseException:  # a failure or a Ctrl-C half-way: state.json is not written yet, so
+        _stop_server(proc.pid)  # `down` could not find what was started here
+        if pg is not None:
+            postgres.stop_cluster(pg)
         raise
 
     state = StackState(aws_endpoint=aws_endpoint, gateway_url=gateway_url, gateway_token=token,
@@ -217,6 +204,25 @@ def up(progress: Progress = _quiet) -> StackState:
     os.chmod(directory / "state.json", 0o600)  # holds local passwords
     progress(f"ready: aws {aws_endpoint}, gateway {gateway_url}, postgres 127.0.0.1:{pg.port}")
     return state
+
+
+def _await_server(proc: subprocess.Popen, ready_file: Path, directory: Path) -> tuple[str, str]:
+    deadline = time.monotonic() + 30
+    while not ready_file.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"stack server did not start; see {directory / 'server.log'}")
+        time.sleep(0.05)
+    ports = json.loads(ready_file.read_text())
+    return f"http://127.0.0.1:{ports['aws']}", f"http://127.0.0.1:{ports['gateway']}"
+
+
+def _start_postgres(progress: Progress) -> postgres.PostgresInfo:
+    dsn = os.environ.get("CADENCIA_PG_DSN")
+    if dsn:
+        progress("using the PostgreSQL server named by CADENCIA_PG_DSN")
+        return postgres.external_from_dsn(dsn)
+    progress("starting a throwaway PostgreSQL cluster on loopback")
+    return postgres.start_cluster()
 
 
 def _stop_server(pid: int) -> None:

@@ -244,7 +244,8 @@ class LocalChannel:
         os.chmod(env_file, 0o600)  # local passwords
         log = (self.dir / f"{role}-{len(self.procs)}.log").open("wb")
         proc = subprocess.Popen([sys.executable, "-m", "scripts.local_stack.whatsapp_channel", role,
-                                 "--env-file", str(env_file), *args], cwd=ROOT, env={**os.environ, **env},
+                                 "--env-file", str(env_file), *args], cwd=ROOT,
+                                env={**os.environ, **env, "PYTHONUNBUFFERED": "1"},  # logs read while it runs
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.procs.append(proc)
         return proc
