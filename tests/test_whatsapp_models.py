@@ -76,7 +76,10 @@ def test_a_customer_text_is_not_capped_at_the_send_limit():
 def test_the_webhook_model_ignores_fields_it_does_not_read():
     payload = _payload(context={"from": "x", "id": "y"}, referral={"source_url": "z"})
     payload["entry"][0]["changes"][0]["value"]["contacts"][0]["profile"]["extra"] = 1
-    assert WebhookPayload.model_validate(payload).entry[0].changes[0].value.messages[0].text.body == "oi"
+    [raw] = WebhookPayload.model_validate(payload).entry[0].changes[0].value.messages
+    from canal_whatsapp.models import WebhookMessage
+
+    assert WebhookMessage.model_validate(raw).text.body == "oi"
 
 
 @given(st.dictionaries(st.sampled_from(["tipo", "mensagemId", "waId", "phoneNumberId", "conversaId", "clienteId",
@@ -183,3 +186,10 @@ def test_the_consumer_refuses_what_is_not_an_sqs_event(event, monkeypatch):
     monkeypatch.setattr(whatsapp_consumer, "handle_message", no_turn)
     out = whatsapp_consumer.lambda_handler(event, LocalContext("cadencia-orquestrador-whatsapp", timeout_s=10))
     assert out["ok"] is False and out["erro"]["codigo"] == "entrada_invalida"
+
+
+def test_every_fixed_reason_has_its_text():
+    from canal_whatsapp.models import FixedReason
+    from canal_whatsapp.texts import FIXED_REPLIES
+
+    assert set(FIXED_REPLIES) == set(FixedReason) and all(FIXED_REPLIES.values())
