@@ -224,6 +224,62 @@ def test_notifications_mixing_valid_and_hostile_messages_enqueue_every_valid_one
     queue()
 
 
+@pytest.mark.parametrize("timestamp", ["253402300800", "999999999999", "10000000000000"])
+def test_a_timestamp_past_year_9999_is_a_malformed_message_not_a_5xx(channel, queue, timestamp):
+    """Such a timestamp passed the model and crashed the conversation id: 502, which
+    Meta retries for days, and every message beside it unanswered."""
+    hostile = {**text_message(ANA, "do futuro", timestamp=day_ts(0)), "timestamp": timestamp}
+    valid = text_message(BRUNO, "oi", timestamp=day_ts(0))
+    assert _signed_post(channel, [hostile, valid]) == 200
+    got = _by_id(queue())
+    assert got[valid["id"]]["mensagem"] == "oi"
+    assert got[hostile["id"]]["motivo"] == "mensagem_malformada" and "conversaId" not in got[hostile["id"]]
+
+
+def test_a_correctly_signed_body_is_never_answered_5xx(channel, queue):
+    """Hypothesis over each field Meta's message carries — the timestamp's whole
+    12-digit range and beyond, ids, numbers, types, texts — in the real handler with
+    the real adapters: an exception there is the Function URL's 502."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from canal_whatsapp import handler
+    from orchestrator.invokers.local import LocalContext, function_environment
+
+    # A message as Meta sends it, with any 12/13-digit timestamp (most are past year
+    # 9999), then up to two fields replaced by junk or removed.
+    timestamps = st.one_of(st.integers(0, 10**13).map(str), st.integers(253402300700, 10**12 - 1).map(str),
+                           st.from_regex(r"\A[0-9]{1,13}\Z"))
+    base = st.builds(lambda wa, text, ts, kind: {**text_message(wa, text), "timestamp": ts, "type": kind},
+                     st.sampled_from([ANA, BRUNO, UNKNOWN]),
+                     st.one_of(st.text(min_size=1, max_size=50), st.integers(3990, 5000).map(lambda n: "z" * n)),
+                     timestamps, st.sampled_from(["text", "text", "image", "reaction", "unsupported"]))
+    hostile = st.one_of(_json_values(), st.integers(-10**13, 10**13), st.from_regex(r"\A[0-9]{1,22}\Z"),
+                        st.text(max_size=300), st.just(None))
+    overrides = st.dictionaries(st.sampled_from(["timestamp", "from", "id", "type", "text"]),
+                                st.one_of(hostile, st.just(...)), max_size=2)
+    message = st.builds(lambda m, o: {k: v for k, v in {**m, **o}.items() if v is not ...}, base, overrides)
+    lambda_context = LocalContext("cadencia-canal-whatsapp-entrada", timeout_s=10)
+
+    @given(st.lists(message, min_size=1, max_size=5))
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    def attack(messages):
+        payload = notification([])
+        payload["entry"][0]["changes"][0]["value"]["messages"] = messages
+        body = json.dumps(payload)
+        event = {"requestContext": {"http": {"method": "POST"}}, "body": body, "isBase64Encoded": False,
+                 "headers": {"X-Hub-Signature-256": _signed(body.encode(), channel.app_secret)}}
+        with function_environment(channel.ingress_environment()):
+            handler.reset()
+            answer = handler.lambda_handler(event, lambda_context)  # raising here is the 502
+        assert answer["statusCode"] == 200
+        queue()
+
+    attack()
+    handler.reset()
+    queue()
+
+
 def test_handshake(channel):
     assert channel.webhook.handshake("subscribe", channel.verify_token, "1158201444") == (200, "1158201444")
     assert channel.webhook.handshake("subscribe", "wrong-token", "1158201444")[0] == 403

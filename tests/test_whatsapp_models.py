@@ -106,6 +106,18 @@ def test_bools_and_strings_are_not_customer_ids():
             QueuedMessage.model_validate_json(json.dumps({**base, "clienteId": bad}))
 
 
+def test_a_message_timestamp_is_bounded_to_what_a_date_can_hold():
+    from canal_whatsapp.models import WebhookMessage
+
+    message = _payload()["entry"][0]["changes"][0]["value"]["messages"][0]
+    last = "253402300799"  # 9999-12-31 23:59:59 UTC
+    assert conversation_id(1001, WebhookMessage.model_validate({**message, "timestamp": last}).timestamp) \
+        == "wa-1001-99991231"
+    for beyond in ("253402300800", "999999999999"):
+        with pytest.raises(ValidationError):
+            WebhookMessage.model_validate({**message, "timestamp": beyond})
+
+
 def test_the_conversation_id_follows_the_sao_paulo_day_of_the_message():
     # 2026-03-02 02:59:59 UTC is still 2026-03-01 in São Paulo (UTC-3).
     assert conversation_id(1001, "1772420399") == "wa-1001-20260301"
