@@ -20,9 +20,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from cadencia_shared.models import ConversationId, CustomerId, CustomerMessage
+
+from .conversation import MAX_MESSAGE_TIMESTAMP
 
 # Python's engine, so the anchors are \A…\Z (pydantic's default engine has no \Z).
 _EDGE = ConfigDict(strict=True, frozen=True, extra="ignore", regex_engine="python-re")
@@ -32,7 +34,15 @@ _OURS = ConfigDict(strict=True, frozen=True, extra="forbid", regex_engine="pytho
 WaId = Annotated[str, StringConstraints(pattern=r"\A[0-9]{6,20}\Z")]
 WaMessageId = Annotated[str, StringConstraints(pattern=r"\A[A-Za-z0-9._:=+/\-]{1,256}\Z")]
 PhoneNumberId = Annotated[str, StringConstraints(pattern=r"\A[0-9]{1,32}\Z")]
-UnixSeconds = Annotated[str, StringConstraints(pattern=r"\A[0-9]{1,12}\Z")]
+
+
+def _dated(seconds: str) -> str:
+    if int(seconds) > MAX_MESSAGE_TIMESTAMP:
+        raise ValueError("timestamp past the last datable second")
+    return seconds
+
+
+UnixSeconds = Annotated[str, StringConstraints(pattern=r"\A[0-9]{1,12}\Z"), AfterValidator(_dated)]
 MAX_TURN_TEXT = 4000  # what the orchestrator accepts in one turn (cadencia_shared.models.CustomerMessage)
 
 
