@@ -54,7 +54,7 @@ def test_a_valid_signature_enqueues_the_message_bound_to_its_customer(channel, q
     assert got["body"] == {"tipo": "texto", "mensagemId": wamid, "waId": ANA, "phoneNumberId": "106540352242922",
                            "conversaId": "wa-1001-20260302", "clienteId": 1001,
                            "mensagem": "quero saber do meu pedido"}
-    assert got["group"] == "wa-1001-20260302"
+    assert got["group"] == "wa-cliente-1001"  # one FIFO group per customer: order across days
     assert got["dedup"] == hashlib.sha256(wamid.encode()).hexdigest()
 
 
@@ -278,6 +278,19 @@ def test_a_correctly_signed_body_is_never_answered_5xx(channel, queue):
     attack()
     handler.reset()
     queue()
+
+
+def test_a_burst_straddling_midnight_in_sao_paulo_stays_in_one_fifo_group_in_order(channel, queue):
+    """Two conversations (one per São Paulo day), but one FIFO group per customer: the
+    message after midnight is never answered before the one before it."""
+    midnight = day_ts(1) + 12 * 3600  # day_ts is noon in São Paulo
+    before = text_message(ANA, "quero reembolso do pedido 4821", timestamp=midnight - 2)
+    after = text_message(ANA, "é o de R$ 80", timestamp=midnight + 1)
+    assert channel.webhook.post(notification([before, after])) == 200
+    got = queue()
+    assert [g["body"]["mensagemId"] for g in got] == [before["id"], after["id"]]
+    assert [g["body"]["conversaId"] for g in got] == ["wa-1001-20260303", "wa-1001-20260304"]
+    assert {g["group"] for g in got} == {"wa-cliente-1001"}
 
 
 def test_handshake(channel):
