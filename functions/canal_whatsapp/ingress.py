@@ -193,13 +193,15 @@ def _queue_item(message: WebhookMessage | Malformed, phone_number_id: str, custo
     if customer_id is None:
         queued = QueuedMessage(tipo=QueuedKind.FIXED_REPLY, motivo=FixedReason.UNKNOWN_NUMBER, **common)
         group = "wa-desconhecido-" + hashlib.sha256(wa_id.encode()).hexdigest()[:40]
-    elif isinstance(message, Malformed):
-        # No readable timestamp, so no conversation: the customer's own group keeps the order.
-        queued = QueuedMessage(tipo=QueuedKind.FIXED_REPLY, motivo=FixedReason.MALFORMED, **common)
-        group = f"wa-cliente-{customer_id}"
     else:
-        group = conversation_id(customer_id, message.timestamp)
-        queued = _turn_or_fixed(message, group, customer_id, common)
+        # One FIFO group per customer, not per conversation: a burst straddling midnight
+        # in São Paulo spans two conversations, and only one group keeps it in order
+        # (docs/decisions/whatsapp-fifo-group-per-customer.md).
+        group = f"wa-cliente-{customer_id}"
+        if isinstance(message, Malformed):  # no readable timestamp, so no conversation
+            queued = QueuedMessage(tipo=QueuedKind.FIXED_REPLY, motivo=FixedReason.MALFORMED, **common)
+        else:
+            queued = _turn_or_fixed(message, conversation_id(customer_id, message.timestamp), customer_id, common)
     # The wamid can be longer than SQS allows (128) and has characters it refuses: hash it.
     return QueueItem(queued, group_id=group, deduplication_id=hashlib.sha256(wamid.encode()).hexdigest())
 
