@@ -273,7 +273,7 @@ def whatsapp_ingress_role(config: StackConfig) -> RoleContract:
             Grant(("rds-db:connect",), (dbuser_arn(config, WHATSAPP_DB_USER),),
                   f"log in to PostgreSQL as {WHATSAPP_DB_USER} only: SELECT (wa_id, cliente_id) on canais_whatsapp"),
             Grant(("sqs:SendMessage",), (att(Ids.WHATSAPP_QUEUE, "Arn"),),
-                  "enqueue a verified message on the FIFO queue (group = conversation, dedup = wamid)"),
+                  "enqueue a verified message on the FIFO queue (group = customer, dedup = wamid)"),
             Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_APP_SECRET), ref(Ids.WHATSAPP_VERIFY_TOKEN)),
                   "the App Secret (signature check) and the verify token (subscription handshake)"),
         ) + _platform(Ids.WHATSAPP_INGRESS_LOG_GROUP),

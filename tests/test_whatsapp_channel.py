@@ -347,3 +347,21 @@ def test_a_redelivery_older_than_the_kept_replies_sends_only_what_the_outbox_rec
     assert ledger.read_conversation(conversation).turns == 2 + REPLIES_KEPT  # no turn ran again
     # Sent from the record as written; the message with no record gets none (nothing was sent).
     assert Outbox(ledger).status(recorded) is OutboxStatus.SENT and Outbox(ledger).read(unrecorded) is None
+
+
+def test_a_long_text_and_a_malformed_message_are_answered_by_code_beside_a_valid_one(channel, model):
+    """Through the whole channel: a text over the send limit and a message that fails
+    the Cloud API model each get their fixed reply, and the valid one its turn."""
+    long = text_message(ANA, "x" * 5000, timestamp=day_ts(70))
+    malformed = {**text_message(ANA, "?", timestamp=day_ts(70, 1)), "timestamp": day_ts(70, 1)}  # not a string
+    valid = text_message(ANA, "e agora?", timestamp=day_ts(70, 2))
+    payload = notification([long, valid])
+    payload["entry"][0]["changes"][0]["value"]["messages"].insert(1, malformed)
+    assert channel.webhook.post(payload) == 200
+    sent = {m.context_message_id: m.body for m in channel.wait_for_replies(ANA, 3)}
+    assert sent[long["id"]].startswith("Sua mensagem ficou longa demais")
+    assert sent[malformed["id"]].startswith("Não consegui ler sua mensagem.")
+    assert sent[valid["id"]] == f"{ECHO_PREFIX}e agora?"
+    assert channel.wait_until_drained()
+    time.sleep(0.5)
+    assert len(channel.api.sent_to(ANA)) == 3

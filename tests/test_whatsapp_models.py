@@ -56,17 +56,30 @@ def _payload(**message_overrides):
 @pytest.mark.parametrize("override", [
     {"timestamp": 1767225600}, {"from": 5511987654321}, {"from": "+5511987654321"}, {"from": "5511\n"},
     {"id": ""}, {"id": "wamid.a#b"}, {"id": "x" * 257}, {"type": "Text"}, {"text": {"body": ""}},
-    {"text": {"body": "x" * 4097}}, {"text": {"body": 5}},
+    {"text": {"body": 5}},
 ])
-def test_the_webhook_model_is_strict(override):
+def test_the_message_model_is_strict(override):
+    from canal_whatsapp.models import WebhookMessage
+
     with pytest.raises(ValidationError):
-        WebhookPayload.model_validate(_payload(**override))
+        WebhookMessage.model_validate(_payload(**override)["entry"][0]["changes"][0]["value"]["messages"][0])
+
+
+def test_a_customer_text_is_not_capped_at_the_send_limit():
+    # 4096 is what the Cloud API lets us *send*; the ingress answers a longer text itself.
+    from canal_whatsapp.models import WebhookMessage
+
+    message = _payload(text={"body": "x" * 5000})["entry"][0]["changes"][0]["value"]["messages"][0]
+    assert len(WebhookMessage.model_validate(message).text.body) == 5000
 
 
 def test_the_webhook_model_ignores_fields_it_does_not_read():
     payload = _payload(context={"from": "x", "id": "y"}, referral={"source_url": "z"})
     payload["entry"][0]["changes"][0]["value"]["contacts"][0]["profile"]["extra"] = 1
-    assert WebhookPayload.model_validate(payload).entry[0].changes[0].value.messages[0].text.body == "oi"
+    [raw] = WebhookPayload.model_validate(payload).entry[0].changes[0].value.messages
+    from canal_whatsapp.models import WebhookMessage
+
+    assert WebhookMessage.model_validate(raw).text.body == "oi"
 
 
 @given(st.dictionaries(st.sampled_from(["tipo", "mensagemId", "waId", "phoneNumberId", "conversaId", "clienteId",
@@ -91,6 +104,18 @@ def test_bools_and_strings_are_not_customer_ids():
     for bad in (True, "7", 7.0, 0, -1):
         with pytest.raises(ValidationError):
             QueuedMessage.model_validate_json(json.dumps({**base, "clienteId": bad}))
+
+
+def test_a_message_timestamp_is_bounded_to_what_a_date_can_hold():
+    from canal_whatsapp.models import WebhookMessage
+
+    message = _payload()["entry"][0]["changes"][0]["value"]["messages"][0]
+    last = "253402300799"  # 9999-12-31 23:59:59 UTC
+    assert conversation_id(1001, WebhookMessage.model_validate({**message, "timestamp": last}).timestamp) \
+        == "wa-1001-99991231"
+    for beyond in ("253402300800", "999999999999"):
+        with pytest.raises(ValidationError):
+            WebhookMessage.model_validate({**message, "timestamp": beyond})
 
 
 def test_the_conversation_id_follows_the_sao_paulo_day_of_the_message():
@@ -173,3 +198,10 @@ def test_the_consumer_refuses_what_is_not_an_sqs_event(event, monkeypatch):
     monkeypatch.setattr(whatsapp_consumer, "handle_message", no_turn)
     out = whatsapp_consumer.lambda_handler(event, LocalContext("cadencia-orquestrador-whatsapp", timeout_s=10))
     assert out["ok"] is False and out["erro"]["codigo"] == "entrada_invalida"
+
+
+def test_every_fixed_reason_has_its_text():
+    from canal_whatsapp.models import FixedReason
+    from canal_whatsapp.texts import FIXED_REPLIES
+
+    assert set(FIXED_REPLIES) == set(FixedReason) and all(FIXED_REPLIES.values())

@@ -22,6 +22,12 @@ from datetime import datetime, timedelta, timezone
 # offset, because the Lambda runtime is not guaranteed to ship the tz database.
 SAO_PAULO = timezone(timedelta(hours=-3), "America/Sao_Paulo")
 
+# The last second whose date Python can hold (9999-12-31T23:59:59Z, 20:59:59 in São
+# Paulo). The webhook model refuses a later message timestamp (the message is then
+# malformed, answered by code): past it ``conversation_id`` cannot compute a day, and
+# an exception in the ingress is a 502 that Meta retries for days.
+MAX_MESSAGE_TIMESTAMP = 253402300799
+
 
 def conversation_id(customer_id: int, message_timestamp: str) -> str:
     day = datetime.fromtimestamp(int(message_timestamp), SAO_PAULO).strftime("%Y%m%d")

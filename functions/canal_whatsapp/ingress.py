@@ -8,9 +8,14 @@
               reaction                     → ignored (counted)
          ─► statuses: counted, not stored
 
-Anything rejected answers 401/400, enqueues nothing and counts a metric. An
-adapter failure raises (the Function URL answers 502), so the Cloud API delivers the webhook again; what
-was already enqueued is absorbed by the dedupe (SQS FIFO + the ledger).
+Anything rejected answers 401/400, enqueues nothing and counts a metric: the size,
+the signature and the envelope. Past the envelope each message is read on its own
+(``WebhookMessage``): one that fails the model never drops the others — it is
+answered with a fixed reply when its sender and id are readable (``MessageAddress``)
+and skipped otherwise, counted and logged by field name only. An adapter failure
+raises (the Function URL answers 502), so the Cloud API delivers the webhook again;
+what was already enqueued is absorbed by the dedupe (SQS FIFO + the ledger). Junk in
+a signed body is never a 5xx: Meta retries those for days.
 """
 
 from __future__ import annotations
@@ -25,13 +30,14 @@ from typing import Protocol
 from pydantic import TypeAdapter, ValidationError
 
 from cadencia_shared.models import CustomerMessage
-from cadencia_shared.observability import count
+from cadencia_shared.observability import count, logger_for
 
 from . import signature
 from .conversation import conversation_id
 from .models import (
     MAX_TURN_TEXT,
     FixedReason,
+    MessageAddress,
     QueuedKind,
     QueuedMessage,
     QueueItem,
@@ -41,12 +47,35 @@ from .models import (
 
 DEFAULT_MAX_BODY_BYTES = 128 * 1024
 _CHALLENGE = re.compile(r"\A[A-Za-z0-9_\-]{1,128}\Z")
+logger = logger_for("canal_whatsapp")
 
 
 class ChannelMetric:
     REJECTED = "WebhooksRejeitados"  # {Motivo}
     RECEIVED = "MensagensWhatsappRecebidas"  # {Tipo}
     STATUSES = "StatusesWhatsappIgnorados"
+    MALFORMED = "MensagensWhatsappMalformadas"  # {Destino}: respondida | descartada
+
+
+@dataclass(frozen=True)
+class Malformed:
+    """A message that fails ``WebhookMessage``: its address when readable (then it is
+    answered), and the names of the fields that failed (never their values)."""
+
+    address: MessageAddress | None
+    fields: tuple[str, ...]
+
+
+def read_message(raw: object) -> WebhookMessage | Malformed:
+    try:
+        return WebhookMessage.model_validate(raw)
+    except ValidationError as err:
+        fields = sorted({str(e["loc"][0]) if e["loc"] else "" for e in err.errors(include_input=False)})
+    try:
+        address: MessageAddress | None = MessageAddress.model_validate(raw)
+    except ValidationError:
+        address = None
+    return Malformed(address, tuple(fields))
 
 
 @dataclass(frozen=True)
@@ -116,7 +145,7 @@ class Ingress:
             payload = WebhookPayload.model_validate_json(request.body)
         except ValidationError:  # invalid JSON and invalid UTF-8 included
             return reject(400, "formato")
-        received: list[tuple[WebhookMessage, str]] = []
+        received: list[tuple[object, str]] = []
         for entry in payload.entry:
             for change in entry.changes:
                 value = change.value
@@ -126,27 +155,55 @@ class Ingress:
         self._enqueue(received)
         return HttpResponse(200, "ok")
 
-    def _enqueue(self, received: list[tuple[WebhookMessage, str]]) -> None:
+    def _enqueue(self, received: list[tuple[object, str]]) -> None:
         """Every message of the notification, in order, with one ERP query and one SQS
         call per ten (a signed notification may carry hundreds: one round trip each took
         32 s for 650 messages locally, past the function's 10 s)."""
-        for message, _ in received:
-            count(ChannelMetric.RECEIVED, {"Tipo": message.type if message.type in _KNOWN_TYPES else "outro"})
-        wanted = [(m, phone) for m, phone in received if m.type not in _IGNORED_TYPES]
-        customers = self.directory.customers_of({m.from_ for m, _ in wanted})
-        self.queue.send_all([_queue_item(m, phone, customers.get(m.from_)) for m, phone in wanted])
+        read = [(read_message(raw), phone) for raw, phone in received]
+        readable_ids = {m.id for m, _ in read if isinstance(m, WebhookMessage)}
+        wanted = [(m, phone) for m, phone in read if _wanted(m, readable_ids)]
+        customers = self.directory.customers_of({_address(m)[0] for m, _ in wanted})
+        self.queue.send_all([_queue_item(m, phone, customers.get(_address(m)[0])) for m, phone in wanted])
 
 
-def _queue_item(message: WebhookMessage, phone_number_id: str, customer_id: int | None) -> QueueItem:
-    common = {"mensagemId": message.id, "waId": message.from_, "phoneNumberId": phone_number_id}
+def _wanted(message: WebhookMessage | Malformed, readable_ids: set[str]) -> bool:
+    if isinstance(message, WebhookMessage):
+        count(ChannelMetric.RECEIVED, {"Tipo": message.type if message.type in _KNOWN_TYPES else "outro"})
+        return message.type not in _IGNORED_TYPES
+    # A readable message with the same id is the one answered (a reply is keyed by the id).
+    answered = message.address is not None and message.address.id not in readable_ids
+    outcome = "respondida" if answered else "descartada"
+    count(ChannelMetric.MALFORMED, {"Destino": outcome})
+    # Field names only: the values are the customer's (number, text).
+    logger.warning("malformed message", extra={"campos": list(message.fields), "destino": outcome})
+    return answered
+
+
+def _address(message: WebhookMessage | Malformed) -> tuple[str, str]:
+    """(sender's wa_id, wamid) of a message that is enqueued."""
+    if isinstance(message, Malformed):
+        assert message.address is not None  # only addressable ones are enqueued
+        return message.address.from_, message.address.id
+    return message.from_, message.id
+
+
+def _queue_item(message: WebhookMessage | Malformed, phone_number_id: str, customer_id: int | None) -> QueueItem:
+    wa_id, wamid = _address(message)
+    common = {"mensagemId": wamid, "waId": wa_id, "phoneNumberId": phone_number_id}
     if customer_id is None:
         queued = QueuedMessage(tipo=QueuedKind.FIXED_REPLY, motivo=FixedReason.UNKNOWN_NUMBER, **common)
-        group = "wa-desconhecido-" + hashlib.sha256(message.from_.encode()).hexdigest()[:40]
+        group = "wa-desconhecido-" + hashlib.sha256(wa_id.encode()).hexdigest()[:40]
     else:
-        group = conversation_id(customer_id, message.timestamp)
-        queued = _turn_or_fixed(message, group, customer_id, common)
+        # One FIFO group per customer, not per conversation: a burst straddling midnight
+        # in São Paulo spans two conversations, and only one group keeps it in order
+        # (docs/decisions/whatsapp-fifo-group-per-customer.md).
+        group = f"wa-cliente-{customer_id}"
+        if isinstance(message, Malformed):  # no readable timestamp, so no conversation
+            queued = QueuedMessage(tipo=QueuedKind.FIXED_REPLY, motivo=FixedReason.MALFORMED, **common)
+        else:
+            queued = _turn_or_fixed(message, conversation_id(customer_id, message.timestamp), customer_id, common)
     # The wamid can be longer than SQS allows (128) and has characters it refuses: hash it.
-    return QueueItem(queued, group_id=group, deduplication_id=hashlib.sha256(message.id.encode()).hexdigest())
+    return QueueItem(queued, group_id=group, deduplication_id=hashlib.sha256(wamid.encode()).hexdigest())
 
 
 _KNOWN_TYPES = frozenset({"text", "image", "audio", "video", "document", "sticker", "location", "contacts",

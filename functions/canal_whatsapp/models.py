@@ -3,7 +3,9 @@
 - The Cloud API webhook (``object=whatsapp_business_account``): only the parts
   this channel reads. Unknown *fields* are ignored (Meta adds fields over time and
   the payload is already authenticated by its signature); every field that is read
-  is strict (no coercion) and every pattern anchored.
+  is strict (no coercion) and every pattern anchored. The envelope is validated as a
+  whole; each message on its own (``WebhookMessage``, by the ingress), so one message
+  that fails the model never drops the others of its notification.
 - ``QueuedMessage``: the body of one SQS FIFO message from the ingress to the
   orchestrator. It is our own contract, so it forbids anything extra.
 - ``FunctionUrlEvent`` and ``SqsEvent``: the Lambda events of the two functions,
@@ -16,11 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from cadencia_shared.models import ConversationId, CustomerId, CustomerMessage
+
+from .conversation import MAX_MESSAGE_TIMESTAMP
 
 # Python's engine, so the anchors are \A…\Z (pydantic's default engine has no \Z).
 _EDGE = ConfigDict(strict=True, frozen=True, extra="ignore", regex_engine="python-re")
@@ -30,14 +34,24 @@ _OURS = ConfigDict(strict=True, frozen=True, extra="forbid", regex_engine="pytho
 WaId = Annotated[str, StringConstraints(pattern=r"\A[0-9]{6,20}\Z")]
 WaMessageId = Annotated[str, StringConstraints(pattern=r"\A[A-Za-z0-9._:=+/\-]{1,256}\Z")]
 PhoneNumberId = Annotated[str, StringConstraints(pattern=r"\A[0-9]{1,32}\Z")]
-UnixSeconds = Annotated[str, StringConstraints(pattern=r"\A[0-9]{1,12}\Z")]
-MAX_TEXT = 4096  # the Cloud API's limit for a text body
+
+
+def _dated(seconds: str) -> str:
+    if int(seconds) > MAX_MESSAGE_TIMESTAMP:
+        raise ValueError("timestamp past the last datable second")
+    return seconds
+
+
+UnixSeconds = Annotated[str, StringConstraints(pattern=r"\A[0-9]{1,12}\Z"), AfterValidator(_dated)]
 MAX_TURN_TEXT = 4000  # what the orchestrator accepts in one turn (cadencia_shared.models.CustomerMessage)
 
 
 class TextBody(BaseModel):
     model_config = _EDGE
-    body: Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT)]
+    # No upper bound here: 4096 is what the Cloud API lets us *send*, not what a customer
+    # may write; the body cap bounds it, and a text over MAX_TURN_TEXT is answered
+    # ``mensagem_longa_demais`` by the ingress.
+    body: Annotated[str, StringConstraints(min_length=1)]
 
 
 class WebhookMessage(BaseModel):
@@ -49,6 +63,15 @@ class WebhookMessage(BaseModel):
     text: TextBody | None = None  # present when type == "text"
 
 
+class MessageAddress(BaseModel):
+    """What a message that fails ``WebhookMessage`` still needs to be answered: who
+    sent it and its id (the reply's key and quote). Without both it is skipped."""
+
+    model_config = _EDGE
+    from_: WaId = Field(alias="from")
+    id: WaMessageId
+
+
 class Metadata(BaseModel):
     model_config = _EDGE
     phone_number_id: PhoneNumberId
@@ -58,7 +81,8 @@ class ChangeValue(BaseModel):
     model_config = _EDGE
     messaging_product: Literal["whatsapp"]
     metadata: Metadata
-    messages: Annotated[list[WebhookMessage], Field(max_length=100)] = []
+    # Each message is read on its own (``WebhookMessage``): only the list is the envelope's.
+    messages: Annotated[list[Any], Field(max_length=100)] = []
     # Delivery/read receipts: counted, not stored (see docs/whatsapp.md).
     statuses: Annotated[list[dict[str, object]], Field(max_length=1000)] = []
 
@@ -93,6 +117,9 @@ class FixedReason(StrEnum):
     # Control, bidi or invisible characters the orchestrator's edge refuses
     # (cadencia_shared.models.CustomerMessage): answered here, never queued as a turn.
     INVALID_TEXT = "mensagem_invalida"
+    # A message that fails the Cloud API model (``WebhookMessage``) but whose sender and
+    # id are readable: answered, so the customer is not left without a word.
+    MALFORMED = "mensagem_malformada"
 
 
 class QueuedMessage(BaseModel):

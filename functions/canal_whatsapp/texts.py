@@ -18,9 +18,12 @@ INVALID_TEXT = (
     "Pode escrevê-la de novo, só com texto?"
 )
 
+MALFORMED = "Não consegui ler sua mensagem. Pode enviá-la de novo, em texto?"
+
 FIXED_REPLIES: dict[FixedReason, str] = {
     FixedReason.UNKNOWN_NUMBER: UNKNOWN_NUMBER,
     FixedReason.UNSUPPORTED_TYPE: UNSUPPORTED_TYPE,
     FixedReason.TOO_LONG: TOO_LONG,
     FixedReason.INVALID_TEXT: INVALID_TEXT,
+    FixedReason.MALFORMED: MALFORMED,
 }
