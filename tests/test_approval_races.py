@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from cadencia_shared.approvals import ApprovalStatus, ApprovalStore
+from cadencia_shared.audit_chain import AUDIT_TABLE, AuditChain
 from cadencia_shared.ledger import ConversationStatus, ItemType, Ledger
 from orchestrator.events import TurnRequest
 from orchestrator.invokers.local import InProcessInvoker
@@ -75,7 +76,9 @@ def test_two_operators_deciding_at_once_one_decision_wins_one_debit(local_stack,
     assert len(gateway.debits_for(conv)) == 1
     record = ApprovalStore(server_ledger).get(approval)
     assert record.status is ApprovalStatus.CONSUMED and record.decided_by in POLICY["APROVADORES"].split(",")
-    decided = [i for i in server_ledger.history(conv, item_type=ItemType.AUDIT) if i["evento"] == "APROVACAO_DECIDIDA"]
+    # The operator command appends on the conversation's hash chain, as every writer does.
+    chain = AuditChain(AUDIT_TABLE, server_ledger.client, anchor_table=server_ledger.table_name)
+    decided = [r for r in chain.records(conv) if r["evento"] == "APROVACAO_DECIDIDA"]
     assert len(decided) == 1
 
 
