@@ -40,9 +40,10 @@ def test_cloudwatch_may_publish_to_the_alarm_topic_only_for_these_alarms(all_syn
         assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}]
     # Per tool: its ceiling, its breaker opening, its Lambda's errors and throttles; then the
     # orchestrator's errors, throttles and DLQ, the unknown refund outcome, the reconciler's 5
-    # (the books' audit included) and the WhatsApp channel's 12 (Errors/Throttles of its three
-    # functions included; 33 with the three tools).
-    assert len(alarms) == 4 * len(TOOLS) + 21
+    # (the books' audit included) and the WhatsApp channel's 16 (Errors/Throttles of its three
+    # functions, a failed-send alarm per reason — janela_encerrada and nao_agendado included — the
+    # unsent reply's age and the resend queue's oldest message; 37 with the three tools).
+    assert len(alarms) == 4 * len(TOOLS) + 25
 
 
 def test_the_demo_cluster_refuses_plain_text_connections(default_synth):
