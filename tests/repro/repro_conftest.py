@@ -1,0 +1,3 @@
+import sys
+sys.path[:0] = ["/work/main", "/work/main/functions"]
+from tests.conftest import *  # noqa: F401,F403  fixtures and hooks
