@@ -13,7 +13,7 @@ import boto3
 import psycopg
 import pytest
 
-from scripts.local_stack import stack
+from scripts.local_stack import postgres, stack
 
 ROOT = Path(__file__).resolve().parents[1]
 # Starts its own stack in a child process (not through the local_stack fixture).
@@ -92,3 +92,6 @@ def test_existing_server_named_by_dsn_is_used(local_stack, tmp_path):
     assert _port_open(pg.port)  # an external server is left running
     with psycopg.connect(pg.admin_conninfo(), autocommit=True) as conn:
         conn.execute("DROP DATABASE cadencia_externo")
+    # The tools' users are the cluster's: that stack set its own passwords for them. Give the
+    # shared stack's back, or every later process that logs in as a tool user is refused.
+    postgres.apply_sql(pg)
