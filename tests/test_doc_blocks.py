@@ -115,3 +115,14 @@ def test_no_measured_figure_is_typed_by_hand_outside_a_generated_block():
             for match in HAND_TYPED_FIGURE.finditer(_outside_blocks(path.read_text())):
                 found.append(f"{path.relative_to(ROOT)}: {match[0]!r}")
     assert found == [], "put the figure in a generated block, or link to the script that prints it"
+
+
+def test_the_stored_runs_load_back_into_the_objects_the_scripts_render():
+    """What a measuring script stores is what its renderer reads: dump(load(x)) == x."""
+    from scripts.perf import stored
+    from scripts.reliability.run import Figures
+
+    bench = json.loads((ROOT / doc_blocks.BLOCKS["bench"].source).read_text())
+    assert json.loads(json.dumps(stored.dump(*stored.load(bench)))) == bench
+    reliability = json.loads((ROOT / doc_blocks.BLOCKS["reliability"].source).read_text())
+    assert json.loads(json.dumps(Figures.from_json(reliability).to_json())) == reliability
