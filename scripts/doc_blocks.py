@@ -29,6 +29,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+for entry in (str(ROOT / "functions"), str(ROOT)):  # `python -m scripts.doc_blocks` from a checkout, no PYTHONPATH
+    if entry not in sys.path:
+        sys.path.insert(0, entry)
 RESULTS = "docs/results"
 _BLOCK = re.compile(r"<!-- BEGIN generated:(?P<name>[a-z0-9-]+) -->\n(?P<body>.*?)<!-- END generated:(?P=name) -->",
                     re.S)

@@ -4,8 +4,11 @@ measuring script renders from its stored run (scripts/doc_blocks.py); no benchma
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -126,3 +129,10 @@ def test_the_stored_runs_load_back_into_the_objects_the_scripts_render():
     assert json.loads(json.dumps(stored.dump(*stored.load(bench)))) == bench
     reliability = json.loads((ROOT / doc_blocks.BLOCKS["reliability"].source).read_text())
     assert json.loads(json.dumps(Figures.from_json(reliability).to_json())) == reliability
+
+
+def test_the_check_runs_as_the_docs_show_it_from_a_checkout_without_pythonpath():
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-m", "scripts.doc_blocks", "--check"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
