@@ -28,7 +28,7 @@ from .models import EDGE_CONFIG, Address, Amount, Email, OrderId, PhoneE164
 
 @dataclass(frozen=True)
 class ApprovalPolicy:
-    """When a call of an irreversible tool needs a person's approval (issue 10).
+    """When a call of an irreversible tool needs a person's approval.
 
     Decided by code and configuration, never by the model: a call needs approval
     when ``amount_field`` is above the threshold (``APROVACAO_LIMITE_REAIS``,
@@ -288,7 +288,7 @@ DECISION_FUNCTION_NAME = "cadencia-decidir-aprovacao"
 DECISION_PACKAGE = "decidir_aprovacao"
 
 ORCHESTRATOR_FUNCTION_NAME = "cadencia-orquestrador"
-# Hand-offs and approval requests (issue 10): the stack's own bus, and the queue its
+# Hand-offs and approval requests: the stack's own bus, and the queue its
 # default rule delivers them to (a helpdesk may add rules of its own).
 HANDOFF_BUS_NAME = "cadencia-agente"
 HANDOFF_QUEUE_NAME = "cadencia-encaminhamentos"
