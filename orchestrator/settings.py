@@ -42,7 +42,7 @@ class OrchestratorSettings(EnvSettings):
     # Model rounds a single customer message may take before a human takes over.
     # (This is the turn's model-call budget: one model request per round.)
     max_rounds: int = Field(8, alias="MAX_RODADAS_POR_TURNO", ge=1, le=50)
-    # Tool calls one customer message may trigger, all tools together (issue 11).
+    # Tool calls one customer message may trigger, all tools together.
     max_tool_calls: int = Field(12, alias="MAX_FERRAMENTAS_POR_TURNO", ge=1, le=200)
     # Tokens one customer message may spend, from each response's ``usage``
     # (input, cached input and output); checked before each model call.

@@ -2,7 +2,8 @@
 """The benchmark: what one call and one turn cost, this project beside Lab 87.
 
     .venv/bin/python scripts/bench.py                 # prints the Markdown report
-    .venv/bin/python scripts/bench.py --write-readme  # and rewrites README's block
+    .venv/bin/python scripts/bench.py --write-docs    # and stores the run: docs/results/bench.json
+                                                      # and docs/performance.md's generated block
 
 Brings up a private local stack (moto, PostgreSQL, the gateway), runs each
 scenario once per design with AWS calls counted by botocore hooks, SQL read from
@@ -27,8 +28,6 @@ for entry in (str(ROOT / "functions"), str(ROOT)):
     if entry not in sys.path:
         sys.path.insert(0, entry)
 
-README = ROOT / "README.md"
-BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
 
 def progress(message: str) -> None:
@@ -77,7 +76,8 @@ def run_scenarios(state, rounds: int, processes: int):  # noqa: ANN001, ANN201 -
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--write-readme", action="store_true", help="rewrite README.md's benchmark block")
+    parser.add_argument("--write-docs", action="store_true",
+                        help="store the run in docs/results/bench.json and rewrite docs/performance.md's block")
     parser.add_argument("--rounds", type=int, default=10, help="race rounds (default 10)")
     parser.add_argument("--processes", type=int, default=50, help="racing processes per round (default 50)")
     parser.add_argument("--runs", type=int, default=7, help="fresh interpreters per import timing (>= 7)")
@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["POWERTOOLS_LOG_LEVEL"] = "INFO"  # what the stack deploys
 
     from scripts.local_stack import stack
-    from scripts.perf import imports, report
+    from scripts import doc_blocks
+    from scripts.perf import imports, report, stored
 
     directory = tempfile.mkdtemp(prefix="cadencia-bench-")
     os.environ["CADENCIA_LOCAL_STACK_DIR"] = directory
@@ -109,9 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     bytecode = [] if args.sem_assets else imports.bytecode_effect(runs=max(7, args.runs), progress=progress)
     markdown = report.render(results, races, cpu, import_rows, assets, bytecode)
     print(markdown)
-    if args.write_readme:
-        report.write_block(README, BEGIN, END, markdown)
-        progress(f"README.md block {BEGIN} rewritten")
+    if args.write_docs:
+        for path in doc_blocks.store("bench", stored.dump(results, races, cpu, import_rows, assets, bytecode)):
+            progress(f"wrote {path.relative_to(ROOT)}")
     return 0
 
 

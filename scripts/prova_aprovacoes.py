@@ -1,4 +1,4 @@
-"""prova, approvals section (issue 10): refunds above the threshold (default R$ 500)
+"""prova, approvals section: refunds above the threshold (default R$ 500)
 against the production design on the local stack, every debit counted on the gateway.
 
 1. No approver configured: each refund is refused before the refund Lambda, audited; 0 debits.

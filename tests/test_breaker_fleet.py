@@ -1,4 +1,4 @@
-"""The circuit breaker re-attacked across OS processes (issue 11, points 2 and 6):
+"""The circuit breaker re-attacked across OS processes:
 separate orchestrator instances (spawned processes, each its own boto3 clients and
 its own per-environment state cache) share only the moto server's ledger and audit
 tables and the wall clock.

@@ -1,4 +1,4 @@
-"""The circuit breaker per tool, shared by orchestrator instances (issue 11, item 2):
+"""The circuit breaker per tool, shared by orchestrator instances:
 closed → open → half-open → closed across two instances, one probe at a time, a
 failed probe reopening, typed refusals never counting. Real SDK (scripted
 transport), real ledger (moto); the instances share only the table and a clock."""

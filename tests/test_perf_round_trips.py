@@ -1,4 +1,4 @@
-"""Issue 14's tool-side goals, counted on the wire: the status query is one SQL
+"""The tools' performance goals (docs/performance.md), counted on the wire: the status query is one SQL
 round trip on a read-only session; a repeat of a settled refund is answered from
 its claim alone (one strongly consistent GetItem, no SQL, no secret, no gateway);
 and that shortcut never answers what only the order's lock may decide — also

@@ -1,4 +1,4 @@
-"""Red team (issue 11): the half-open probe stays single under the per-environment
+"""Red team: the half-open probe stays single under the per-environment
 state cache. ``DISJUNTOR_CACHE_S`` may be up to 30 s and ``DISJUNTOR_ESPERA_S`` as
 short as a fraction of a second; an environment that cached CLOSED just before
 another opened the circuit must not still trust that CLOSED once the cooldown is

@@ -1,4 +1,4 @@
-"""Red-team finding: a release that lands after the key was retaken (issue 8 items 0-1).
+"""Red-team finding: a release that lands after the key was retaken.
 
 Real processes and the real local stack: the retry runs in its own OS process
 (tests/support/refund_process), the gateway is the loopback one, the ERP the real

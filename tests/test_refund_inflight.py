@@ -1,4 +1,5 @@
-"""The over-refund of issue 8, reproduced with real processes, the real gateway
+"""The in-flight over-refund (a retry while the gateway still holds the first request),
+reproduced with real processes, the real gateway
 server, the moto server and the real PostgreSQL: conversation A's POST times
 out (or its process dies) while the gateway is still processing it, then
 

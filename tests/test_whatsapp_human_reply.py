@@ -1,5 +1,5 @@
-"""A person's reply goes out through the channel, the way the agent's replies go
-(issue 12, point 4): ``scripts/atendente.py responder`` → ``cadencia-resposta-atendente``
+"""A person's reply goes out through the channel, the way the agent's replies go:
+``scripts/atendente.py responder`` → ``cadencia-resposta-atendente``
 (orchestrator/human_reply.py) → the channel's outbox and Sender → the fake Cloud API.
 
 Each test hands a conversation to a person through the whole channel (a customer

@@ -1,4 +1,4 @@
-"""The channel red-teamed the way the issue's checker will (issue 12): webhook attacks
+"""The channel red-teamed the way an outside checker would: webhook attacks
 over real HTTP against the ingress process, and storms against the whole local
 channel. Each test here was written against a defect or a claim; the defects'
 tests failed before their fix."""

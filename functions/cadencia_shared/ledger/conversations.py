@@ -61,7 +61,7 @@ CANCELLATION_ATTRIBUTE = "cancelamentoSolicitadoEm"
 class ConversationStatus(StrEnum):
     ACTIVE = "ativa"
     WAITING_HUMAN = "aguardando_humano"
-    WAITING_APPROVAL = "aguardando_aprovacao"  # a call awaits a person's decision (issue 10)
+    WAITING_APPROVAL = "aguardando_aprovacao"  # a call awaits a person's decision
 
 
 class ConversationBusy(LedgerError):
