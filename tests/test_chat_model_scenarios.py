@@ -159,3 +159,21 @@ def test_scripts_conversa_py_refunds_once_and_answers_whether_it_arrived(local_s
     conversations = {conversation_id(1003, str(t)) for t in (started, int(time.time()))}
     debits = [d for d in gateway.debits() if d["idempotencyKey"].split("#")[0] in conversations]
     assert [(d["pedidoId"], Decimal(d["valor"])) for d in debits] == [(order, Decimal("75.50"))]
+
+
+def test_asking_whether_an_unconfirmed_refund_arrived_answers_the_claim_as_it_stands_now(channel, erp, gateway):
+    """The gateway holds the request in flight past the refund Lambda's timeout: the
+    first answer cannot confirm anything. The gateway then debits it (released by the
+    test). Asked "já caiu?", the model repeats the same request (the same key): the
+    claim is reconciled with the gateway before it is answered, so the customer hears
+    it was emitted — and there is exactly one debit."""
+    order = _order(erp, "7709", "64.00")
+    chat = Chat(channel, 209)
+    gateway.inject("processamento_lento", delay_s=600)
+    first = chat.say(f"quero reembolso do pedido {order}")
+    assert first.startswith(f"Ainda não consigo confirmar o reembolso do pedido {order}."), first
+    assert _debited(gateway, chat) == []
+    gateway.release()
+    assert gateway.wait_for_debit(f"{chat.conversation}#{order}#reembolso")
+    assert chat.say("já caiu o reembolso?").startswith(f"O reembolso de R$ 64,00 do pedido {order} foi emitido.")
+    assert _debited(gateway, chat) == [Decimal("64.00")]
