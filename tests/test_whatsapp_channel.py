@@ -173,6 +173,9 @@ def test_outside_the_24h_window_is_handed_off_not_resent(channel, ledger):
     chain = AuditChain(AUDIT_TABLE, ledger.client, anchor_table=ledger.table_name)
     assert "RESPOSTA_FORA_DA_JANELA" in [r["evento"] for r in chain.records("wa-1002-20260319")]
     assert LedgerAnchors(ledger.client, ledger.table_name).unchained_records("wa-1002-20260319") == {}
+    # The turn's links (anchored by its commit) and the sender's (anchored by itself): one intact chain.
+    report = chain.check("wa-1002-20260319")
+    assert (report.broken, report.unanchored) == (None, 0)
 
 
 def test_a_busy_conversation_makes_the_message_visible_again(channel, ledger):
