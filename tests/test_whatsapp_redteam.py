@@ -56,7 +56,7 @@ CARLA = "5541991234567"  # demo customer 1003
 CUSTOMERS = {ANA: 1001, "5521998765432": 1002, CARLA: 1003}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # a test's own: the storm stops its consumers before counting
 def channel(local_stack):
     with scripted_channel(local_stack, consumers=3) as ch:
         yield ch
