@@ -233,7 +233,8 @@ class Orchestrator:
                             "aguardando_aprovacao")
         check = ReplyCheck(req.conversaId, req.clienteId, LedgerEvidence(self.ledger, ceiling=self.settings.ceiling),
                            self.settings.output_contract_attempts)
-        turn = _TurnState(req, deadline, history.trim(messages, self.settings.history_max_messages),
+        kept = history.trim_in_steps(messages, self.settings.history_max_messages, self.settings.history_cut_to)
+        turn = _TurnState(req, deadline, kept,
                           self._budget(), check, exhausted)
         while True:
             spent = turn.budget.before_model_call(deadline)

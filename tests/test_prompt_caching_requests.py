@@ -1,0 +1,77 @@
+"""What the orchestrator sends for prompt caching (orchestrator.prompt_cache), on the
+Anthropic API and on Bedrock, and what it never stores."""
+
+from __future__ import annotations
+
+import json
+
+import httpx2
+import pytest
+from pydantic import ValidationError
+
+from orchestrator import texts
+from orchestrator.events import TurnRequest
+from orchestrator.model import Deadline, build_sdk, model_client
+from orchestrator.settings import OrchestratorSettings
+from scripts.harness.prompt_cache import PromptCache
+from tests.support.anthropic_fake import ScriptedModel, fixture, text_reply, tool_use
+from tests.support.orchestrators import CountingInvoker, build, settings
+
+
+def _turn(conv: str, n: int, text: str = "Qual o status do pedido 4821?") -> TurnRequest:
+    return TurnRequest(conversaId=conv, clienteId=1001, mensagemId=f"{conv}.{n}", mensagem=text)
+
+
+CACHED = {"PROMPT_CACHE_PREFIX_TTL": "5m", "PROMPT_CACHE_TTL": "5m"}
+
+
+def test_two_breakpoints_system_and_last_block_and_nothing_marked_is_stored(mocked_aws):
+    model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}), text_reply("Em trânsito."),
+                          text_reply("De nada!"), cache=PromptCache(clock=lambda: 0.0))
+    orch, _ = build(model, mocked_aws["ledger"], CountingInvoker(), **CACHED)
+    orch.handle(_turn("pc-1", 1), Deadline.after(60))
+    orch.handle(_turn("pc-1", 2, "Obrigado"), Deadline.after(60))
+    assert len(model.requests) == 3
+    for request in model.requests:
+        assert request["system"] == [{"type": "text", "text": texts.SYSTEM_PROMPT,
+                                      "cache_control": {"type": "ephemeral"}}]
+        marked = [b for m in request["messages"] for b in m["content"] if "cache_control" in b]
+        assert marked == [request["messages"][-1]["content"][-1]]
+        assert not any("cache_control" in t for t in request["tools"])
+    # The second and third requests read what the first wrote (the fake's accounting).
+    assert model.usages[0]["cache_read_input_tokens"] == 0 and model.usages[0]["cache_creation_input_tokens"] > 0
+    assert all(u["cache_read_input_tokens"] > 0 for u in model.usages[1:])
+    stored = mocked_aws["ledger"].read_conversation("pc-1")
+    assert "cache_control" not in json.dumps(stored.messages)
+
+
+def test_one_hour_is_sent_as_the_api_spells_it_and_a_1h_after_5m_is_refused_by_the_settings(mocked_aws):
+    model = ScriptedModel(text_reply("Olá!"), cache=PromptCache(clock=lambda: 0.0))
+    orch, _ = build(model, mocked_aws["ledger"], CountingInvoker(), PROMPT_CACHE_PREFIX_TTL="1h",
+                    PROMPT_CACHE_TTL="5m")
+    orch.handle(_turn("pc-2", 1), Deadline.after(60))
+    assert model.requests[0]["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert model.requests[0]["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+    with pytest.raises(ValidationError, match="PROMPT_CACHE_PREFIX_TTL=1h"):
+        settings(PROMPT_CACHE_PREFIX_TTL="5m", PROMPT_CACHE_TTL="1h")
+    with pytest.raises(ValidationError):
+        settings(PROMPT_CACHE_TTL="10m")
+
+
+def test_the_bedrock_client_sends_the_same_marks_in_the_invoke_model_body(mocked_aws):
+    bodies: list[dict] = []
+
+    def bedrock(request: httpx2.Request) -> httpx2.Response:
+        assert "/model/" in request.url.path and request.url.path.endswith("/invoke")
+        assert request.headers.get("authorization", "").startswith("AWS4-HMAC-SHA256")
+        bodies.append(json.loads(request.content))
+        return httpx2.Response(200, json=fixture("end_turn"))
+
+    cfg = OrchestratorSettings.from_env({"MODEL_PROVIDER": "bedrock", "AWS_REGION": "us-east-1",
+                                         "MODEL_ID": "us.anthropic.claude-sonnet-4-5-20250929-v1:0"})
+    client = model_client(cfg, build_sdk(cfg, http_client=httpx2.Client(transport=httpx2.MockTransport(bedrock))))
+    client.create(system=texts.SYSTEM_PROMPT, tools=[], deadline=Deadline.after(60),
+                  messages=[{"role": "user", "content": [{"type": "text", "text": "oi"}]}])
+    (body,) = bodies
+    assert body["system"][0]["cache_control"] == {"type": "ephemeral"}  # 5m: no ttl, every Bedrock model takes it
+    assert body["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
