@@ -55,9 +55,10 @@ class OrchestratorSettings(EnvSettings):
     # Past the cap the oldest turns are cut down to this many messages at once (unset: half
     # the cap), so the cached prefix survives until the next cut (history.trim_in_steps).
     history_after_cut: int | None = Field(None, alias="HISTORICO_APOS_CORTE", ge=2)
-    # Prompt caching (orchestrator.prompt_cache): the tools + system prefix's TTL and the
+    # Prompt caching (orchestrator.prompt_cache): the tools + system prefix's TTL (unset: 1h
+    # on the Anthropic API, 5m on Bedrock, where 1h is only for the models AWS lists) and the
     # conversation's; "off" sends no cache_control. docs/model-cost.md: why these defaults.
-    prompt_cache_prefix_ttl: Literal["5m", "1h", "off"] = Field("5m", alias="PROMPT_CACHE_PREFIX_TTL")
+    prompt_cache_prefix_ttl_set: Literal["5m", "1h", "off"] | None = Field(None, alias="PROMPT_CACHE_PREFIX_TTL")
     prompt_cache_ttl: Literal["5m", "1h", "off"] = Field("5m", alias="PROMPT_CACHE_TTL")
     tool_invoker: Literal["aws", "local"] = Field("aws", alias="TOOL_INVOKER")
     tool_functions: Json[dict[str, str]] = Field(
@@ -74,6 +75,12 @@ class OrchestratorSettings(EnvSettings):
     ledger: LedgerSettings = Field(default_factory=LedgerSettings)
     approval: ApprovalSettings = Field(default_factory=ApprovalSettings)
     aws: AwsSettings = Field(default_factory=AwsSettings)
+
+    @property
+    def prompt_cache_prefix_ttl(self) -> Literal["5m", "1h", "off"]:
+        if self.prompt_cache_prefix_ttl_set is not None:
+            return self.prompt_cache_prefix_ttl_set
+        return "5m" if self.provider is ModelProvider.BEDROCK else "1h"
 
     @property
     def history_cut_to(self) -> int:

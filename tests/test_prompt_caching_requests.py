@@ -75,3 +75,10 @@ def test_the_bedrock_client_sends_the_same_marks_in_the_invoke_model_body(mocked
     (body,) = bodies
     assert body["system"][0]["cache_control"] == {"type": "ephemeral"}  # 5m: no ttl, every Bedrock model takes it
     assert body["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+
+
+def test_the_prefix_lives_an_hour_on_the_anthropic_api_and_five_minutes_on_bedrock_by_default():
+    anthropic_cfg = OrchestratorSettings.from_env({"MODEL_PROVIDER": "anthropic", "AWS_REGION": "us-east-1"})
+    bedrock_cfg = OrchestratorSettings.from_env({"MODEL_PROVIDER": "bedrock", "AWS_REGION": "us-east-1"})
+    assert (anthropic_cfg.prompt_cache_prefix_ttl, anthropic_cfg.prompt_cache_ttl) == ("1h", "5m")
+    assert (bedrock_cfg.prompt_cache_prefix_ttl, bedrock_cfg.prompt_cache_ttl) == ("5m", "5m")

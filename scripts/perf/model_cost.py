@@ -130,10 +130,11 @@ def prova_conversations() -> list[Scenario]:
 
 def run(ledger: Ledger, scenarios: Sequence[Scenario], *, cached: bool, minimum: int,
         gap_s: tuple[float, float] = (60.0, 180.0), env: dict[str, str] | None = None, seed: int = 26,
-        on_message: Callable[[], None] | None = None) -> Figures:
+        gap: Callable[[random.Random], float] | None = None) -> Figures:
     """Every message of every scenario through the orchestrator; the model's figures.
     The conversations run side by side, as they do in production: each one's next
-    message comes ``gap_s`` after its previous one, and the earliest due goes next."""
+    message comes ``gap_s`` (uniform) or ``gap(rng)`` seconds after its previous one,
+    and the earliest due goes next."""
     clock = Clock()
     model = AccountingModel(PromptCache(clock=clock, minimum=minimum), clock)
     off = {} if cached else {"PROMPT_CACHE_PREFIX_TTL": "off", "PROMPT_CACHE_TTL": "off"}
@@ -143,12 +144,13 @@ def run(ledger: Ledger, scenarios: Sequence[Scenario], *, cached: bool, minimum:
     orch = Orchestrator(settings=settings, ledger=ledger, model=model_client(settings, model.sdk()),
                         invoker=CannedTools())
     rng, run_id = random.Random(seed), next(_runs)
+    draw = gap or (lambda r: r.uniform(*gap_s))
     # Orders and customers of this run only (the ledger's attempts and refunds of an earlier
     # run would change what the gates allow); the conversation ids the policies draw their
     # plans from are the scenarios' own, so a cached and an uncached run make the same calls.
     scenarios = [_of_run(scenario, run_id) for scenario in scenarios]
     policies = [InsistentPolicy(scenario, seed=87, claims_only_what_it_did=True) for scenario in scenarios]
-    due = [(rng.uniform(*gap_s), n, 0) for n in range(len(scenarios))]
+    due = [(draw(rng), n, 0) for n in range(len(scenarios))]
     heapq.heapify(due)
     while due:
         at, n, index = heapq.heappop(due)
@@ -160,10 +162,8 @@ def run(ledger: Ledger, scenarios: Sequence[Scenario], *, cached: bool, minimum:
                                 mensagemId=f"{conversation}.{index}", mensagem=scenario.mensagens[index]),
                     Deadline(lambda: 60_000))
         model.figures.messages += 1
-        if on_message is not None:
-            on_message()
         if index + 1 < len(scenario.mensagens):
-            heapq.heappush(due, (clock.now + rng.uniform(*gap_s), n, index + 1))
+            heapq.heappush(due, (clock.now + draw(rng), n, index + 1))
     return model.figures
 
 
