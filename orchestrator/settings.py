@@ -47,6 +47,12 @@ class OrchestratorSettings(EnvSettings):
     # Tokens one customer message may spend, from each response's ``usage``
     # (input, cached input and output); checked before each model call.
     max_turn_tokens: int = Field(200_000, alias="MAX_TOKENS_POR_TURNO", ge=1_000)
+    # Model dollars one conversation may spend, all turns together, at the prices below;
+    # checked like the tokens: before each model call and each tool call (orchestrator.usage).
+    max_conversation_cost_usd: float = Field(2.0, alias="ORCAMENTO_CUSTO_USD_POR_CONVERSA", gt=0, le=1000)
+    # List prices of MODEL_ID, USD per million tokens (defaults: Claude Sonnet 4.5, read 2026-12-05).
+    input_price_usd_mtok: float = Field(3.0, alias="MODEL_PRECO_ENTRADA_USD_MTOK", ge=0)
+    output_price_usd_mtok: float = Field(15.0, alias="MODEL_PRECO_SAIDA_USD_MTOK", ge=0)
     # Longer than the Lambda timeout, so a live invocation never loses its lease.
     conversation_lease_s: int = Field(120, alias="CONVERSA_LEASE_S", ge=5)
     # Seconds kept in reserve at the end of a turn to commit state and answer.
