@@ -65,6 +65,7 @@ from .steps import (AwaitApproval, Correct, Diagnosis, Ending, HandOff, Reply, R
                     next_step, step_for_model_error)
 from .tool_round import ToolRound
 from .tools import definitions
+from .tracing import Tracer, conversation_ref, model_call_attributes, tracer_from_env, usage_attributes
 from .usage import TurnUsage
 
 _STORED_REPLY = {"resposta", "status", "motivo"}
@@ -114,8 +115,10 @@ class Orchestrator:
         controls: Sequence[Control] | None = None,
         events: handoffs.Publisher | None = None,
         clock: Callable[[], float] = time.monotonic,  # the model calls' latency
+        tracer: Tracer | None = None,  # None: from TRACE_MODE (orchestrator.tracing)
     ) -> None:
         self.clock = clock
+        self.tracer = tracer if tracer is not None else tracer_from_env()
         self.settings = settings
         self.ledger = ledger
         self.model = model
@@ -126,7 +129,7 @@ class Orchestrator:
                                         breaker_failures=settings.breaker_failures,
                                         breaker_cooldown_s=settings.breaker_cooldown_s,
                                         breaker_cache_s=settings.breaker_cache_s)
-        self.tool_round = ToolRound(invoker, controls)
+        self.tool_round = ToolRound(invoker, controls, self.tracer)
         # The model's tools plus the final-answer tool of the output contract.
         self.tools = [*definitions(strict=settings.strict_tools), tool_definition(strict=settings.strict_tools)]
         self.log = logger or Logger(service="orchestrator")
@@ -137,8 +140,11 @@ class Orchestrator:
         # The turn's audit links (one per tool call, the contract's, the limits') are
         # anchored once, by the commit (audit_anchors), or at the block's end if the
         # commit does not happen: no anchor write per link (audit_chain module doc).
-        with self.ledger.one_anchor_per_block():
-            return self._handle(req, deadline)
+        attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": conversation_ref(req.conversaId)}
+        with self.tracer.span("turn", attributes) as span, self.ledger.one_anchor_per_block():
+            reply = self._handle(req, deadline)
+            span.put({"cadencia.status": reply.status, "cadencia.motivo": reply.motivo})
+            return reply
 
     def _handle(self, req: TurnRequest, deadline: Deadline) -> TurnReply:
         # Leases outlive this invocation whatever the configuration says, so a live
@@ -218,6 +224,12 @@ class Orchestrator:
         # of the conversation item is paid on every lease and commit). The commit also
         # anchors the turn's audit links on the conversation (no anchor write of its own).
         chain_head = self.ledger.chain_head_for_commit(req.conversaId, state.chain_anchor)
+        with self.tracer.span("commit", {"cadencia.status": outcome.status.value}):
+            self._store(req, state, outcome, exhausted, chain_head, reply)
+        return reply
+
+    def _store(self, req: TurnRequest, state: ConversationState, outcome: _Outcome, exhausted: ExhaustedAttempts,
+               chain_head: Any, reply: TurnReply) -> None:
         self.ledger.commit_conversation(state, messages=history.for_storage(outcome.messages), status=outcome.status,
                                         reply=reply.model_dump(mode="json", include=_STORED_REPLY),
                                         cancelled=outcome.reason == Limit.CANCELLED, chain_head=chain_head,
@@ -225,7 +237,6 @@ class Orchestrator:
                                         cost_micro_usd=0 if outcome.usage is None else
                                         round(outcome.usage.cost_usd * 1e6))
         self.ledger.chain_anchored_by_commit(req.conversaId, chain_head)
-        return reply
 
     def _turn(self, req: TurnRequest, state: ConversationState, deadline: Deadline,
               exhausted: ExhaustedAttempts) -> _Outcome:
@@ -269,10 +280,12 @@ class Orchestrator:
     def _ask_model(self, turn: _TurnState) -> Step:
         started = self.clock()
         try:
-            response = self.model.create(
-                system=texts.SYSTEM_PROMPT, tools=self.tools, messages=turn.messages, deadline=turn.deadline,
-                reserve_s=self.settings.reserve_s, tool_choice=TOOL_CHOICE,
-            )
+            with self.tracer.span("chat", model_call_attributes(self.settings.provider, self.model.model)) as span:
+                response = self.model.create(
+                    system=texts.SYSTEM_PROMPT, tools=self.tools, messages=turn.messages, deadline=turn.deadline,
+                    reserve_s=self.settings.reserve_s, tool_choice=TOOL_CHOICE,
+                )
+                span.put(usage_attributes(response))
         except ContextWindowExceeded:
             return ShrinkContext()
         except ModelUnavailable as err:
