@@ -33,8 +33,10 @@ class TurnMetric:
 
 
 def _int(usage: Any, name: str) -> int:
+    """A count from ``usage``; anything but a non-negative int counts 0 (a negative
+    figure from a broken proxy must never give budget back)."""
     value = getattr(usage, name, None)
-    return value if isinstance(value, int) else 0
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 @dataclass

@@ -99,3 +99,14 @@ def _deadline():
     from orchestrator.model import Deadline
 
     return Deadline.after(60)
+
+
+def test_a_negative_or_malformed_usage_never_gives_budget_back():
+    from types import SimpleNamespace
+
+    from orchestrator.usage import TurnUsage
+
+    usage = TurnUsage(3.0, 15.0)
+    cost = usage.add(SimpleNamespace(input_tokens=-1_000_000, output_tokens=True, cache_read_input_tokens="9",
+                                     cache_creation_input_tokens=None, cache_creation=None), 0.5)
+    assert cost == 0.0 and usage.cost_usd == 0.0 and usage.input_tokens == 0

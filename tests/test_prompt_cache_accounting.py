@@ -172,3 +172,39 @@ def test_the_real_sdk_reads_the_fields_and_a_fifth_breakpoint_is_the_apis_400():
         _sdk_call(model, system=system(4075), messages=[*five, user("z")])
     with pytest.raises(anthropic.BadRequestError, match="must not come after"):
         _sdk_call(model, system=system(4075), messages=[user("z", ttl="1h")])
+
+
+from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+
+_blocks = st.lists(st.tuples(st.text(min_size=1, max_size=300), st.sampled_from([None, "5m", "1h"])), min_size=1,
+                   max_size=8)
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(_blocks, st.floats(min_value=0, max_value=4000)), min_size=1, max_size=6),
+       st.sampled_from([1, 64, 1024]))
+def test_every_token_is_billed_once_as_input_read_or_write(requests, minimum):
+    clock = Clock()
+    cache = PromptCache(clock=clock, minimum=minimum)
+    for blocks, wait in requests:
+        clock.now += wait
+        content = []
+        for text, ttl in blocks:
+            block = {"type": "text", "text": text}
+            if ttl:
+                block["cache_control"] = {"type": "ephemeral", "ttl": ttl}
+            content.append(block)
+        req = {"model": "m", "messages": [{"role": "user", "content": content}]}
+        marks = [ttl for _, ttl in blocks if ttl]
+        ordered = all(not (a == "5m" and b == "1h") for a, b in zip(marks, marks[1:]))
+        if len(marks) > 4 or not ordered:
+            with pytest.raises(ValueError):
+                cache.account(req, OUT)
+            continue
+        usage = cache.account(req, OUT)
+        total = sum(b.tokens for b in blocks_of(req))
+        assert usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens == total
+        assert min(usage.input_tokens, usage.cache_read_input_tokens, usage.cache_creation_input_tokens) >= 0
+        assert usage.cache_creation_5m + usage.cache_creation_1h == usage.cache_creation_input_tokens
+        if not marks:
+            assert usage.input_tokens == total
