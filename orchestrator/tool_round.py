@@ -30,7 +30,7 @@ from .invokers import Invocation, InvocationStatus, ToolInvoker
 from .model import Deadline
 from .steps import AwaitApproval, Ending, HandOff
 from .tools import ToolCall, validation_errors
-from .tracing import Tracer
+from .tracing import Tracer, conversation_ref
 
 
 @dataclass
@@ -70,8 +70,10 @@ class ToolRound:
                 continue
             seen.add(block.id)
             with self.tracer.span("execute_tool", {"gen_ai.operation.name": "execute_tool",
-                                                   "gen_ai.tool.name": str(block.name)[:64],
-                                                   "gen_ai.tool.call.id": str(block.id)[:64]}) as span:
+                                                   "gen_ai.tool.name": block.name if block.name in TOOLS
+                                                   else "desconhecida",
+                                                   # model-written text: hashed like the conversation's id
+                                                   "gen_ai.tool.call.id": conversation_ref(str(block.id))}) as span:
                 result, refusal = self._run_one(req, block, deadline, budget, exhausted, approved_attempt)
                 span.put({"cadencia.recusa": "" if refusal is None else str(refusal.reason),
                           "cadencia.erro": bool(result.get("is_error"))})

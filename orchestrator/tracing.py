@@ -3,7 +3,8 @@ decision, each tool call (an approval is the confirmation gate's decision) and t
 
 Attribute names follow OpenTelemetry's GenAI semantic conventions (``gen_ai.*``) where
 one exists, ``cadencia.*`` otherwise. No personal data, no content: never a message,
-an argument or a result; the conversation is named by a SHA-256 prefix of its id (the
+an argument or a result; the conversation (and the model's tool-call id, text the model
+wrote) is named by a SHA-256 prefix of its id (the
 console's timeline hashes the id it shows the same way: ``conversation_ref``); orders,
 customers and amounts never appear.
 
@@ -32,6 +33,7 @@ _current: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVa
 
 
 def conversation_ref(conversation_id: str) -> str:
+    """A SHA-256 prefix: names a conversation (or a model-written id) without saying it."""
     return hashlib.sha256(conversation_id.encode()).hexdigest()[:16]
 
 

@@ -41,6 +41,8 @@ def test_one_turn_is_one_trace_of_nested_spans_without_personal_data(mocked_aws,
     assert chats[0]["attributes"]["gen_ai.request.model"] == "claude-sonnet-5-5"
     (tool,) = by_name["execute_tool"]
     assert tool["attributes"]["gen_ai.tool.name"] == "consultar_status_pedido"
+    tool_use_id = model.requests[1]["messages"][1]["content"][-1]["id"]
+    assert tool["attributes"]["gen_ai.tool.call.id"] == conversation_ref(tool_use_id)  # model text: hashed
     controls = by_name["control"]
     assert controls and all(c["parentSpanId"] == tool["spanId"] for c in controls)
     assert all(c["attributes"]["cadencia.decisao"] == "permitida" for c in controls)
@@ -69,3 +71,13 @@ def test_a_refusal_is_the_controls_decision_in_its_span(mocked_aws, tmp_path):
 def test_an_unknown_trace_mode_is_refused():
     with pytest.raises(ValueError, match="TRACE_MODE"):
         tracer_from_env({"TRACE_MODE": "stdout"})
+
+
+def test_model_written_names_never_reach_a_span(mocked_aws, tmp_path):
+    model = ScriptedModel(tool_use("cpf_123.456.789-00", {"pedidoId": "4821"}), text_reply("Ok."))
+    orch, _ = build(model, mocked_aws["ledger"], CountingInvoker())
+    orch.tracer = orch.tool_round.tracer = JsonlTracer(tmp_path / "t.jsonl")
+    orch.handle(TurnRequest(conversaId="conv-trace-3", clienteId=1001, mensagemId="wamid.trace3", mensagem="oi"),
+                Deadline.after(60))
+    text = (tmp_path / "t.jsonl").read_text()
+    assert "123.456" not in text and '"gen_ai.tool.name": "desconhecida"' in text

@@ -46,7 +46,7 @@ TTL_S = {"5m": 300.0, "1h": 3600.0}
 # Minimum cacheable prompt length, by model id prefix (Anthropic's prompt caching page, read 2026-12).
 MINIMUM_BY_MODEL = (
     ("claude-opus-4-5", 4096), ("claude-opus-4-6", 4096), ("claude-haiku-4-5", 4096),
-    ("claude-sonnet-4-6", 2048), ("claude-haiku-3", 2048),
+    ("claude-sonnet-4-6", 2048), ("claude-haiku-3", 2048), ("claude-3-5-haiku", 2048), ("claude-3-haiku", 2048),
     ("claude-sonnet-4-5", 1024), ("claude-sonnet-4", 1024), ("claude-opus-4", 1024),
 )
 DEFAULT_MINIMUM = 1024
