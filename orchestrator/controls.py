@@ -71,7 +71,7 @@ class Refusal:
     ending: Ending | None = None  # how the turn ends for the customer; None: the model goes on
 
     def body(self) -> str:
-        return json.dumps({"erro": self.reason.value, **self.details}, ensure_ascii=False)
+        return json.dumps({"erro": self.reason.value, **self.details}, ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass

@@ -134,4 +134,5 @@ def _error(tool_use_id: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    # Compact: the model re-reads every kept result on each call (docs/model-cost.md).
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -82,3 +82,13 @@ def test_the_prefix_lives_an_hour_on_the_anthropic_api_and_five_minutes_on_bedro
     bedrock_cfg = OrchestratorSettings.from_env({"MODEL_PROVIDER": "bedrock", "AWS_REGION": "us-east-1"})
     assert (anthropic_cfg.prompt_cache_prefix_ttl, anthropic_cfg.prompt_cache_ttl) == ("1h", "5m")
     assert (bedrock_cfg.prompt_cache_prefix_ttl, bedrock_cfg.prompt_cache_ttl) == ("5m", "5m")
+
+
+def test_kept_tool_results_are_compact_json(mocked_aws):
+    """Every kept result is re-read on each later call: no spaces after separators."""
+    model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}), text_reply("Em trânsito."))
+    orch, _ = build(model, mocked_aws["ledger"], CountingInvoker())
+    orch.handle(_turn("pc-compact", 1), Deadline.after(60))
+    (result,) = model.tool_results(1)
+    body = json.loads(result["content"])
+    assert result["content"] == json.dumps(body, ensure_ascii=False, separators=(",", ":"))
