@@ -70,6 +70,8 @@ def render(rows: list[dict[str, Any]], ttl: list[dict[str, Any]], aws_per_millio
         verdict = "" if target is None else f"≤ {target:.2f} {'✓' if row['ratio'] <= target else '✗'}"
         lines.append(f"| {row['name']} | {row['minimum']:,} | {u.calls / u.messages:.2f} | "
                      f"{u.input_tokens / u.calls:,.0f} | **{row['ratio']:.3f}** | {verdict} |")
+    lines += ["", "At 4,096 a short chat caches nothing: its requests (~2,000 tokens) are under the minimum; only a "
+              "conversation whose prefix passes 4,096 tokens caches (the 44-message one). docs/model-cost.md."]
     lines += ["", f"$ per 1M customer messages (model at {pricing.MODEL_PRICES_AS_OF}; Lambda "
               f"{pricing.ORCHESTRATOR_GB:g} GB × (calls × {model_cost.MODEL_LATENCY_S:g} s stated model latency + "
               f"{cpu_s * 1000:.0f} ms measured CPU); AWS calls ${aws_per_million:,.2f} per 1M from the status turn "
