@@ -92,3 +92,43 @@ def test_kept_tool_results_are_compact_json(mocked_aws):
     (result,) = model.tool_results(1)
     body = json.loads(result["content"])
     assert result["content"] == json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+
+from orchestrator import history  # noqa: E402
+from orchestrator.prompt_cache import CacheLayout  # noqa: E402
+
+_block = st.one_of(st.builds(lambda t: {"type": "text", "text": t}, st.text(min_size=1, max_size=20)),
+                   st.builds(lambda i: {"type": "tool_result", "tool_use_id": f"t{i}", "content": "{}"},
+                             st.integers(0, 9)))
+_message = st.builds(lambda role, blocks: {"role": role, "content": blocks}, st.sampled_from(["user", "assistant"]),
+                     st.lists(_block, min_size=1, max_size=4))
+
+
+@hsettings(max_examples=80, deadline=None)
+@given(st.lists(_message, max_size=12), st.sampled_from(["5m", "1h"]))
+def test_the_mark_goes_on_a_copy_of_the_last_block_only(messages, ttl):
+    before = json.dumps(messages, sort_keys=True)
+    marked = CacheLayout("1h", ttl).messages(messages)
+    assert json.dumps(messages, sort_keys=True) == before  # the history itself is never marked
+    flat = [b for m in marked for b in m["content"]]
+    assert sum("cache_control" in b for b in flat) == (1 if messages else 0)
+    if messages:
+        assert "cache_control" in marked[-1]["content"][-1]
+        assert [{k: v for k, v in b.items() if k != "cache_control"} for b in flat] == \
+            [b for m in messages for b in m["content"]]
+
+
+@hsettings(max_examples=80, deadline=None)
+@given(st.lists(_message, max_size=30), st.integers(4, 12))
+def test_a_stepped_cut_keeps_a_suffix_that_starts_with_a_customer_message(messages, cap):
+    after = max(2, cap // 2)
+    kept = history.trim_in_steps(messages, cap, after)
+    if len(messages) <= cap and (not messages or history._starts_cleanly(messages[0])):
+        assert kept == messages  # under the cap nothing moves: the cached prefix survives
+        return
+    assert bool(kept) == bool(messages) and len(kept) <= len(messages)
+    assert kept[1:] == messages[len(messages) - len(kept) + 1:]  # a suffix (its first message may lose results)
+    if len(kept) < len(messages):  # a cut lands on a customer message and leaves room to grow again
+        assert kept[0]["role"] == "user" and any(b["type"] == "text" for b in kept[0]["content"])
