@@ -41,13 +41,21 @@ def test_each_turn_emits_its_tokens_latency_and_cost_once_and_commits_the_cost(m
     orch, _ = build(model, ledger, CountingInvoker())
     orch.clock = Ticks(1.5)  # each call: 1.5 s between its two readings
     orch.handle(_request("conv-cost-emf", "meu CPF é 123.456.789-00"), _deadline())
-    (record,) = _emf(capsys.readouterr().out, "CustoDoModeloUSD")
+    captured = capsys.readouterr().out
+    (record,) = _emf(captured, "CustoDoModeloUSD")
     assert (record["TokensEntrada"], record["TokensSaida"], record["ChamadasAoModelo"]) == (2 * 812, 2 * 71, 2)
     assert (record["TokensLidosDoCache"], record["TokensGravadosNoCache"]) == (0, 0)
     assert record["LatenciaDoModelo"] == pytest.approx(3.0)
     assert record["CustoDoModeloUSD"] == pytest.approx(2 * ONE_CALL_USD)
     assert record["Modelo"] == "claude-sonnet-5-5"
     assert "123.456" not in json.dumps(record) and "conv-cost-emf" not in json.dumps(record)  # no personal data
+    # The local stack's EMF reader (scripts/local-stack metrics) counts all seven.
+    from scripts.local_stack.emf import points
+
+    raw = next(json.loads(line) for line in captured.splitlines() if "CustoDoModeloUSD" in line)
+    assert {p.name for p in points(raw)} == {"TokensEntrada", "TokensSaida", "TokensLidosDoCache",
+                                             "TokensGravadosNoCache", "ChamadasAoModelo", "LatenciaDoModelo",
+                                             "CustoDoModeloUSD"}
     assert ledger.read_conversation("conv-cost-emf").cost_micro_usd == round(2 * ONE_CALL_USD * 1e6)
     orch.handle(_request("conv-cost-emf", "obrigado"), _deadline())  # the next turn adds its own
     assert ledger.read_conversation("conv-cost-emf").cost_micro_usd == 3 * round(ONE_CALL_USD * 1e6)
