@@ -59,6 +59,7 @@ class RefusalReason(StrEnum):
     OUT_OF_TIME = "sem_tempo"
     TOOL_BUDGET = "orcamento_de_ferramentas"
     TOKEN_BUDGET = "orcamento_de_tokens"
+    COST_BUDGET = "orcamento_de_custo"
     CANCELLED = "cancelada"
     CEILING = "bloqueado_por_teto"
 
@@ -70,7 +71,7 @@ class Refusal:
     ending: Ending | None = None  # how the turn ends for the customer; None: the model goes on
 
     def body(self) -> str:
-        return json.dumps({"erro": self.reason.value, **self.details}, ensure_ascii=False)
+        return json.dumps({"erro": self.reason.value, **self.details}, ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass
@@ -125,13 +126,17 @@ class CallTimeBudget:
 
 
 class TokenBudget:
-    """No tool runs once the turn's tokens are spent: the response that spent them
+    """No tool runs once the turn's tokens, or the conversation's model cost, are spent: the response that spent them
     may still ask for calls, and each of them is refused here (before the tool-call
     budget counts it and before the retry ceiling numbers it), so the budget stops
     what one response already asked for, not only the next model call."""
 
     def before(self, ctx: CallContext) -> Refusal | None:
         budget = ctx.budget
+        if budget is not None and budget.tokens < budget.max_tokens and budget.cost_spent():
+            return Refusal(RefusalReason.COST_BUDGET, {"mensagem": "Orçamento de custo desta conversa esgotado; "
+                                                                  "ferramenta não executada."},
+                           ending=ending_for(Limit.COST))
         if budget is None or budget.tokens < budget.max_tokens:
             return None
         return Refusal(RefusalReason.TOKEN_BUDGET,

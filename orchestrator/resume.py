@@ -213,4 +213,5 @@ def _amount_in_reais(record: ApprovalRecord) -> str:
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    # Compact: the model re-reads every kept result on each call (docs/model-cost.md).
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -69,9 +69,23 @@ def run_scenarios(state, rounds: int, processes: int):  # noqa: ANN001, ANN201 -
             cpu = cpu_ratio(bench)
         finally:
             bench.close()
+        model_lines = model_section(state, bench.results, cpu)
     progress(f"race: {processes} processes at one key, {rounds} rounds, both designs")
     races = race(state, processes=processes, rounds=rounds)
-    return bench.results, races, cpu
+    return bench.results, races, cpu, model_lines
+
+
+def model_section(state, results, cpu) -> list[str]:  # noqa: ANN001 - script wiring
+    """The model's tokens, with and without prompt caching, priced with the status turn's AWS calls."""
+    from cadencia_shared.ledger import Ledger
+    from scripts.local_stack.aws import session_client
+    from scripts.perf import model_report, pricing
+
+    ledger = Ledger(state.ledger_table, session_client("dynamodb", state.aws_endpoint))
+    status_turn = next(m for m in results if (m.design, m.scenario, m.scope) == ("cadencia", "status", "turno"))
+    rows = model_report.ratios(ledger, progress)
+    ttl = model_report.ttl_rows(ledger, progress)
+    return model_report.render(rows, ttl, pricing.per_million(status_turn), cpu["turn_ms"] / 1000)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     progress("starting a private local stack")
     state = stack.up(progress)
     try:
-        results, races, cpu = run_scenarios(state, args.rounds, args.processes)
+        results, races, cpu, model_lines = run_scenarios(state, args.rounds, args.processes)
     finally:
         from cadencia_shared import db
 
@@ -108,10 +122,11 @@ def main(argv: list[str] | None = None) -> int:
     assets = [] if args.sem_assets else imports.asset_sizes(progress)
     progress("bytecode: cold imports with and without .pyc on the runtime's Python")
     bytecode = [] if args.sem_assets else imports.bytecode_effect(runs=max(7, args.runs), progress=progress)
-    markdown = report.render(results, races, cpu, import_rows, assets, bytecode)
+    markdown = report.render(results, races, cpu, import_rows, assets, bytecode, model_lines)
     print(markdown)
     if args.write_docs:
-        for path in doc_blocks.store("bench", stored.dump(results, races, cpu, import_rows, assets, bytecode)):
+        run = stored.dump(results, races, cpu, import_rows, assets, bytecode, model_lines)
+        for path in doc_blocks.store("bench", run):
             progress(f"wrote {path.relative_to(ROOT)}")
     return 0
 

@@ -19,7 +19,8 @@ from .sql_trace import SqlCount
 
 
 def dump(results: list[Measurement], races: dict[str, list[int]], cpu: dict[str, float],
-         imports: list[ImportRow], assets: list[AssetSize], bytecode: list[BytecodeRow]) -> dict[str, Any]:
+         imports: list[ImportRow], assets: list[AssetSize], bytecode: list[BytecodeRow],
+         model: list[str] | None = None) -> dict[str, Any]:
     """A run as plain JSON values (SQL texts left out: the report never shows them)."""
     def measurement(m: Measurement) -> dict[str, Any]:
         data = asdict(m)
@@ -30,11 +31,11 @@ def dump(results: list[Measurement], races: dict[str, list[int]], cpu: dict[str,
 
     return {"results": [measurement(m) for m in results], "races": races, "cpu": cpu,
             "imports": [asdict(r) for r in imports], "assets": [asdict(a) for a in assets],
-            "bytecode": [asdict(b) for b in bytecode]}
+            "bytecode": [asdict(b) for b in bytecode], "model": list(model or [])}
 
 
 def load(data: dict[str, Any]) -> tuple[list[Measurement], dict[str, list[int]], dict[str, float],
-                                        list[ImportRow], list[AssetSize], list[BytecodeRow]]:
+                                        list[ImportRow], list[AssetSize], list[BytecodeRow], list[str]]:
     """The arguments of ``report.render``, from ``dump``'s JSON."""
     results = []
     for m in data["results"]:
@@ -42,4 +43,5 @@ def load(data: dict[str, Any]) -> tuple[list[Measurement], dict[str, list[int]],
         results.append(Measurement(**dict(m, aws=Figures(**aws), sql=SqlCount(**m["sql"]))))
     imports = [ImportRow(**dict(r, bare=tuple(r["bare"]))) for r in data["imports"]]
     return (results, {k: list(v) for k, v in data["races"].items()}, dict(data["cpu"]), imports,
-            [AssetSize(**a) for a in data["assets"]], [BytecodeRow(**b) for b in data["bytecode"]])
+            [AssetSize(**a) for a in data["assets"]], [BytecodeRow(**b) for b in data["bytecode"]],
+            list(data.get("model", [])))
