@@ -30,8 +30,8 @@ from aws_cdk import aws_sqs as sqs
 
 from cadencia_shared.catalog import HANDOFF_BUS_NAME, LEDGER_TABLE, TOOLS, WHATSAPP_DB_USER
 from cadencia_shared.observability import NAMESPACE
-from canal_whatsapp.resends import UNSENT_AGE_METRIC
 from canal_whatsapp.queue_timing import queue_timing
+from canal_whatsapp.resends import UNSENT_AGE_METRIC
 from canal_whatsapp.settings import (
     ACCESS_TOKEN_NAME,
     APP_SECRET_NAME,

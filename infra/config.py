@@ -274,7 +274,7 @@ def _amount(value: Any) -> str:
 
     try:
         return str(ApprovalSettings.from_env({"APROVACAO_LIMITE_REAIS": str(value)}).threshold)
-    except ValueError as err:
+    except ValueError:
         raise ConfigError(f"context approvalThreshold={value!r}: expected an amount in R$") from None
 
 

@@ -32,6 +32,8 @@ from typing import Any, Protocol
 from cadencia_shared.audit_chain import AUDIT_TABLE
 from cadencia_shared.catalog import (
     DB_USERS as ALL_DB_USERS,
+)
+from cadencia_shared.catalog import (
     GATEWAY_SECRET_NAME,
     LEDGER_TABLE,
     ORCHESTRATOR_FUNCTION_NAME,
@@ -47,8 +49,8 @@ from canal_whatsapp.settings import (
 )
 
 from . import contract
-from .teardown_driver import Check, Step, execute, print_plan
 from .config import ANTHROPIC_KEY_SECRET_NAME
+from .teardown_driver import Check, Step, execute, print_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTION_NAMES = ([t.function_name for t in TOOLS.values()] + [ORCHESTRATOR_FUNCTION_NAME, RECONCILER_FUNCTION_NAME]

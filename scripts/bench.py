@@ -52,7 +52,6 @@ def quiet_stdout() -> Iterator[None]:
 def run_scenarios(state, rounds: int, processes: int):  # noqa: ANN001, ANN201 - script wiring
     from scripts.harness.scripted_model import ScriptedModelServer
     from scripts.local_stack.aws import REGION
-
     from scripts.perf.aws_count import AwsCounter
     from scripts.perf.race import race
     from scripts.perf.scenarios import Bench, cpu_ratio

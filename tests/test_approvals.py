@@ -95,7 +95,7 @@ def test_above_the_threshold_with_no_approver_refuses_and_never_executes(mocked_
 def test_above_the_threshold_the_conversation_waits_with_a_bound_durable_request(mocked_aws, gateway, tools):
     ledger, conv = mocked_aws["ledger"], _conv("espera")
     invoker = _real_tools(tools)
-    reply, model, _ = _ask(ledger, invoker, conv)
+    reply, _model, _ = _ask(ledger, invoker, conv)
     assert (reply.status, reply.motivo) == ("aguardando_aprovacao", "aguardando_aprovacao")
     assert "aprovação de uma pessoa" in reply.resposta and "Nenhum valor foi movimentado" in reply.resposta
     assert invoker.calls["emitir_reembolso"] == 0 and gateway.debits_for(conv) == []

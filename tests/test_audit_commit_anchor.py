@@ -23,8 +23,7 @@ from orchestrator.events import TurnRequest
 from orchestrator.loop import ConversationBusyError
 from orchestrator.model import Deadline
 from scripts.local_stack.aws import session_client
-from tests.test_audit_chain import (  # noqa: F401
-    CONV, _anchored_verifier, _delete, _fill, anchored, audit, sigkill_writers_after)
+from tests.test_audit_chain import CONV, _anchored_verifier, _delete, _fill, anchored, audit, sigkill_writers_after  # noqa: F401
 
 from .support import anthropic_fake
 from .support.anthropic_fake import ScriptedModel, text_reply, tool_use
@@ -126,7 +125,7 @@ def test_a_tail_deleted_and_reappended_stays_reported_after_the_next_turn(anchor
     assert anchored.verify(CONV)[1] == Broken(CONV, 2, "ancora_divergente")
     anchored_before = _conversation_anchor(anchored)
     _turn(_instance(anchored)[0], "m-2", "4823")
-    checked, broken = anchored.verify(CONV)
+    _checked, broken = anchored.verify(CONV)
     assert broken is not None, "the rewritten tail was healed"
     if reappended == 2:  # the turn linked after the rewritten seq 3: the anchor must stay
         assert _conversation_anchor(anchored) == anchored_before

@@ -17,8 +17,8 @@ import pytest
 
 from cadencia_shared.ledger import ClaimStatus, refund_idempotency_key
 from conciliar_reembolsos import handler as reconciler_handler
-from emitir_reembolso import handler as refund_handler
 from conciliar_reembolsos.logic import Verdict
+from emitir_reembolso import handler as refund_handler
 from emitir_reembolso.gateway import PaymentGatewayClient
 from orchestrator.invokers.local import LocalContext, function_environment
 from scripts.local_stack.emf import capture_emf

@@ -12,7 +12,6 @@ import time
 import uuid
 from decimal import Decimal
 
-
 from cadencia_shared.ledger import refund_idempotency_key
 from emitir_reembolso import handler as refund_handler
 from emitir_reembolso.settings import RefundSettings

@@ -319,8 +319,8 @@ def test_a_redelivery_older_than_the_kept_replies_sends_only_what_the_outbox_rec
     """The ledger keeps the replies of the two latest answered messages only. An older
     message redelivered is DONE without text: its outbox record, still pending (the
     consumer died after recording it), is sent then, once; with no record nothing is sent."""
-    from canal_whatsapp.outbox import Outbox, OutboxStatus, OutgoingReply
     from cadencia_shared.ledger import REPLIES_KEPT, ConversationStatus
+    from canal_whatsapp.outbox import Outbox, OutboxStatus, OutgoingReply
 
     conversation = "wa-1001-20260327"
     recorded, unrecorded = f"wamid.OLD{time.time_ns()}", f"wamid.NOREC{time.time_ns()}"

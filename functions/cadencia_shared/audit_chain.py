@@ -80,8 +80,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .audit_anchors import (ANCHOR_PREFIX, GENESIS, LEDGER_KEY, ChainReport, Head, LedgerAnchors, anchor_problem,
-                            unanchored_links)
+from . import audit_anchors
+from .audit_anchors import ANCHOR_PREFIX, GENESIS, LEDGER_KEY, ChainReport, Head, LedgerAnchors, anchor_problem
 from .dynamo_types import deserialize_item, serialize_item
 from .masking import mask_identifier
 
@@ -320,7 +320,7 @@ class AuditChain:
         problem_at = anchor_problem(checked, anchors, hashes_at)
         if problem_at is not None:
             return ChainReport(checked, Broken(chain, *problem_at))
-        return ChainReport(checked, None, unanchored_links(checked, anchors))
+        return ChainReport(checked, None, audit_anchors.unanchored_links(checked, anchors))
 
     # -- the conversation's anchor, set by the orchestrator's commit (audit_anchors) --
     def seed_head(self, chain: str, anchored: Head) -> None:

@@ -26,8 +26,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from cadencia_shared.ledger import INBOUND_TTL_S, TABLE_KEY, TTL_ATTRIBUTE, Ledger
 from cadencia_shared.dynamo_types import deserialize_item
+from cadencia_shared.ledger import INBOUND_TTL_S, TABLE_KEY, TTL_ATTRIBUTE, Ledger
 from cadencia_shared.ledger.table import condition_failed, serialize
 from cadencia_shared.observability import count
 

@@ -37,7 +37,6 @@ from urllib.parse import parse_qsl, urlsplit
 
 from cadencia_shared.audit_chain import AUDIT_TABLE
 from cadencia_shared.catalog import HANDOFF_BUS_NAME, WHATSAPP_DB_USER
-
 from canal_whatsapp.queue_timing import QueueTiming, queue_timing
 
 from .aws import session_client

@@ -14,7 +14,6 @@ from scripts.local_stack.stack import StackState
 
 from .world import World
 
-
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -9,8 +9,8 @@ import psycopg
 import pytest
 
 from cadencia_shared.catalog import TOOLS
-from infra.sqlsplit import SqlSplitError, split_statements
 from infra.db_users import SQL_DIR, sql_statements
+from infra.sqlsplit import SqlSplitError, split_statements
 
 
 @pytest.mark.parametrize(("script", "expected"), [

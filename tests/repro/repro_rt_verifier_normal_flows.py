@@ -9,10 +9,19 @@ from decidir_aprovacao.logic import handle as decision_entry
 from orchestrator.model import Deadline
 from orchestrator.resume import Resumer
 from scripts import auditoria
-
 from tests.support.anthropic_fake import ScriptedModel, text_reply, tool_use
 from tests.support.orchestrators import build
-from tests.test_approval_lifecycle import APPROVERS, POLICY, REFUND, _approval, _conv, _decide, _give_back, _invoker, _turn
+from tests.test_approval_lifecycle import (
+    APPROVERS,
+    POLICY,
+    REFUND,
+    _approval,
+    _conv,
+    _decide,
+    _give_back,
+    _invoker,
+    _turn,
+)
 
 
 def test_normal_flows_leave_no_flag(mocked_aws, gateway, tools, erp, capsys):
