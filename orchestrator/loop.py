@@ -54,14 +54,26 @@ from cadencia_shared.observability import Metric, count
 
 from . import approval_lifecycle, handoffs, history, texts
 from .budgets import Limit, TurnBudget, ending_for
-from .events import TurnReply, TurnRequest
 from .controls import Control, default_controls
+from .events import TurnReply, TurnRequest
 from .invokers import ToolInvoker
 from .model import ContextWindowExceeded, Deadline, ModelClient, ModelUnavailable
-from .settings import OrchestratorSettings
 from .output_contract import TOOL_CHOICE, LedgerEvidence, ReplyCheck, tool_definition
-from .steps import (AwaitApproval, Correct, Diagnosis, Ending, HandOff, Reply, RunAgain, RunTools, ShrinkContext, Step,
-                    next_step, step_for_model_error)
+from .settings import OrchestratorSettings
+from .steps import (
+    AwaitApproval,
+    Correct,
+    Diagnosis,
+    Ending,
+    HandOff,
+    Reply,
+    RunAgain,
+    RunTools,
+    ShrinkContext,
+    Step,
+    next_step,
+    step_for_model_error,
+)
 from .tool_round import ToolRound
 from .tools import definitions
 

@@ -30,14 +30,20 @@ from types import SimpleNamespace
 from typing import Any
 
 from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalStore
-from cadencia_shared.ledger import (CancellationPending, ClaimStatus, ConversationBusy, ConversationState,
-                                    ConversationStatus, Ledger)
+from cadencia_shared.ledger import (
+    CancellationPending,
+    ClaimStatus,
+    ConversationBusy,
+    ConversationState,
+    ConversationStatus,
+    Ledger,
+)
 from cadencia_shared.outcomes import Outcome
 
 from . import approval_lifecycle, handoffs, history, texts
 from .budgets import Limit, ending_for
-from .events import TurnRequest
 from .controls import default_controls
+from .events import TurnRequest
 from .invokers import ToolInvoker
 from .loop import ConversationBusyError, Orchestrator
 from .model import Deadline
