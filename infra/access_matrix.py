@@ -86,7 +86,7 @@ def readme_block(readme_text: str) -> str:
     return readme_text[start:end].strip("\n") + "\n" if readme_text[start:end].strip() else ""
 
 
-def write_readme(path) -> None:
+def write_readme(path: Path) -> None:
     text = path.read_text()
     start = text.index(README_START) + len(README_START)
     end = text.index(README_END)
