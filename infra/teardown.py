@@ -136,9 +136,9 @@ def verify_functions_and_roles_gone(lambda_client: Any, iam: Any) -> Check:
                        "ResourceNotFoundException") for n in FUNCTION_NAMES),
         *(_still_there(f"role {n}", lambda n=n: iam.get_role(RoleName=n), "NoSuchEntity") for n in ROLE_NAMES),
     ]
-    remaining = [r for r in remaining if r]
-    if remaining:
-        return Check(False, "still present: " + ", ".join(remaining))
+    present = [r for r in remaining if r]
+    if present:
+        return Check(False, "still present: " + ", ".join(present))
     return Check(True, f"{len(FUNCTION_NAMES)} functions: ResourceNotFoundException; "
                        f"{len(ROLE_NAMES)} roles: NoSuchEntity")
 

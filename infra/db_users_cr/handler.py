@@ -155,7 +155,8 @@ def answerable(event: Any, env: dict[str, str]) -> tuple[str, dict[str, str]] | 
         return None
     fields = {k: event.get(k) for k in ("StackId", "RequestId", "LogicalResourceId")}
     url = event.get("ResponseURL")
-    if not all(isinstance(v, str) and 0 < len(v) <= _MAX_FIELD for v in (url, *fields.values())):
+    if not isinstance(url, str) or not all(isinstance(v, str) and 0 < len(v) <= _MAX_FIELD
+                                           for v in (url, *fields.values())):
         return None
     if not response_url_is_cloudformations(url, env["AWS_REGION"]):
         return None
