@@ -18,7 +18,7 @@ event source mapping does not need).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aws_cdk import CfnOutput, Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cw
@@ -85,7 +85,7 @@ def add_whatsapp_channel(stack: CadenciaStack) -> None:
     consumer = _consumer(stack, queue, resends, secrets["access"])
     # A decided approval's message to a WhatsApp customer: recorded in the outbox by the
     # resume (cadencia-orquestrador), sent by the consumer (which holds the token).
-    stack.orchestrator.role.add_to_principal_policy(
+    stack.orchestrator.add_to_role_policy(
         iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[resends.queue_arn]))
     stack.orchestrator.add_environment("WHATSAPP_RESEND_QUEUE_URL", resends.queue_url)
     stack.whatsapp_human_reply = _human_reply(stack, secrets["access"])
@@ -245,7 +245,7 @@ def _allow(role: iam.Role, statements: list[tuple[tuple[str, ...], list[str]]]) 
         role.add_to_policy(iam.PolicyStatement(actions=list(actions), resources=resources))
 
 
-def _function(stack: CadenciaStack, logical_id: str, name: str, handler: str, **props) -> lambda_.Function:
+def _function(stack: CadenciaStack, logical_id: str, name: str, handler: str, **props: Any) -> lambda_.Function:
     """One of the channel's functions: the stack's runtime, its asset, active tracing, a pinned id."""
     fn = lambda_.Function(stack, logical_id + "Resource", function_name=name, handler=handler,
                           runtime=stack.runtime, architecture=stack.architecture, code=stack.code(name),
