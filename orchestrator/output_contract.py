@@ -98,7 +98,7 @@ def _for_the_model(node: Any) -> Any:
         return [_for_the_model(item) for item in node]
     if not isinstance(node, dict):
         return node
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in node.items():
         if key not in _MODEL_KEYWORDS:
             continue

@@ -175,9 +175,9 @@ class Resumer:
             messages.append({"role": "user", "content": [history.tool_result(block.id, _json(body), is_error=True)]})
             return messages, ConversationStatus.WAITING_HUMAN, texts.APPROVAL_UNUSABLE, "aprovacao_inutilizavel"
         if record.status is ApprovalStatus.DENIED:
-            body = {"erro": "aprovacao_negada", "aprovacaoId": record.id, "motivo": record.justification,
-                    "mensagem": "A aprovação foi negada; a chamada não foi executada. Não tente novamente."}
-            messages.append({"role": "user", "content": [history.tool_result(block.id, _json(body), is_error=True)]})
+            denied = {"erro": "aprovacao_negada", "aprovacaoId": record.id, "motivo": record.justification,
+                      "mensagem": "A aprovação foi negada; a chamada não foi executada. Não tente novamente."}
+            messages.append({"role": "user", "content": [history.tool_result(block.id, _json(denied), is_error=True)]})
             return messages, ConversationStatus.ACTIVE, texts.APPROVAL_DENIED.format(order_id=order), "aprovacao_negada"
         request = TurnRequest(conversaId=record.conversation_id, clienteId=record.customer_id,
                               mensagemId=f"aprovacao-{record.id}", mensagem="(aprovação)")
@@ -206,7 +206,7 @@ def _after_approved_call(done: RoundResult, record: ApprovalRecord) -> tuple[Con
     template = _APPROVED_TEXT.get(answered, texts.APPROVED_UNCONFIRMED)
     if answered == Outcome.BLOCKED_BY_IDEMPOTENCY:
         # A repeat answers the key's ORIGINAL outcome, which may be a decline.
-        original = (answer.get("dados") or {}).get("resultadoOriginal")
+        original: Any = (answer.get("dados") or {}).get("resultadoOriginal")  # the tool's JSON
         template = _REPEATED_TEXT.get(original, texts.APPROVED_UNCONFIRMED)
     text = template.format(order_id=order, amount=_amount_in_reais(record))
     return ConversationStatus.ACTIVE, text, "aprovada_executada"

@@ -9,6 +9,7 @@ approved call, through its controls.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -64,7 +65,7 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     return answer
 
 
-def _resume_port(settings: DecisionSettings, aws: AwsSettings):
+def _resume_port(settings: DecisionSettings, aws: AwsSettings) -> Callable[[str], None]:
     def resume(approval: str) -> None:
         if not settings.resume_function:
             return
