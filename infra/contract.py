@@ -186,7 +186,7 @@ def tool_role(config: StackConfig, tool: ToolRole) -> RoleContract:
         role_name=tool.role_name,
         service="lambda.amazonaws.com",
         purpose=f"Lambda {tool.function_name} (tool {tool.tool})",
-        grants=(connect, *tool.grants, *_platform(Ids.log_group(tool.package))),
+        grants=(connect, *tool.grants) + _platform(Ids.log_group(tool.package)),
         managed_policies=(ENI_MANAGEMENT,),
     )
 
@@ -223,7 +223,17 @@ def reconciler_role(config: StackConfig) -> RoleContract:
         role_name=RECONCILER_ROLE_NAME,
         service="lambda.amazonaws.com",
         purpose=f"Lambda {RECONCILER_FUNCTION_NAME} (scheduled refund reconciler; not a tool)",
-        grants=(Grant(("dynamodb:Query",), (f"{ledger}/index/{GSI_UNSETTLED}",), "list unsettled refund claims from the ledger's sparse index (never a Scan)"), Grant(("dynamodb:GetItem", "dynamodb:UpdateItem"), (ledger,), "read each listed claim by key (the index holds keys only), take it over and settle it, " "fenced on its owner (never creates one)"), Grant(("secretsmanager:GetSecretValue",), (ref(Ids.GATEWAY_SECRET),), "the gateway token, to re-send an unsettled refund's own request"), Grant(("rds-db:connect",), (dbuser_arn(config, RECONCILER_DB_USER),), f"log in to PostgreSQL as {RECONCILER_DB_USER} only (settle reservations)"), *_platform(Ids.RECONCILER_LOG_GROUP)),
+        grants=(
+            Grant(("dynamodb:Query",), (f"{ledger}/index/{GSI_UNSETTLED}",),
+                  "list unsettled refund claims from the ledger's sparse index (never a Scan)"),
+            Grant(("dynamodb:GetItem", "dynamodb:UpdateItem"), (ledger,),
+                  "read each listed claim by key (the index holds keys only), take it over and settle it, "
+                  "fenced on its owner (never creates one)"),
+            Grant(("secretsmanager:GetSecretValue",), (ref(Ids.GATEWAY_SECRET),),
+                  "the gateway token, to re-send an unsettled refund's own request"),
+            Grant(("rds-db:connect",), (dbuser_arn(config, RECONCILER_DB_USER),),
+                  f"log in to PostgreSQL as {RECONCILER_DB_USER} only (settle reservations)"),
+        ) + _platform(Ids.RECONCILER_LOG_GROUP),
         managed_policies=(ENI_MANAGEMENT,),
     )
 
@@ -235,7 +245,16 @@ def decision_role() -> RoleContract:
         role_name=DECISION_ROLE_NAME,
         service="lambda.amazonaws.com",
         purpose=f"Lambda {DECISION_FUNCTION_NAME} (approval decisions; operators invoke it; outside the VPC)",
-        grants=(Grant(("dynamodb:Query",), (f"{ledger}/index/{GSI_UNSETTLED}",), "list pending approval requests from the ledger's sparse index (never a Scan)"), Grant(("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"), (ledger,), "read an approval (each listed one by key: the index holds keys only), record one decision " "(conditional write on its status), append the audit record"), Grant(("lambda:InvokeFunction",), (att(Ids.ORCHESTRATOR_FUNCTION, "Arn"),), "resume the conversation: the orchestrator runs the approved call (this role runs no tool)"), _audit_append("append decisions and refused decisions"), *_platform(Ids.DECISION_LOG_GROUP)),
+        grants=(
+            Grant(("dynamodb:Query",), (f"{ledger}/index/{GSI_UNSETTLED}",),
+                  "list pending approval requests from the ledger's sparse index (never a Scan)"),
+            Grant(("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"), (ledger,),
+                  "read an approval (each listed one by key: the index holds keys only), record one decision "
+                  "(conditional write on its status), append the audit record"),
+            Grant(("lambda:InvokeFunction",), (att(Ids.ORCHESTRATOR_FUNCTION, "Arn"),),
+                  "resume the conversation: the orchestrator runs the approved call (this role runs no tool)"),
+            _audit_append("append decisions and refused decisions"),
+        ) + _platform(Ids.DECISION_LOG_GROUP),
     )
 
 
@@ -252,7 +271,14 @@ def whatsapp_ingress_role(config: StackConfig) -> RoleContract:
         role_name=WHATSAPP_INGRESS_ROLE_NAME,
         service="lambda.amazonaws.com",
         purpose="Lambda cadencia-canal-whatsapp-entrada (the webhook behind the Function URL; in the VPC)",
-        grants=(Grant(("rds-db:connect",), (dbuser_arn(config, WHATSAPP_DB_USER),), f"log in to PostgreSQL as {WHATSAPP_DB_USER} only: SELECT (wa_id, cliente_id) on canais_whatsapp"), Grant(("sqs:SendMessage",), (att(Ids.WHATSAPP_QUEUE, "Arn"),), "enqueue a verified message on the FIFO queue (group = customer, dedup = wamid)"), Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_APP_SECRET), ref(Ids.WHATSAPP_VERIFY_TOKEN)), "the App Secret (signature check) and the verify token (subscription handshake)"), *_platform(Ids.WHATSAPP_INGRESS_LOG_GROUP)),
+        grants=(
+            Grant(("rds-db:connect",), (dbuser_arn(config, WHATSAPP_DB_USER),),
+                  f"log in to PostgreSQL as {WHATSAPP_DB_USER} only: SELECT (wa_id, cliente_id) on canais_whatsapp"),
+            Grant(("sqs:SendMessage",), (att(Ids.WHATSAPP_QUEUE, "Arn"),),
+                  "enqueue a verified message on the FIFO queue (group = customer, dedup = wamid)"),
+            Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_APP_SECRET), ref(Ids.WHATSAPP_VERIFY_TOKEN)),
+                  "the App Secret (signature check) and the verify token (subscription handshake)"),
+        ) + _platform(Ids.WHATSAPP_INGRESS_LOG_GROUP),
         managed_policies=(ENI_MANAGEMENT,),
     )
 
@@ -264,7 +290,24 @@ def whatsapp_consumer_role(config: StackConfig) -> RoleContract:
         service="lambda.amazonaws.com",
         purpose=f"Lambda {WHATSAPP_CONSUMER_FUNCTION_NAME} (the orchestrator fed by the WhatsApp queue; outside "
                 "the VPC)",
-        grants=(Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (att(Ids.LEDGER, "Arn"),), "the orchestrator's ledger items, plus the reply outbox (envio#{wamid})"), Grant(("lambda:InvokeFunction",), TOOL_FUNCTION_ARNS, "invoke exactly the tool Lambdas of TOOL_ROLES (unqualified ARNs), nothing else"), Grant(("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"), (att(Ids.WHATSAPP_QUEUE, "Arn"),), "what the event source mapping needs to consume the queue"), Grant(("sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"), (att(Ids.WHATSAPP_RESEND_QUEUE, "Arn"),), "defer a reply the Cloud API refused for a temporary reason, and consume those resends " "(a second event source mapping)"), Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_ACCESS_TOKEN),), "the Cloud API access token, to send the reply"), Grant(("events:PutEvents",), (att(Ids.HANDOFF_BUS, "Arn"),), "publish hand-offs and approval requests (masked) on the stack's own bus only"), _audit_append("append every decision of the loop's controls"), _model_grant(config), *_platform(Ids.WHATSAPP_CONSUMER_LOG_GROUP)),
+        grants=(
+            Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (att(Ids.LEDGER, "Arn"),),
+                  "the orchestrator's ledger items, plus the reply outbox (envio#{wamid})"),
+            Grant(("lambda:InvokeFunction",), TOOL_FUNCTION_ARNS,
+                  "invoke exactly the tool Lambdas of TOOL_ROLES (unqualified ARNs), nothing else"),
+            Grant(("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"),
+                  (att(Ids.WHATSAPP_QUEUE, "Arn"),), "what the event source mapping needs to consume the queue"),
+            Grant(("sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"),
+                  (att(Ids.WHATSAPP_RESEND_QUEUE, "Arn"),),
+                  "defer a reply the Cloud API refused for a temporary reason, and consume those resends "
+                  "(a second event source mapping)"),
+            Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_ACCESS_TOKEN),),
+                  "the Cloud API access token, to send the reply"),
+            Grant(("events:PutEvents",), (att(Ids.HANDOFF_BUS, "Arn"),),
+                  "publish hand-offs and approval requests (masked) on the stack's own bus only"),
+            _audit_append("append every decision of the loop's controls"),
+            _model_grant(config),
+        ) + _platform(Ids.WHATSAPP_CONSUMER_LOG_GROUP),
     )
 
 
@@ -275,7 +318,14 @@ def whatsapp_human_reply_role() -> RoleContract:
         service="lambda.amazonaws.com",
         purpose="Lambda cadencia-resposta-atendente (a person's reply to a handed-off conversation; the "
                 "attendant's tooling invokes it; outside the VPC)",
-        grants=(Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (att(Ids.LEDGER, "Arn"),), "write the reply once in the conversation (its inbound claim, the fenced commit), read the " "conversation's WhatsApp address, the reply's outbox record"), Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_ACCESS_TOKEN),), "the Cloud API access token, to send the reply (the person never holds it)"), _audit_append("append the reply"), *_platform(Ids.WHATSAPP_HUMAN_REPLY_LOG_GROUP)),
+        grants=(
+            Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (att(Ids.LEDGER, "Arn"),),
+                  "write the reply once in the conversation (its inbound claim, the fenced commit), read the "
+                  "conversation's WhatsApp address, the reply's outbox record"),
+            Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_ACCESS_TOKEN),),
+                  "the Cloud API access token, to send the reply (the person never holds it)"),
+            _audit_append("append the reply"),
+        ) + _platform(Ids.WHATSAPP_HUMAN_REPLY_LOG_GROUP),
     )
 
 

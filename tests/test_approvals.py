@@ -7,6 +7,7 @@ order 4821 (R$ 189,90) is above it; the default R$ 500 is checked separately."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from decimal import Decimal
@@ -340,10 +341,9 @@ class _BothReadFirst:
         with self.lock:
             answer = self.inner.invoke(tool, event)
         if tool.name == "consultar_status_pedido":
-            try:
+            # Broken: the other conversation never read the ERP (the mark stopped it first).
+            with contextlib.suppress(threading.BrokenBarrierError):
                 self.barrier.wait()
-            except threading.BrokenBarrierError:
-                pass  # the other conversation never read the ERP: the mark stopped it first
         return answer
 
 

@@ -223,7 +223,9 @@ def test_the_scripted_model_finishes_as_each_design_asks():
     (block,) = answer["content"]
     assert block["name"] == "responder_cliente" and block["input"]["acoes"] == [
         {"tipo": "reembolso_emitido", "pedidoId": sc.pedidoId, "valor": float(sc.valorPedido)}]
-    refused = [*done, {"role": "assistant", "content": [block]}, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": block["id"], "content": "não entregue", "is_error": True}]}]
+    refused = done + [{"role": "assistant", "content": [block]},
+                      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": block["id"],
+                                                    "content": "não entregue", "is_error": True}]}]
     for keeps_claiming, actions in ((False, []), (True, block["input"]["acoes"])):
         policy.keeps_claiming = keeps_claiming
         again = policy.respond({"messages": refused, "tools": tools})["content"][0]["input"]

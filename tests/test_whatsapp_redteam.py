@@ -6,6 +6,7 @@ tests failed before their fix."""
 from __future__ import annotations
 
 import json
+from typing import Any, ClassVar
 
 import pytest
 
@@ -155,14 +156,14 @@ def test_a_notification_with_hundreds_of_messages_costs_one_lookup_and_a_call_pe
     from canal_whatsapp.ingress import HttpRequest, Ingress
 
     class Directory:
-        calls: list = []
+        calls: ClassVar[list[Any]] = []
 
         def customers_of(self, wa_ids):
             self.calls.append(set(wa_ids))
             return {"5561900000007": 1001}
 
     class Queue:
-        batches: list = []
+        batches: ClassVar[list[Any]] = []
 
         def send_all(self, items):
             self.batches.append(list(items))

@@ -87,7 +87,7 @@ class SerializedWsgi:
             attempt = {**environ, "wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body))}
             with self.lock:
                 self.requests += 1
-                answer = b"".join(self._run(attempt, lambda status, headers, *exc: seen.append((status, headers))))
+                answer = b"".join(self._run(attempt, lambda status, headers, *exc: seen.append((status, headers))))  # noqa: B023
             if not seen[0][0].startswith("200") or b'"Messages"' in answer or self.clock() >= deadline:
                 start_response(*seen[0])
                 return [answer]

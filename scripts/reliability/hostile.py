@@ -57,7 +57,8 @@ def bad_string_id(valid: str, pattern: re.Pattern[str]) -> st.SearchStrategy[Any
 
 def bad_customer_id(valid: int) -> st.SearchStrategy[Any]:
     return st.one_of(
-        st.sampled_from([str(valid), "1_001", "１００１", f"{valid}\n", "٣", True, False, float(valid), None]),
+        # Full-width and Arabic-Indic digits on purpose: a digit that is not ASCII is refused.
+        st.sampled_from([str(valid), "1_001", "１００１", f"{valid}\n", "٣", True, False, float(valid), None]),  # noqa: RUF001
         st.text(max_size=12),
         st.booleans(),
         st.floats(allow_nan=False),

@@ -38,17 +38,23 @@ def test_normal_flows_leave_no_flag(mocked_aws, gateway, tools, erp, capsys):
         return orch.handle(_turn(conv), Deadline.after(60)), orch
 
     # 1 approved + resumed
-    a = _conv("v-aprov"); _, orch = ask(a); _decide(ledger, _approval(ledger, a))
+    a = _conv("v-aprov")
+    _, orch = ask(a)
+    _decide(ledger, _approval(ledger, a))
     Resumer.of(orch).resume(_approval(ledger, a), Deadline.after(60))
     # 2 approved, cancelled, resumed, given back
-    b = _conv("v-cancel"); _, orch = ask(b); _decide(ledger, _approval(ledger, b))
-    ledger.request_cancellation(b); Resumer.of(orch).resume(_approval(ledger, b), Deadline.after(60))
+    b = _conv("v-cancel")
+    _, orch = ask(b)
+    _decide(ledger, _approval(ledger, b))
+    ledger.request_cancellation(b)
+    Resumer.of(orch).resume(_approval(ledger, b), Deadline.after(60))
     _give_back(ledger, b)
     # 3 feasibility refusal (R$ 800 on an R$ 189.90 order)
     c = _conv("v-inviavel")
     ask(c, ScriptedModel(tool_use("emitir_reembolso", {"pedidoId": "4821", "valor": 800.0}), text_reply("ok")))
     # 4 expiry by the sweep + resume
-    d = _conv("v-expira"); _, orch = ask(d)
+    d = _conv("v-expira")
+    _, orch = ask(d)
     clock[0] += 601
     resumed: list[str] = []
     decision_entry(ExpireRequest.model_validate({"acao": "expirar"}), ledger, approvers=APPROVERS, resume=resumed.append)
