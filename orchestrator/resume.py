@@ -88,7 +88,7 @@ class Resumer:
     tool_round: ToolRound
     events: handoffs.Publisher
     # The customer's message when the conversation came from WhatsApp (the channel's outbox).
-    messages: CustomerMessages = NoChannel()
+    messages: CustomerMessages = NoChannel()  # noqa: RUF009 - stateless: one shared instance is right
 
     @classmethod
     def of(cls, orchestrator: Orchestrator) -> Resumer:
