@@ -192,4 +192,6 @@ def depends_on(fn: lambda_.Function, resource: IConstruct | None) -> None:
     """Created after ``resource`` (the DB users), and deleted, with its role, before it."""
     if resource is not None:
         fn.node.add_dependency(resource)
-        fn.role.node.add_dependency(resource)  # type: ignore[union-attr]
+        if fn.role is None:  # every function here is built with its own role (LambdaFunction)
+            raise TypeError(f"{fn.node.path} has no role to order after {resource.node.path}")
+        fn.role.node.add_dependency(resource)
