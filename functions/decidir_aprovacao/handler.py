@@ -42,6 +42,7 @@ def parse(event: Any) -> Request:
     action = event.get("acao") if isinstance(event, dict) else None
     if not isinstance(action, str) or action not in _MODELS:
         raise InvalidEvent(["acao: deve ser 'listar', 'mostrar', 'decidir' ou 'expirar'"])
+    # _MODELS maps each action to one of Request's models; mypy sees only type[BaseModel] there.
     return parse_event(event, _MODELS[action])  # type: ignore[return-value]
 
 
