@@ -12,7 +12,7 @@ PYTHONPATH="$PWD:$PWD/functions" .venv/bin/lint-imports --no-cache || exit 1
 # Lint and types (pyproject.toml: [tool.ruff], [tool.mypy]; docs/architecture.md, "Lint and types"): a finding of either
 # fails the run before pytest, with one line saying which.
 .venv/bin/ruff check --quiet orchestrator functions infra scripts tests \
-  || { echo "scripts/test.sh: ruff found lint findings (above); run: .venv/bin/ruff check" >&2; exit 1; }
+  || { echo "scripts/test.sh: ruff found lint findings (above); run: .venv/bin/ruff check orchestrator functions infra scripts tests" >&2; exit 1; }
 .venv/bin/mypy \
   || { echo "scripts/test.sh: mypy found type errors (above); run: .venv/bin/mypy" >&2; exit 1; }
 .venv/bin/python -m pytest "$@"
