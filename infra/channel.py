@@ -5,7 +5,8 @@
     event source mapping (batch 1, ReportBatchItemFailures) ─► cadencia-orquestrador-whatsapp
                                       └─ the same turn as cadencia-orquestrador, then POST /{phone-number-id}/messages
     a temporary refusal, quick attempts used up ─► cadencia-whatsapp-reenvios (DelaySeconds, doubling) ─► the same
-                                      function (a second mapping) resends the outbox record, until the 24 h window closes
+                                      function (a second mapping) resends the outbox record, until the 24 h
+                                      window closes
     cadencia-orquestrador (a decided approval's message to a WhatsApp customer) ─► the outbox + the resend queue
     scripts/atendente.py responder ─► cadencia-resposta-atendente (a person's reply; the same outbox and sender)
 
@@ -148,7 +149,8 @@ def _ingress(stack: CadenciaStack, queue: sqs.Queue, secrets: dict[str, secretsm
     role.add_to_policy(iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"],
                                            resources=[secrets["app"].secret_arn, secrets["verify"].secret_arn]))
     sg = ec2.SecurityGroup(stack, "WhatsAppIngressSecurityGroup", vpc=stack.vpc, allow_all_outbound=False,
-                           description=f"{INGRESS_FUNCTION_NAME}: egress to PostgreSQL and HTTPS (SQS, Secrets Manager)")
+                           description=f"{INGRESS_FUNCTION_NAME}: egress to PostgreSQL and HTTPS "
+                                       "(SQS, Secrets Manager)")
     sg.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS via the NAT (SQS, Secrets Manager)")
     stack.allow_database_from(sg)
     env = {**stack.db_environment(INGRESS_FUNCTION_NAME, WHATSAPP_DB_USER),  # verify-full TLS, its own user
@@ -187,7 +189,8 @@ def _consumer(stack: CadenciaStack, queue: sqs.Queue, resends: sqs.Queue,
         # Hand-offs and approval requests of WhatsApp conversations reach a person as every other's do.
         (("events:PutEvents",), [stack.handoff_bus.event_bus_arn]),
     ]
-    env = {"EVENT_BUS_NAME": HANDOFF_BUS_NAME, "MODEL_PROVIDER": cfg.model_provider, "MODEL_ID": cfg.model_id, "LEDGER_TABLE": LEDGER_TABLE,
+    env = {"EVENT_BUS_NAME": HANDOFF_BUS_NAME, "MODEL_PROVIDER": cfg.model_provider, "MODEL_ID": cfg.model_id,
+           "LEDGER_TABLE": LEDGER_TABLE,
            "TETO_TENTATIVAS": stack.retry_ceiling, "TOOL_INVOKER": "aws",
            "TOOL_FUNCTIONS": json.dumps({t.name: t.function_name for t in TOOLS.values()}, sort_keys=True),
            "RESERVA_FINAL_S": str(CONSUMER_FINAL_RESERVE_S), "WHATSAPP_ACCESS_TOKEN_NAME": ACCESS_TOKEN_NAME,

@@ -110,7 +110,8 @@ ENI_MANAGEMENT = ManagedPolicy(
 
 def _platform(log_group_id: str) -> tuple[Grant, ...]:
     return (
-        Grant(LOG_ACTIONS, (att(log_group_id, "Arn"),), "write its own log group (created by the stack, 30-day retention)"),
+        Grant(LOG_ACTIONS, (att(log_group_id, "Arn"),),
+              "write its own log group (created by the stack, 30-day retention)"),
         Grant(XRAY_ACTIONS, (WILDCARD,), "active tracing; X-Ray has no resource-level permissions (the one \"*\")"),
     )
 
@@ -338,7 +339,8 @@ def db_users_role() -> RoleContract:
                 "create/update and sql/revoke.sql on delete (statements shipped in its code, never taken from "
                 "the event), through the RDS Data API (demo cluster only)",
         grants=(
-            Grant(("rds-data:ExecuteStatement",), (cluster_arn(),), "run one SQL statement per call on the demo cluster"),
+            Grant(("rds-data:ExecuteStatement",), (cluster_arn(),),
+                  "run one SQL statement per call on the demo cluster"),
             Grant(("secretsmanager:GetSecretValue",), (ref(Ids.CLUSTER_SECRET_ATTACHMENT),),
                   f"the Data API authenticates to database {DATABASE_NAME} with the cluster's master secret"),
             Grant(("cloudformation:DescribeStackResource", "cloudformation:DescribeStacks"), (ref("AWS::StackId"),),

@@ -53,7 +53,8 @@ class CadenciaStack(Stack):
 
     def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig,
                  assets: dict[str, BuiltAsset], **kwargs: Any) -> None:
-        super().__init__(scope, construct_id, description="Cadência support agent (Lab 87): tools, ledger, orchestrator",
+        super().__init__(scope, construct_id,
+                         description="Cadência support agent (Lab 87): tools, ledger, orchestrator",
                          **kwargs)
         self.config = config
         self.assets = assets

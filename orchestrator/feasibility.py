@@ -160,7 +160,8 @@ class Feasibility:
         attempt = ctx.notes.get(RetryCeiling)  # the number the ceiling gave this call
         self.ledger.append_audit(conversation_id=call.conversation_id, event=FEASIBILITY_EVENT, details={
             "ferramenta": call.spec.name, "assunto": call.subject, "pedidoId": call.order_id,
-            "motivo": reason.value, "tentativaNumero": None if attempt is None else attempt.number, "mensagemId": ctx.message_id})
+            "motivo": reason.value, "tentativaNumero": None if attempt is None else attempt.number,
+            "mensagemId": ctx.message_id})
         return Refusal(reason, details)
 
     def after(self, ctx: CallContext, outcome: CallOutcome) -> None:

@@ -99,7 +99,8 @@ def _details(record: dict) -> dict:
 def _set_stored_amount(mocked_aws, ledger: Ledger, approval: str, amount: str) -> None:
     """Someone with table access edits the one field shown to people (not the arguments)."""
     mocked_aws["dynamodb"].update_item(TableName=ledger.table_name, Key={"pk": {"S": approval_pk(approval)}},
-                                       UpdateExpression="SET valor = :v", ExpressionAttributeValues={":v": {"N": amount}})
+                                       UpdateExpression="SET valor = :v",
+                                       ExpressionAttributeValues={":v": {"N": amount}})
 
 
 # -- the amount people see is the amount bound ------------------------------------------

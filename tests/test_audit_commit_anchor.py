@@ -249,7 +249,8 @@ def test_a_tools_writer_moves_a_lagging_anchor_item_without_reading_it(anchored)
 
     AuditChain(anchored.table_name, Recording(), anchor_table=anchored.anchor_table).append(
         conversation_id=CONV, event="FERRAMENTA", details={})
-    assert calls == ["query", "put_item", "update_item", "query", "update_item"]  # last link, put, refused, holds, moved
+    # last link, put, refused, holds, moved
+    assert calls == ["query", "put_item", "update_item", "query", "update_item"]
     assert anchored.head(CONV) == _last(anchored) and _last(anchored).seq == 4
     assert anchored.verify(CONV) == (4, None)
 

@@ -41,7 +41,8 @@ def _claim(local_stack, *, status: ClaimStatus, valor: str = "50.00", lease_s: i
 
 
 def _reserve(erp, key: str, valor: str = "50.00") -> None:
-    erp.execute("INSERT INTO reembolsos (chave_idempotencia, pedido_id, valor, status) VALUES (%s, %s, %s, 'reservado')",
+    erp.execute("INSERT INTO reembolsos (chave_idempotencia, pedido_id, valor, status) "
+                "VALUES (%s, %s, %s, 'reservado')",
                 (key, ORDER, Decimal(valor)))
 
 

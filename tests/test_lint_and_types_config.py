@@ -47,7 +47,8 @@ def test_mypy_is_strict_on_the_shipped_code_with_no_module_relaxed() -> None:
 def test_ruff_selects_the_families_a_reviewer_expects() -> None:
     lint = PYPROJECT["tool"]["ruff"]["lint"]
     assert {"E", "F", "W", "I", "B", "UP", "SIM", "RUF"} <= set(lint["select"])
-    assert set(lint.get("ignore", [])) <= {"RUF005", "SIM108"}  # each says why in pyproject.toml
+    assert set(lint.get("ignore", [])) <= {"RUF005"}  # it says why in pyproject.toml
+    assert "pycodestyle" not in lint  # lines of at most line-length (120), no wider E501 limit
 
 
 def test_the_checkers_and_their_stubs_are_pinned_in_the_dev_requirements_and_the_lock() -> None:

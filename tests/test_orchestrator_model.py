@@ -99,7 +99,8 @@ def test_end_turn_free_text_is_never_delivered(mocked_aws):
     model = ScriptedModel(default=fixture("end_turn"))
     orch, _ = build(model, mocked_aws["ledger"], CountingInvoker())
     reply = orch.handle(_turn("conv-end"), Deadline.after(60))
-    assert (reply.resposta, reply.status, reply.motivo) == (texts.OUTPUT_CONTRACT_FALLBACK, "ativa", "contrato_de_saida")
+    assert (reply.resposta, reply.status, reply.motivo) == (
+        texts.OUTPUT_CONTRACT_FALLBACK, "ativa", "contrato_de_saida")
     assert len(model.requests) == 3
     assert "sem_resposta_estruturada" in model.requests[1]["messages"][-1]["content"][-1]["text"]
 

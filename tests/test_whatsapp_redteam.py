@@ -115,7 +115,8 @@ def test_a_concurrent_redelivery_storm_answers_each_message_once_in_turn_order(c
     for wa, msgs in texts.items():
         for m in msgs:
             conv = conversation_id(CUSTOMERS[wa], m["timestamp"])
-            body = QueuedMessage(tipo=QueuedKind.TEXT, mensagemId=m["id"], waId=wa, phoneNumberId=BUSINESS_PHONE_NUMBER_ID,
+            body = QueuedMessage(tipo=QueuedKind.TEXT, mensagemId=m["id"], waId=wa,
+                                 phoneNumberId=BUSINESS_PHONE_NUMBER_ID,
                                  conversaId=conv, clienteId=CUSTOMERS[wa], mensagem=m["text"]["body"])
             channel.sqs.send_message(QueueUrl=channel.queue_url, MessageBody=body.model_dump_json(exclude_none=True),
                                      MessageGroupId=conv, MessageDeduplicationId=f"replay-{time.time_ns()}")

@@ -118,7 +118,8 @@ class BooksAudit:
             debited.setdefault(by_wire.get(debit.wire_key, debit.wire_key), []).append(debit)
         keys = sorted(set(first) | set(debited))
         report.keys = len(keys)
-        progress(f"auditoria: {len(keys)} chave(s) a verificar (gateway {'listado' if listed is not None else 'não listado'})")
+        listing = "listado" if listed is not None else "não listado"
+        progress(f"auditoria: {len(keys)} chave(s) a verificar (gateway {listing})")
         claims = {key: self._claim_of(key) for key in keys}
         fresh = self.erp.rows_for(keys)
         for index, key in enumerate(keys, 1):

@@ -298,7 +298,8 @@ class LocalChannel:
         attrs = self.sqs.get_queue_attributes(QueueUrl=url or self.queue_url, AttributeNames=[
             "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
             "ApproximateNumberOfMessagesDelayed"])["Attributes"]
-        return sum(int(attrs.get(k, 0)) for k in ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+        return sum(int(attrs.get(k, 0)) for k in ("ApproximateNumberOfMessages",
+                                                  "ApproximateNumberOfMessagesNotVisible",
                                                   "ApproximateNumberOfMessagesDelayed"))
 
     def wait_until_drained(self, timeout_s: float = 60, url: str | None = None) -> bool:

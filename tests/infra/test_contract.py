@@ -196,7 +196,8 @@ def _inline_policy_on_role(t):
 def _separate_policy_resource(t):
     t["Resources"]["SneakyPolicy"] = {"Type": "AWS::IAM::Policy", "Properties": {
         "PolicyName": "sneaky", "Roles": [{"Ref": Ids.role(EMITIR_REEMBOLSO)}],
-        "PolicyDocument": {"Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::x/*"}]}}}
+        "PolicyDocument": {"Statement": [
+            {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::x/*"}]}}}
 
 
 def _condition_added(t):

@@ -57,7 +57,8 @@ def test_normal_flows_leave_no_flag(mocked_aws, gateway, tools, erp, capsys):
     _, orch = ask(d)
     clock[0] += 601
     resumed: list[str] = []
-    decision_entry(ExpireRequest.model_validate({"acao": "expirar"}), ledger, approvers=APPROVERS, resume=resumed.append)
+    decision_entry(ExpireRequest.model_validate({"acao": "expirar"}), ledger, approvers=APPROVERS,
+                   resume=resumed.append)
     for r in resumed:
         Resumer.of(orch).resume(r, Deadline.after(60))
     verifier = AuditChain(AUDIT_TABLE, client, anchor_table=table)
