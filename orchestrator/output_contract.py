@@ -386,7 +386,8 @@ class ReplyCheck:
 NOT_STRUCTURED = Violation("sem_resposta_estruturada",
                            f"a resposta ao cliente só é entregue pela ferramenta {REPLY_TOOL}")
 NOT_ALONE = Violation("resposta_com_outras_chamadas",
-                      f"{REPLY_TOOL} deve ser a única chamada da resposta; nenhuma chamada desta resposta foi executada")
+                      f"{REPLY_TOOL} deve ser a única chamada da resposta; "
+                      "nenhuma chamada desta resposta foi executada")
 
 
 def feedback(violations: list[Violation]) -> str:

@@ -111,8 +111,8 @@ class Resumer:
             return Resumed("", approval, None, "", "nada_a_retomar")
         lease_s = max(self.settings.conversation_lease_s, int(deadline.remaining_s()) + 30)
         try:
-            state = self.ledger.acquire_conversation(conversation_id=record.conversation_id, customer_id=record.customer_id,
-                                                     lease_s=lease_s)
+            state = self.ledger.acquire_conversation(conversation_id=record.conversation_id,
+                                                     customer_id=record.customer_id, lease_s=lease_s)
         except ConversationBusy:
             raise ConversationBusyError(record.conversation_id) from None
         if not self._waits_on(record, state, expiring):
