@@ -9,7 +9,7 @@ policy-validation plugin, so an unacknowledged finding fails ``cdk synth``.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -90,8 +90,8 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def build_app(context: Mapping[str, Any] | None = None, *, outdir: str | None = None,
-              nag: bool = True, progress=_stderr) -> tuple[cdk.App, CadenciaStack, StackConfig]:
+def build_app(context: Mapping[str, Any] | None = None, *, outdir: str | None = None, nag: bool = True,
+              progress: Callable[[str], None] = _stderr) -> tuple[cdk.App, CadenciaStack, StackConfig]:
     app = cdk.App(context=dict(context or {}), outdir=outdir, analytics_reporting=False)
     config = from_context(app.node.try_get_context)
     assets = packaging.build_all(asset_specs(), progress, allow_unverified_db_tls=config.allow_unverified_db_tls) \

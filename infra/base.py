@@ -19,7 +19,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from aws_cdk import Acknowledgment, AssetHashType, Duration, RemovalPolicy, Validations
+from aws_cdk import Acknowledgment, AssetHashType, CfnElement, Duration, RemovalPolicy, Validations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -44,7 +44,10 @@ class Flat(Construct):
 
 def pin(construct: IConstruct, logical_id: str) -> None:
     """Give a construct's CloudFormation resource the contract's logical id."""
-    construct.node.default_child.override_logical_id(logical_id)  # type: ignore[union-attr]
+    resource = construct.node.default_child
+    if not isinstance(resource, CfnElement):
+        raise TypeError(f"{construct.node.path} has no CloudFormation resource to give {logical_id}")
+    resource.override_logical_id(logical_id)
 
 
 def ack(construct: IConstruct, rule: str, reason: str) -> None:
@@ -189,4 +192,6 @@ def depends_on(fn: lambda_.Function, resource: IConstruct | None) -> None:
     """Created after ``resource`` (the DB users), and deleted, with its role, before it."""
     if resource is not None:
         fn.node.add_dependency(resource)
-        fn.role.node.add_dependency(resource)  # type: ignore[union-attr]
+        if fn.role is None:  # every function here is built with its own role (LambdaFunction)
+            raise TypeError(f"{fn.node.path} has no role to order after {resource.node.path}")
+        fn.role.node.add_dependency(resource)

@@ -5,7 +5,8 @@
     event source mapping (batch 1, ReportBatchItemFailures) ─► cadencia-orquestrador-whatsapp
                                       └─ the same turn as cadencia-orquestrador, then POST /{phone-number-id}/messages
     a temporary refusal, quick attempts used up ─► cadencia-whatsapp-reenvios (DelaySeconds, doubling) ─► the same
-                                      function (a second mapping) resends the outbox record, until the 24 h window closes
+                                      function (a second mapping) resends the outbox record, until the 24 h
+                                      window closes
     cadencia-orquestrador (a decided approval's message to a WhatsApp customer) ─► the outbox + the resend queue
     scripts/atendente.py responder ─► cadencia-resposta-atendente (a person's reply; the same outbox and sender)
 
@@ -18,7 +19,7 @@ event source mapping does not need).
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aws_cdk import CfnOutput, Duration, RemovalPolicy
 from aws_cdk import aws_cloudwatch as cw
@@ -30,8 +31,8 @@ from aws_cdk import aws_sqs as sqs
 
 from cadencia_shared.catalog import HANDOFF_BUS_NAME, LEDGER_TABLE, TOOLS, WHATSAPP_DB_USER
 from cadencia_shared.observability import NAMESPACE
-from canal_whatsapp.resends import UNSENT_AGE_METRIC
 from canal_whatsapp.queue_timing import queue_timing
+from canal_whatsapp.resends import UNSENT_AGE_METRIC
 from canal_whatsapp.settings import (
     ACCESS_TOKEN_NAME,
     APP_SECRET_NAME,
@@ -85,7 +86,7 @@ def add_whatsapp_channel(stack: CadenciaStack) -> None:
     consumer = _consumer(stack, queue, resends, secrets["access"])
     # A decided approval's message to a WhatsApp customer: recorded in the outbox by the
     # resume (cadencia-orquestrador), sent by the consumer (which holds the token).
-    stack.orchestrator.role.add_to_principal_policy(
+    stack.orchestrator.add_to_role_policy(
         iam.PolicyStatement(actions=["sqs:SendMessage"], resources=[resends.queue_arn]))
     stack.orchestrator.add_environment("WHATSAPP_RESEND_QUEUE_URL", resends.queue_url)
     stack.whatsapp_human_reply = _human_reply(stack, secrets["access"])
@@ -148,7 +149,8 @@ def _ingress(stack: CadenciaStack, queue: sqs.Queue, secrets: dict[str, secretsm
     role.add_to_policy(iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"],
                                            resources=[secrets["app"].secret_arn, secrets["verify"].secret_arn]))
     sg = ec2.SecurityGroup(stack, "WhatsAppIngressSecurityGroup", vpc=stack.vpc, allow_all_outbound=False,
-                           description=f"{INGRESS_FUNCTION_NAME}: egress to PostgreSQL and HTTPS (SQS, Secrets Manager)")
+                           description=f"{INGRESS_FUNCTION_NAME}: egress to PostgreSQL and HTTPS "
+                                       "(SQS, Secrets Manager)")
     sg.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS via the NAT (SQS, Secrets Manager)")
     stack.allow_database_from(sg)
     env = {**stack.db_environment(INGRESS_FUNCTION_NAME, WHATSAPP_DB_USER),  # verify-full TLS, its own user
@@ -187,7 +189,8 @@ def _consumer(stack: CadenciaStack, queue: sqs.Queue, resends: sqs.Queue,
         # Hand-offs and approval requests of WhatsApp conversations reach a person as every other's do.
         (("events:PutEvents",), [stack.handoff_bus.event_bus_arn]),
     ]
-    env = {"EVENT_BUS_NAME": HANDOFF_BUS_NAME, "MODEL_PROVIDER": cfg.model_provider, "MODEL_ID": cfg.model_id, "LEDGER_TABLE": LEDGER_TABLE,
+    env = {"EVENT_BUS_NAME": HANDOFF_BUS_NAME, "MODEL_PROVIDER": cfg.model_provider, "MODEL_ID": cfg.model_id,
+           "LEDGER_TABLE": LEDGER_TABLE,
            "TETO_TENTATIVAS": stack.retry_ceiling, "TOOL_INVOKER": "aws",
            "TOOL_FUNCTIONS": json.dumps({t.name: t.function_name for t in TOOLS.values()}, sort_keys=True),
            "RESERVA_FINAL_S": str(CONSUMER_FINAL_RESERVE_S), "WHATSAPP_ACCESS_TOKEN_NAME": ACCESS_TOKEN_NAME,
@@ -245,7 +248,7 @@ def _allow(role: iam.Role, statements: list[tuple[tuple[str, ...], list[str]]]) 
         role.add_to_policy(iam.PolicyStatement(actions=list(actions), resources=resources))
 
 
-def _function(stack: CadenciaStack, logical_id: str, name: str, handler: str, **props) -> lambda_.Function:
+def _function(stack: CadenciaStack, logical_id: str, name: str, handler: str, **props: Any) -> lambda_.Function:
     """One of the channel's functions: the stack's runtime, its asset, active tracing, a pinned id."""
     fn = lambda_.Function(stack, logical_id + "Resource", function_name=name, handler=handler,
                           runtime=stack.runtime, architecture=stack.architecture, code=stack.code(name),

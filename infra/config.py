@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from cadencia_shared.catalog import TOOLS
 from orchestrator.settings import OrchestratorSettings
@@ -129,7 +129,10 @@ def _list(value: Any) -> tuple[str, ...]:
     return tuple(v.strip() for v in str(value).split(",") if v.strip())
 
 
-Lookup = Callable[[str, Any], Any]
+class Lookup(Protocol):
+    """A context lookup: the value of ``key``, or ``default`` when it is unset or empty."""
+
+    def __call__(self, key: str, default: Any = None, /) -> Any: ...
 
 
 def _retired_indexes(opt: Lookup) -> tuple[str, ...]:
@@ -274,7 +277,7 @@ def _amount(value: Any) -> str:
 
     try:
         return str(ApprovalSettings.from_env({"APROVACAO_LIMITE_REAIS": str(value)}).threshold)
-    except ValueError as err:
+    except ValueError:
         raise ConfigError(f"context approvalThreshold={value!r}: expected an amount in R$") from None
 
 

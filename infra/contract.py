@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cadencia_shared.audit_chain import ANCHOR_PREFIX
+from cadencia_shared.audit_anchors import ANCHOR_PREFIX
 from cadencia_shared.catalog import (
     DATABASE_NAME,
     DECISION_FUNCTION_NAME,
@@ -32,16 +32,18 @@ from cadencia_shared.catalog import (
 from cadencia_shared.ledger import GSI_UNSETTLED
 
 from .config import StackConfig
-from .grants import (  # re-exported: the contract's vocabulary, used as `contract.Grant` etc.
-    LEADING_KEYS,
-    LEADING_KEYS_CONDITION,
-    Grant,
-    ManagedPolicy,
-    RoleContract,
-    scoped,
-    unscoped,
-)
-from .logical_ids import Ids, pascal  # re-exported: `from infra.contract import Ids` keeps working
+
+# Re-exported (the `X as X` form says so to ruff and mypy): the contract's vocabulary, used as
+# `contract.Grant` etc., and `from infra.contract import Ids` keeps working.
+from .grants import LEADING_KEYS as LEADING_KEYS
+from .grants import LEADING_KEYS_CONDITION as LEADING_KEYS_CONDITION
+from .grants import Grant as Grant
+from .grants import ManagedPolicy as ManagedPolicy
+from .grants import RoleContract as RoleContract
+from .grants import scoped as scoped
+from .grants import unscoped as unscoped
+from .logical_ids import Ids as Ids
+from .logical_ids import pascal as pascal
 
 WILDCARD = "*"
 
@@ -108,7 +110,8 @@ ENI_MANAGEMENT = ManagedPolicy(
 
 def _platform(log_group_id: str) -> tuple[Grant, ...]:
     return (
-        Grant(LOG_ACTIONS, (att(log_group_id, "Arn"),), "write its own log group (created by the stack, 30-day retention)"),
+        Grant(LOG_ACTIONS, (att(log_group_id, "Arn"),),
+              "write its own log group (created by the stack, 30-day retention)"),
         Grant(XRAY_ACTIONS, (WILDCARD,), "active tracing; X-Ray has no resource-level permissions (the one \"*\")"),
     )
 
@@ -336,7 +339,8 @@ def db_users_role() -> RoleContract:
                 "create/update and sql/revoke.sql on delete (statements shipped in its code, never taken from "
                 "the event), through the RDS Data API (demo cluster only)",
         grants=(
-            Grant(("rds-data:ExecuteStatement",), (cluster_arn(),), "run one SQL statement per call on the demo cluster"),
+            Grant(("rds-data:ExecuteStatement",), (cluster_arn(),),
+                  "run one SQL statement per call on the demo cluster"),
             Grant(("secretsmanager:GetSecretValue",), (ref(Ids.CLUSTER_SECRET_ATTACHMENT),),
                   f"the Data API authenticates to database {DATABASE_NAME} with the cluster's master secret"),
             Grant(("cloudformation:DescribeStackResource", "cloudformation:DescribeStacks"), (ref("AWS::StackId"),),

@@ -23,6 +23,7 @@ from cadencia_shared.catalog import TOOLS
 from cadencia_shared.observability import NAMESPACE, TOOL_DIMENSION, Metric
 
 from . import contract
+from .base import pin
 
 if TYPE_CHECKING:
     from .stack import CadenciaStack
@@ -43,9 +44,9 @@ def add_audit_table(stack: CadenciaStack, *writers: lambda_.Function) -> dynamod
         # The audit outlives the stack and cannot be dropped by accident.
         removal_policy=RemovalPolicy.RETAIN, deletion_protection=True,
     )
-    table.node.default_child.override_logical_id(contract.Ids.AUDIT_TABLE)
+    pin(table, contract.Ids.AUDIT_TABLE)
     for writer in writers:
-        writer.role.add_to_policy(iam.PolicyStatement(actions=["dynamodb:PutItem", "dynamodb:Query"],
+        writer.add_to_role_policy(iam.PolicyStatement(actions=["dynamodb:PutItem", "dynamodb:Query"],
                                                       resources=[table.table_arn]))
         writer.add_environment("AUDIT_TABLE", table.table_name)
     return table

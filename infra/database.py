@@ -151,7 +151,7 @@ class Database:
                         description="Applies the repository's DB users and GRANTs through the RDS Data API")
         pin(role, Ids.DB_USERS_ROLE)
         group = log_group(self.scope, Ids.DB_USERS_LOG_GROUP, contract.DB_USERS_FUNCTION_NAME)
-        for actions, resource in (
+        for actions, arn in (
             ("rds-data:ExecuteStatement", cluster.cluster_arn),
             ("secretsmanager:GetSecretValue", cluster.secret.secret_arn),
             # Acts only while CloudFormation is working on this very resource (handler.py);
@@ -159,7 +159,7 @@ class Database:
             ("cloudformation:DescribeStackResource", Aws.STACK_ID),
             ("cloudformation:DescribeStacks", Aws.STACK_ID),
         ):
-            role.add_to_policy(iam.PolicyStatement(actions=[actions], resources=[resource]))
+            role.add_to_policy(iam.PolicyStatement(actions=[actions], resources=[arn]))
         role.add_to_policy(iam.PolicyStatement(actions=list(contract.LOG_ACTIONS), resources=[group.log_group_arn]))
         asset = db_users.build_asset(seed_demo_data=self.config.seed_demo_data)
         fn = lambda_.Function(

@@ -113,7 +113,8 @@ def revoke_sql(root: Path = ROOT) -> str:
 
 
 def importlinter(root: Path = ROOT) -> str:
-    return fill_regions((root / ".importlinter").read_text(), {"tools": _names([t.package for t in catalog.TOOLS.values()])})
+    tools = _names([t.package for t in catalog.TOOLS.values()])
+    return fill_regions((root / ".importlinter").read_text(), {"tools": tools})
 
 
 def access_matrix_doc(root: Path = ROOT) -> str:

@@ -34,8 +34,9 @@ def add_handoff_bus(stack: CadenciaStack, orchestrator: lambda_.Function, role: 
                       encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
                       retention_period=Duration.days(14))
     pin(queue, Ids.HANDOFF_QUEUE)
-    acknowledge(queue, "AwsSolutions-SQS3", "This queue is the helpdesk's inbox of hand-off events, not a work queue of "
-         "this stack: what a consumer cannot process, and where it goes, is the consumer's redrive policy.")
+    acknowledge(queue, "AwsSolutions-SQS3",
+                "This queue is the helpdesk's inbox of hand-off events, not a work queue of "
+                "this stack: what a consumer cannot process, and where it goes, is the consumer's redrive policy.")
     rule = events.Rule(stack, Ids.HANDOFF_RULE + "Resource", event_bus=bus,
                        event_pattern=events.EventPattern(source=[HANDOFF_EVENT_SOURCE]),
                        description="Every hand-off and approval request to the helpdesk queue")

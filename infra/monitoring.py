@@ -117,7 +117,8 @@ class Monitoring(Flat):
         dashboard.add_widgets(
             cw.GraphWidget(title="Interrupções por teto (InterrupcoesPorTeto)",
                            left=per_tool(Metric.CEILING_INTERRUPTIONS), width=12),
-            cw.GraphWidget(title="Erros de ferramenta (ErrosDeFerramenta)", left=per_tool(Metric.TOOL_ERRORS), width=12),
+            cw.GraphWidget(title="Erros de ferramenta (ErrosDeFerramenta)", left=per_tool(Metric.TOOL_ERRORS),
+                           width=12),
         )
         dashboard.add_widgets(
             cw.GraphWidget(title="Reembolsos reais vs. bloqueios por idempotência", width=12, left=[

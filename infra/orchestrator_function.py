@@ -64,6 +64,7 @@ class Orchestrator(Flat):
             self, role=lambda_role(self, Ids.ORCHESTRATOR_ROLE, "cadencia-orquestrador-role",
                                    "Orchestrator: ledger items, the three tools, the model", in_vpc=False),
             log_group_id=Ids.ORCHESTRATOR_LOG_GROUP, function_name=ORCHESTRATOR_FUNCTION_NAME)
+        self.role = parts.role
         parts.allow(LEDGER_ITEM_ACTIONS, [ledger.table.table_arn])
         # Unqualified ARNs only (grant_invoke would add "<arn>:*" for every version/alias).
         parts.allow(["lambda:InvokeFunction"], [tool.function_arn for tool in tools])

@@ -40,11 +40,13 @@ import ssl
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .bytecode import LAMBDA_PYTHON_VERSION, Bytecode, compile_tree, runtime_python
+
+Progress = Callable[[str], object]  # where a build says what it does (print, or a test's sink)
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK_FILE = ROOT / "requirements.lock"
@@ -144,7 +146,7 @@ def _ca_bundle_for(spec: AssetSpec, allow_unverified_db_tls: bool) -> Path | Non
     return bundle
 
 
-def _sha256() -> hashlib._Hash:  # type: ignore[name-defined]
+def _sha256() -> hashlib._Hash:
     return hashlib.sha256()
 
 
@@ -202,7 +204,7 @@ def _pip_install(requirements: Path, target: Path) -> None:
         raise PackagingError(f"pip could not install {requirements.name} for the Lambda platform:\n{detail}")
 
 
-def build_dependencies(requirements: Path, progress=print, bytecode: Bytecode | None = None) -> Path:
+def build_dependencies(requirements: Path, progress: Progress = print, bytecode: Bytecode | None = None) -> Path:
     """Install ``requirements`` for the Lambda platform once (and compile them);
     return the cached directory."""
     bytecode = bytecode or runtime_python()
@@ -260,7 +262,7 @@ def _tree_size(path: Path) -> tuple[int, int]:
     return size, files
 
 
-def build_asset(spec: AssetSpec, progress=print, *, allow_unverified_db_tls: bool = False) -> BuiltAsset:
+def build_asset(spec: AssetSpec, progress: Progress = print, *, allow_unverified_db_tls: bool = False) -> BuiltAsset:
     """Assemble (or reuse) the asset directory of one function.
 
     A function that talks to PostgreSQL (``include_ca_bundle``) is not built without
@@ -325,7 +327,7 @@ def _prune(current: Path) -> None:
         shutil.rmtree(stale, ignore_errors=True)
 
 
-def build_all(specs: Sequence[AssetSpec], progress=print, *,
+def build_all(specs: Sequence[AssetSpec], progress: Progress = print, *,
               allow_unverified_db_tls: bool = False) -> dict[str, BuiltAsset]:
     built = {}
     for spec in specs:

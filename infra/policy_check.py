@@ -36,11 +36,15 @@ def render(value: Any) -> str:
     if isinstance(value, dict) and len(value) == 1:
         (fn, arg), = value.items()
         if fn == "Ref":
-            return "${" + arg + "}"
+            name: str = arg
+            return "${" + name + "}"
         if fn == "Fn::GetAtt":
+            target: str
+            attribute: str
             target, attribute = arg if isinstance(arg, list) else arg.split(".", 1)
             return "${" + target + "." + attribute + "}"
         if fn == "Fn::Join":
+            separator: str
             separator, parts = arg
             return separator.join(render(p) for p in parts)
         if fn == "Fn::Sub":

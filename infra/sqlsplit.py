@@ -67,9 +67,9 @@ def _token(script: str, i: int) -> tuple[int, str]:
         end = _end_of_quoted_identifier(script, i)
         return end, script[i:end]
     if ch == "$" and not (i > 0 and _IDENT_CHAR.match(script[i - 1])):
-        end = _end_of_dollar_quote(script, i)
-        if end is not None:
-            return end, script[i:end]
+        quote_end = _end_of_dollar_quote(script, i)
+        if quote_end is not None:
+            return quote_end, script[i:quote_end]
     return i + 1, ch
 
 

@@ -13,16 +13,20 @@ tests compare the two on the synthesized template. The constructs are ``Flat``
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
-from aws_cdk import CfnElement, CfnOutput, Stack
+from aws_cdk import CfnElement, CfnOutput, CustomResource, Stack
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_rds as rds
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from cadencia_shared.catalog import GATEWAY_SECRET_NAME, ORCHESTRATOR_FUNCTION_NAME, TOOLS
+from cadencia_shared.catalog import GATEWAY_SECRET_NAME, ORCHESTRATOR_FUNCTION_NAME, TOOLS, ToolSpec
 
 from . import base, contract
 from .approvals import add_approval_decisions
@@ -43,9 +47,14 @@ from .tool_function import ToolFunction, tool_security_group
 
 
 class CadenciaStack(Stack):
+    # Set by add_whatsapp_channel (infra/channel.py), which builds them on this stack.
+    whatsapp_consumer: lambda_.Function
+    whatsapp_human_reply: lambda_.Function
+
     def __init__(self, scope: Construct, construct_id: str, *, config: StackConfig,
-                 assets: dict[str, BuiltAsset], **kwargs) -> None:
-        super().__init__(scope, construct_id, description="Cadência support agent (Lab 87): tools, ledger, orchestrator",
+                 assets: dict[str, BuiltAsset], **kwargs: Any) -> None:
+        super().__init__(scope, construct_id,
+                         description="Cadência support agent (Lab 87): tools, ledger, orchestrator",
                          **kwargs)
         self.config = config
         self.assets = assets
@@ -79,7 +88,7 @@ class CadenciaStack(Stack):
         self.orchestrator_construct = Orchestrator(self, "Orchestrator", config=cfg, assets=self.assets,
                                                    ledger=self.ledger_construct, tools=list(self.tools.values()))
         self.orchestrator = self.orchestrator_construct.function
-        self.handoff_bus = add_handoff_bus(self, self.orchestrator, self.orchestrator.role)
+        self.handoff_bus = add_handoff_bus(self, self.orchestrator, self.orchestrator_construct.role)
         self.reconciler = add_refund_reconciler(self)
         add_whatsapp_channel(self)
         self.decisions = add_approval_decisions(self)
@@ -124,7 +133,7 @@ class CadenciaStack(Stack):
         return self.monitoring.extra_alarms
 
     @property
-    def alarm_topic(self):  # noqa: ANN201 - sns.Topic
+    def alarm_topic(self) -> sns.Topic:
         return self.monitoring.topic
 
     @property
@@ -140,11 +149,11 @@ class CadenciaStack(Stack):
         return self.network.isolated
 
     @property
-    def db_users(self):  # noqa: ANN201 - the DB-users CustomResource, or None
+    def db_users(self) -> CustomResource | None:
         return self.database.users
 
     @property
-    def cluster_for_grants(self):  # noqa: ANN201 - rds.IDatabaseCluster
+    def cluster_for_grants(self) -> rds.IDatabaseCluster:
         return self.database.cluster_for_grants
 
     @property
@@ -168,7 +177,7 @@ class CadenciaStack(Stack):
     def alarm(self, construct_id: str, metric: cw.IMetric, description: str, threshold: float = 1) -> cw.Alarm:
         return self.monitoring.alarm(construct_id, metric, description, threshold)
 
-    def tool_metric(self, name: str, tool, label: str | None = None) -> cw.Metric:  # noqa: ANN001 - ToolSpec
+    def tool_metric(self, name: str, tool: ToolSpec, label: str | None = None) -> cw.Metric:
         return tool_metric(name, tool, label)
 
     def bedrock_arns(self) -> tuple[str, ...]:
@@ -184,7 +193,7 @@ class CadenciaStack(Stack):
     _role, _log_group, _code, _alarm, _tool_metric = role, log_group, code, alarm, tool_metric
 
     @property
-    def cluster(self):  # noqa: ANN201 - rds.DatabaseCluster (demo) or None
+    def cluster(self) -> rds.DatabaseCluster | None:
         return self.database.cluster
 
     @property
@@ -196,5 +205,5 @@ class CadenciaStack(Stack):
         return self.database.port
 
     @property
-    def orchestrator_dlq(self):  # noqa: ANN201 - sqs.Queue, or None in a teardown phase
+    def orchestrator_dlq(self) -> sqs.Queue | None:  # None in a teardown phase
         return self.orchestrator_construct.dlq if self.orchestrator_construct else None

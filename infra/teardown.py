@@ -32,6 +32,8 @@ from typing import Any, Protocol
 from cadencia_shared.audit_chain import AUDIT_TABLE
 from cadencia_shared.catalog import (
     DB_USERS as ALL_DB_USERS,
+)
+from cadencia_shared.catalog import (
     GATEWAY_SECRET_NAME,
     LEDGER_TABLE,
     ORCHESTRATOR_FUNCTION_NAME,
@@ -47,8 +49,8 @@ from canal_whatsapp.settings import (
 )
 
 from . import contract
-from .teardown_driver import Check, Step, execute, print_plan
 from .config import ANTHROPIC_KEY_SECRET_NAME
+from .teardown_driver import Check, Step, execute, print_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTION_NAMES = ([t.function_name for t in TOOLS.values()] + [ORCHESTRATOR_FUNCTION_NAME, RECONCILER_FUNCTION_NAME]
@@ -134,9 +136,9 @@ def verify_functions_and_roles_gone(lambda_client: Any, iam: Any) -> Check:
                        "ResourceNotFoundException") for n in FUNCTION_NAMES),
         *(_still_there(f"role {n}", lambda n=n: iam.get_role(RoleName=n), "NoSuchEntity") for n in ROLE_NAMES),
     ]
-    remaining = [r for r in remaining if r]
-    if remaining:
-        return Check(False, "still present: " + ", ".join(remaining))
+    present = [r for r in remaining if r]
+    if present:
+        return Check(False, "still present: " + ", ".join(present))
     return Check(True, f"{len(FUNCTION_NAMES)} functions: ResourceNotFoundException; "
                        f"{len(ROLE_NAMES)} roles: NoSuchEntity")
 

@@ -13,7 +13,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from cadencia_shared.audit_chain import ANCHOR_PREFIX
+from cadencia_shared.audit_anchors import ANCHOR_PREFIX
 from cadencia_shared.catalog import ToolSpec
 
 from .base import Flat, FunctionSpec, LambdaFunction, Placement, depends_on, lambda_role

@@ -50,7 +50,6 @@ from .invokers import ToolInvoker
 from .steps import AwaitApproval, HandOff, Reply
 from .tools import ToolCall, canonical_input, tool_version
 
-
 # A claim of this conversation in one of these states can never be released (the
 # refund's transition table has no way from them to ``falhou_antes_do_gateway``), so
 # the tool answers a repeat of its key from the claim (the original outcome, or the

@@ -116,7 +116,8 @@ class CircuitBreaker:
                                  details={"ferramenta": spec.name})
         return Refusal(
             BreakerRefusal.OPEN,
-            {"mensagem": "Ferramenta indisponível no momento (falhas seguidas); não foi executada. Não tente novamente."},
+            {"mensagem": "Ferramenta indisponível no momento (falhas seguidas); não foi executada. "
+                         "Não tente novamente."},
             ending=Reply(texts.TOOL_UNAVAILABLE, "disjuntor_aberto"),
         )
 

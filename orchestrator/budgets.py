@@ -98,7 +98,7 @@ class TurnBudget:
         for name in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
             self.tokens += getattr(usage, name, None) or 0
 
-    def figures(self) -> dict[str, int]:
+    def figures(self) -> dict[str, int | float]:
         """For the audit record of an interrupted turn (counts only, no content)."""
         return {"chamadasModelo": self.model_calls, "chamadasFerramenta": self.tool_calls, "tokens": self.tokens,
                 "custoUsd": round(self.cost_before_usd + self.cost_usd, 6)}

@@ -159,7 +159,8 @@ class StateCache:
       still trusted (the probe stays single). The cost: for that long after ANOTHER environment opened the
       circuit, this one still calls the tool. The breaker forgets the entry as soon as
       a call fails here, so against a tool that keeps failing each warm environment
-      sends at most one more call (the one that fails) — tests/test_breaker_cache.py. A success inside the window also does not
+      sends at most one more call (the one that fails) — tests/test_breaker_cache.py. A success inside
+      the window also does not
       reset failures other environments counted meanwhile (it read none), so the
       circuit may open early when failures and successes interleave across
       environments, never late.

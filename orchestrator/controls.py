@@ -77,7 +77,8 @@ class Refusal:
 @dataclass
 class CallContext:
     """One tool call on its way through the chain. ``notes`` carries what a
-    control's before-step leaves for its own after-step (keyed by the control)."""
+    control's before-step leaves for its own after-step (keyed by the control's class, or by
+    a name a module's readers share)."""
 
     call: ToolCall
     deadline: Deadline
@@ -90,7 +91,7 @@ class CallContext:
     # (``ApprovalRecord.attempt_number``). It is that call, already counted: the ceiling
     # gives it no new number (docs/decisions/approved-call-keeps-its-attempt-number.md).
     approved_attempt: int | None = None
-    notes: dict[str, Any] = field(default_factory=dict)
+    notes: dict[str | type, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

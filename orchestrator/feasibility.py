@@ -76,7 +76,8 @@ def own_claim(ctx: CallContext, ledger: Ledger) -> RefundClaim | None:
     if _CLAIM not in ctx.notes:
         key = ctx.call.idempotency_key
         ctx.notes[_CLAIM] = None if key is None else ledger.get_claim(key)
-    return ctx.notes[_CLAIM]
+    claim: RefundClaim | None = ctx.notes[_CLAIM]
+    return claim
 
 
 def order_read(ctx: CallContext, invoker: ToolInvoker, reserve_s: float) -> OrderRead | None:
@@ -85,7 +86,8 @@ def order_read(ctx: CallContext, invoker: ToolInvoker, reserve_s: float) -> Orde
     is neither the order nor "not found"."""
     if _READ not in ctx.notes:
         ctx.notes[_READ] = _read(ctx, invoker, reserve_s)
-    return ctx.notes[_READ]
+    read: OrderRead | None = ctx.notes[_READ]
+    return read
 
 
 def _read(ctx: CallContext, invoker: ToolInvoker, reserve_s: float) -> OrderRead | None:
@@ -158,7 +160,8 @@ class Feasibility:
         attempt = ctx.notes.get(RetryCeiling)  # the number the ceiling gave this call
         self.ledger.append_audit(conversation_id=call.conversation_id, event=FEASIBILITY_EVENT, details={
             "ferramenta": call.spec.name, "assunto": call.subject, "pedidoId": call.order_id,
-            "motivo": reason.value, "tentativaNumero": None if attempt is None else attempt.number, "mensagemId": ctx.message_id})
+            "motivo": reason.value, "tentativaNumero": None if attempt is None else attempt.number,
+            "mensagemId": ctx.message_id})
         return Refusal(reason, details)
 
     def after(self, ctx: CallContext, outcome: CallOutcome) -> None:

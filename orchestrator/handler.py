@@ -43,7 +43,10 @@ def _api_key(settings: OrchestratorSettings) -> str | None:
     from aws_lambda_powertools.utilities.parameters import SecretsProvider
 
     secrets = SecretsProvider(boto3_client=client("secretsmanager", settings.aws))
-    return secrets.get(settings.api_key_secret_name, max_age=300)
+    key = secrets.get(settings.api_key_secret_name, max_age=300)
+    if not isinstance(key, str):  # a binary secret, not the key's text: a deployment error, said so
+        raise TypeError("the model API key secret is not a text secret")
+    return key
 
 
 _built: dict[str, Orchestrator] = {}

@@ -55,17 +55,29 @@ from cadencia_shared.observability import Metric, count
 
 from . import approval_lifecycle, handoffs, history, texts
 from .budgets import Limit, TurnBudget, ending_for
-from .events import TurnReply, TurnRequest
 from .controls import Control, default_controls
+from .events import TurnReply, TurnRequest
 from .invokers import ToolInvoker
 from .model import ContextWindowExceeded, Deadline, ModelClient, ModelUnavailable
-from .settings import OrchestratorSettings
 from .output_contract import TOOL_CHOICE, LedgerEvidence, ReplyCheck, tool_definition
-from .steps import (AwaitApproval, Correct, Diagnosis, Ending, HandOff, Reply, RunAgain, RunTools, ShrinkContext, Step,
-                    next_step, step_for_model_error)
+from .settings import OrchestratorSettings
+from .steps import (
+    AwaitApproval,
+    Correct,
+    Diagnosis,
+    Ending,
+    HandOff,
+    Reply,
+    RunAgain,
+    RunTools,
+    ShrinkContext,
+    Step,
+    next_step,
+    step_for_model_error,
+)
 from .tool_round import ToolRound
 from .tools import definitions
-from .tracing import Tracer, conversation_ref, model_call_attributes, tracer_from_env, usage_attributes
+from .tracing import Attributes, Tracer, conversation_ref, model_call_attributes, tracer_from_env, usage_attributes
 from .usage import TurnUsage
 
 _STORED_REPLY = {"resposta", "status", "motivo"}
@@ -140,7 +152,8 @@ class Orchestrator:
         # The turn's audit links (one per tool call, the contract's, the limits') are
         # anchored once, by the commit (audit_anchors), or at the block's end if the
         # commit does not happen: no anchor write per link (audit_chain module doc).
-        attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": conversation_ref(req.conversaId)}
+        attributes: Attributes = {"gen_ai.operation.name": "invoke_agent",
+                      "gen_ai.conversation.id": conversation_ref(req.conversaId)}
         with self.tracer.span("turn", attributes) as span, self.ledger.one_anchor_per_block():
             reply = self._handle(req, deadline)
             span.put({"cadencia.status": reply.status, "cadencia.motivo": reply.motivo})

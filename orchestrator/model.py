@@ -136,10 +136,12 @@ class ModelClient:
             if budget < self.min_call_s:
                 raise ModelUnavailable(ModelErrorClass.DEADLINE, attempt - 1)
             try:
-                return self.sdk.with_options(timeout=min(self.call_timeout_s, budget), max_retries=0).messages.create(
+                message: Message = self.sdk.with_options(
+                    timeout=min(self.call_timeout_s, budget), max_retries=0).messages.create(
                     model=self.model, max_tokens=self.max_tokens, system=marked_system, tools=tools,
                     messages=marked, **choice,
                 )
+                return message
             except anthropic.APIError as err:
                 error_class = classify(err)
                 if error_class is ModelErrorClass.CONTEXT_WINDOW:

@@ -98,7 +98,7 @@ def _for_the_model(node: Any) -> Any:
         return [_for_the_model(item) for item in node]
     if not isinstance(node, dict):
         return node
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in node.items():
         if key not in _MODEL_KEYWORDS:
             continue
@@ -386,7 +386,8 @@ class ReplyCheck:
 NOT_STRUCTURED = Violation("sem_resposta_estruturada",
                            f"a resposta ao cliente só é entregue pela ferramenta {REPLY_TOOL}")
 NOT_ALONE = Violation("resposta_com_outras_chamadas",
-                      f"{REPLY_TOOL} deve ser a única chamada da resposta; nenhuma chamada desta resposta foi executada")
+                      f"{REPLY_TOOL} deve ser a única chamada da resposta; "
+                      "nenhuma chamada desta resposta foi executada")
 
 
 def feedback(violations: list[Violation]) -> str:

@@ -30,14 +30,20 @@ from types import SimpleNamespace
 from typing import Any
 
 from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalStore
-from cadencia_shared.ledger import (CancellationPending, ClaimStatus, ConversationBusy, ConversationState,
-                                    ConversationStatus, Ledger)
+from cadencia_shared.ledger import (
+    CancellationPending,
+    ClaimStatus,
+    ConversationBusy,
+    ConversationState,
+    ConversationStatus,
+    Ledger,
+)
 from cadencia_shared.outcomes import Outcome
 
 from . import approval_lifecycle, handoffs, history, texts
 from .budgets import Limit, ending_for
-from .events import TurnRequest
 from .controls import default_controls
+from .events import TurnRequest
 from .invokers import ToolInvoker
 from .loop import ConversationBusyError, Orchestrator
 from .model import Deadline
@@ -82,7 +88,7 @@ class Resumer:
     tool_round: ToolRound
     events: handoffs.Publisher
     # The customer's message when the conversation came from WhatsApp (the channel's outbox).
-    messages: CustomerMessages = NoChannel()
+    messages: CustomerMessages = NoChannel()  # noqa: RUF009 - stateless: one shared instance is right
 
     @classmethod
     def of(cls, orchestrator: Orchestrator) -> Resumer:
@@ -105,8 +111,8 @@ class Resumer:
             return Resumed("", approval, None, "", "nada_a_retomar")
         lease_s = max(self.settings.conversation_lease_s, int(deadline.remaining_s()) + 30)
         try:
-            state = self.ledger.acquire_conversation(conversation_id=record.conversation_id, customer_id=record.customer_id,
-                                                     lease_s=lease_s)
+            state = self.ledger.acquire_conversation(conversation_id=record.conversation_id,
+                                                     customer_id=record.customer_id, lease_s=lease_s)
         except ConversationBusy:
             raise ConversationBusyError(record.conversation_id) from None
         if not self._waits_on(record, state, expiring):
@@ -169,9 +175,9 @@ class Resumer:
             messages.append({"role": "user", "content": [history.tool_result(block.id, _json(body), is_error=True)]})
             return messages, ConversationStatus.WAITING_HUMAN, texts.APPROVAL_UNUSABLE, "aprovacao_inutilizavel"
         if record.status is ApprovalStatus.DENIED:
-            body = {"erro": "aprovacao_negada", "aprovacaoId": record.id, "motivo": record.justification,
-                    "mensagem": "A aprovação foi negada; a chamada não foi executada. Não tente novamente."}
-            messages.append({"role": "user", "content": [history.tool_result(block.id, _json(body), is_error=True)]})
+            denied = {"erro": "aprovacao_negada", "aprovacaoId": record.id, "motivo": record.justification,
+                      "mensagem": "A aprovação foi negada; a chamada não foi executada. Não tente novamente."}
+            messages.append({"role": "user", "content": [history.tool_result(block.id, _json(denied), is_error=True)]})
             return messages, ConversationStatus.ACTIVE, texts.APPROVAL_DENIED.format(order_id=order), "aprovacao_negada"
         request = TurnRequest(conversaId=record.conversation_id, clienteId=record.customer_id,
                               mensagemId=f"aprovacao-{record.id}", mensagem="(aprovação)")
@@ -200,7 +206,7 @@ def _after_approved_call(done: RoundResult, record: ApprovalRecord) -> tuple[Con
     template = _APPROVED_TEXT.get(answered, texts.APPROVED_UNCONFIRMED)
     if answered == Outcome.BLOCKED_BY_IDEMPOTENCY:
         # A repeat answers the key's ORIGINAL outcome, which may be a decline.
-        original = (answer.get("dados") or {}).get("resultadoOriginal")
+        original: Any = (answer.get("dados") or {}).get("resultadoOriginal")  # the tool's JSON
         template = _REPEATED_TEXT.get(original, texts.APPROVED_UNCONFIRMED)
     text = template.format(order_id=order, amount=_amount_in_reais(record))
     return ConversationStatus.ACTIVE, text, "aprovada_executada"

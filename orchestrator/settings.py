@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Literal
+from typing import Literal, Self
 
 from pydantic import Field, Json, model_validator
 
@@ -102,7 +103,7 @@ class OrchestratorSettings(EnvSettings):
         return self
 
     @classmethod
-    def from_env(cls, environ=None):  # type: ignore[override]
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
         base = super().from_env(environ)
         return base.model_copy(update={"ledger": LedgerSettings.from_env(environ), "aws": AwsSettings.from_env(environ),
                                        "approval": ApprovalSettings.from_env(environ)})

@@ -54,7 +54,8 @@ NO_APPROVER = (
     "Esse reembolso precisa da aprovação de uma pessoa, e não consigo concluí-lo automaticamente — "
     "vou encaminhar para um atendente humano. Nenhum valor foi movimentado."
 )
-APPROVAL_DENIED = "Seu pedido de reembolso do pedido {order_id} foi analisado e não foi aprovado. Nenhum valor foi movimentado."
+APPROVAL_DENIED = ("Seu pedido de reembolso do pedido {order_id} foi analisado e não foi aprovado. "
+                   "Nenhum valor foi movimentado.")
 APPROVAL_UNUSABLE = (
     "A aprovação do seu pedido de reembolso não pôde ser usada (expirou ou não confere com o pedido) — "
     "vou encaminhar para um atendente humano. Nenhum valor foi movimentado."

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
@@ -77,11 +78,13 @@ def handle_message(message: QueuedMessage, deadline: Deadline) -> None:
         # Where a person's reply to this conversation goes (orchestrator.human_reply).
         ChannelContacts(out.outbox.ledger).remember(
             message.conversaId, Contact(wa_id=message.waId, phone_number_id=message.phoneNumberId))
-    common = {"conversation_id": message.conversaId, "phone_number_id": message.phoneNumberId, "to": message.waId}
+    def answer(body: str) -> OutgoingReply:
+        return OutgoingReply.answering(message.mensagemId, body=body, conversation_id=message.conversaId,
+                                       phone_number_id=message.phoneNumberId, to=message.waId)
+
     if message.tipo is QueuedKind.FIXED_REPLY:
         assert message.motivo is not None  # enforced by QueuedMessage
-        out.deliver(OutgoingReply.answering(message.mensagemId, body=FIXED_REPLIES[message.motivo], **common),
-                    time_left_s=deadline.remaining_s)
+        out.deliver(answer(FIXED_REPLIES[message.motivo]), time_left_s=deadline.remaining_s)
         return
     assert message.conversaId and message.clienteId and message.mensagem  # enforced by QueuedMessage
     request = TurnRequest(conversaId=message.conversaId, clienteId=message.clienteId,
@@ -93,8 +96,7 @@ def handle_message(message: QueuedMessage, deadline: Deadline) -> None:
         raise MessageInFlightElsewhere(message.mensagemId)
     if reply.resposta:
         # Also for a duplicate: a reply whose send was interrupted goes out now, once.
-        out.deliver(OutgoingReply.answering(message.mensagemId, body=reply.resposta, **common),
-                    time_left_s=deadline.remaining_s)
+        out.deliver(answer(reply.resposta), time_left_s=deadline.remaining_s)
     elif reply.duplicada:
         finish_recorded_send(out, message.mensagemId, deadline)
 
@@ -139,7 +141,7 @@ def _resend_request(body: str) -> ResendRequest | None:
 
 
 @logger.inject_lambda_context(clear_state=True)
-def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
+def lambda_handler(event: Any, context: LambdaContext) -> PartialItemFailureResponse | dict[str, Any]:
     try:
         parse_event(event, SqsEvent)  # strict, like every Lambda edge; each body is then a QueuedMessage
     except InvalidEvent as err:

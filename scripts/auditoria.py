@@ -43,9 +43,7 @@ for entry in (ROOT, ROOT / "functions"):
 from cadencia_shared.audit_anchors import LedgerAnchors  # noqa: E402
 from cadencia_shared.audit_chain import AUDIT_TABLE, NO_CONVERSATION, AuditChain  # noqa: E402
 from cadencia_shared.catalog import LEDGER_TABLE  # noqa: E402
-
 from scripts.operator_cli import conversation_argument, dynamodb_client  # noqa: E402
-
 
 EXIT_BROKEN = 1
 EXIT_FLAGGED = 4  # nothing broken, something a person must look at

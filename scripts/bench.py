@@ -51,7 +51,6 @@ def quiet_stdout() -> Iterator[None]:
 def run_scenarios(state, rounds: int, processes: int):  # noqa: ANN001, ANN201 - script wiring
     from scripts.harness.scripted_model import ScriptedModelServer
     from scripts.local_stack.aws import REGION
-
     from scripts.perf.aws_count import AwsCounter
     from scripts.perf.race import race
     from scripts.perf.scenarios import Bench, cpu_ratio
@@ -100,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.environ["POWERTOOLS_LOG_LEVEL"] = "INFO"  # what the stack deploys
 
-    from scripts.local_stack import stack
     from scripts import doc_blocks
+    from scripts.local_stack import stack
     from scripts.perf import imports, report, stored
 
     directory = tempfile.mkdtemp(prefix="cadencia-bench-")

@@ -56,7 +56,8 @@ def main() -> int:
     for (name, dims), value in sorted(metrics.totals().items()):
         console.print(f"metric {name} {dict(dims)} = {value:g}")
     console.print("[green]first call debited, repeat blocked[/]" if ok else "[red]unexpected outcome[/]")
-    new_debits = len([d for d in _get(f"{state.gateway_url}/_admin/debitos") if d["idempotencyKey"].startswith(event["conversaId"])])
+    debits = _get(f"{state.gateway_url}/_admin/debitos")
+    new_debits = len([d for d in debits if d["idempotencyKey"].startswith(event["conversaId"])])
     console.print(f"real debits for {event['conversaId']}: {new_debits}")
     return 0 if ok and new_debits == 1 else 1
 

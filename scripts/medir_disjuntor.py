@@ -18,6 +18,7 @@ flight in the round that trips it).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing as mp
 import os
 import sys
@@ -53,10 +54,8 @@ def _instance(endpoint: str, table: str, limit: int, barrier, reached) -> None:
 
     for _ in range(ROUNDS):
         barrier.wait()
-        try:
+        with contextlib.suppress(DownstreamDown, CircuitBreakerOpenError):
             call_tool()
-        except (DownstreamDown, CircuitBreakerOpenError):
-            pass
 
 
 def _our_instance(endpoint: str, table: str, limit: int, barrier, reached) -> None:

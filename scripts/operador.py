@@ -25,7 +25,6 @@ for entry in (ROOT, ROOT / "functions"):
 from cadencia_shared.ledger import Ledger  # noqa: E402
 from cadencia_shared.settings import LedgerSettings  # noqa: E402
 from orchestrator import approval_lifecycle  # noqa: E402
-
 from scripts.operator_cli import chained_ledger, conversation_argument, dynamodb_client  # noqa: E402
 
 

@@ -60,9 +60,9 @@ class Section:
         self.invoker = InProcessInvoker(state.function_environments())
 
     def settings(self, approvers: str) -> OrchestratorSettings:
-        return OrchestratorSettings.from_env({**self.state.aws_environment(), "LEDGER_TABLE": self.state.ledger_table,
-                                              "AUDIT_TABLE": audit_table(), "TOOL_INVOKER": "local", "ANTHROPIC_BASE_URL": self.server.base_url,
-                                              "APROVADORES": approvers})
+        return OrchestratorSettings.from_env({
+            **self.state.aws_environment(), "LEDGER_TABLE": self.state.ledger_table, "AUDIT_TABLE": audit_table(),
+            "TOOL_INVOKER": "local", "ANTHROPIC_BASE_URL": self.server.base_url, "APROVADORES": approvers})
 
     def converse(self, scenario: Scenario, approvers: str) -> str:
         cfg = self.settings(approvers)

@@ -7,6 +7,7 @@ PostgreSQL and the real gateway — every debit counted on the gateway itself.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -99,10 +100,8 @@ def test_a_resume_rerun_after_a_crash_at_the_ceiling_says_what_happened(mocked_a
 
     dying = DiesBeforeCommit(ledger.table_name, ledger.client)
     crashed, _ = build(ScriptedModel(), dying, _invoker(envs), **POLICY, TETO_TENTATIVAS="2")
-    try:
+    with contextlib.suppress(RuntimeError):
         Resumer.of(crashed).resume(record.id, Deadline.after(60))
-    except RuntimeError:
-        pass
     assert len(gateway.debits_for(conv)) == 1
     assert ledger.read_conversation(conv).status is ConversationStatus.WAITING_APPROVAL
 

@@ -99,7 +99,8 @@ def _details(record: dict) -> dict:
 def _set_stored_amount(mocked_aws, ledger: Ledger, approval: str, amount: str) -> None:
     """Someone with table access edits the one field shown to people (not the arguments)."""
     mocked_aws["dynamodb"].update_item(TableName=ledger.table_name, Key={"pk": {"S": approval_pk(approval)}},
-                                       UpdateExpression="SET valor = :v", ExpressionAttributeValues={":v": {"N": amount}})
+                                       UpdateExpression="SET valor = :v",
+                                       ExpressionAttributeValues={":v": {"N": amount}})
 
 
 # -- the amount people see is the amount bound ------------------------------------------
@@ -113,7 +114,7 @@ def test_an_edited_stored_amount_is_refused_at_listing_showing_and_deciding(mock
     _set_stored_amount(mocked_aws, ledger, approval, "15")
     listed = [row for row in _listing(ledger)["pendentes"] if row["aprovacaoId"] == approval]
     # Listed so an operator sees something is wrong, never with the edited figure.
-    assert listed and all(row["valor"] != "15" and "15.00" != row["valor"] for row in listed)
+    assert listed and all(row["valor"] != "15" and row["valor"] != "15.00" for row in listed)
     assert listed[0]["status"] == "invalida"
     assert _showing(ledger, approval) == {"ok": False, "erro": {"codigo": "aprovacao_invalida"}}
     resumed: list[str] = []
@@ -280,7 +281,7 @@ def test_expired_requests_are_closed_without_waiting_for_the_customer(mocked_aws
     late: list[str] = []
     assert _decide(ledger, approvals[1], late) == {"ok": False, "erro": {"codigo": "aprovacao_expirada"}}
     assert late == [approvals[1]]
-    for orch, conv, approval in zip(orchs, convs, approvals):
+    for orch, conv, approval in zip(orchs, convs, approvals, strict=False):
         done = Resumer.of(orch).resume(approval, Deadline.after(60))
         assert (done.status, done.reason) == ("ativa", "aprovacao_expirada") and "expirou" in done.reply
         assert ApprovalStore(ledger).get(approval).status is ApprovalStatus.EXPIRED

@@ -7,6 +7,7 @@ order 4821 (R$ 189,90) is above it; the default R$ 500 is checked separately."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from decimal import Decimal
@@ -95,7 +96,7 @@ def test_above_the_threshold_with_no_approver_refuses_and_never_executes(mocked_
 def test_above_the_threshold_the_conversation_waits_with_a_bound_durable_request(mocked_aws, gateway, tools):
     ledger, conv = mocked_aws["ledger"], _conv("espera")
     invoker = _real_tools(tools)
-    reply, model, _ = _ask(ledger, invoker, conv)
+    reply, _model, _ = _ask(ledger, invoker, conv)
     assert (reply.status, reply.motivo) == ("aguardando_aprovacao", "aguardando_aprovacao")
     assert "aprovação de uma pessoa" in reply.resposta and "Nenhum valor foi movimentado" in reply.resposta
     assert invoker.calls["emitir_reembolso"] == 0 and gateway.debits_for(conv) == []
@@ -340,10 +341,9 @@ class _BothReadFirst:
         with self.lock:
             answer = self.inner.invoke(tool, event)
         if tool.name == "consultar_status_pedido":
-            try:
+            # Broken: the other conversation never read the ERP (the mark stopped it first).
+            with contextlib.suppress(threading.BrokenBarrierError):
                 self.barrier.wait()
-            except threading.BrokenBarrierError:
-                pass  # the other conversation never read the ERP: the mark stopped it first
         return answer
 
 

@@ -161,14 +161,14 @@ def test_any_ids_and_details_read_back_as_written(moto_ledger, subject, tool, or
     conv = f"conv-{uuid.uuid4().hex[:8]}"
     attempts = [moto_ledger.register_attempt(conversation_id=conv, subject=subject, tool=tool, ceiling=ceiling,
                                              order_id=order) for _ in details]
-    for attempt, detail in zip(attempts, details):
+    for attempt, detail in zip(attempts, details, strict=False):
         if attempt.allowed:
             answer(moto_ledger, attempt, AttemptResult.REFUSED_BY_TOOL, detail)
     records = sorted(moto_ledger.attempts(conv), key=lambda r: r["tentativaNumero"])
     assert [a.number for a in attempts] == list(range(1, len(details) + 1))
     assert [r["tentativaNumero"] for r in records] == list(range(1, min(len(details), ceiling + REFUSALS_LISTED) + 1))
     assert [a.allowed for a in attempts] == [n <= ceiling for n in range(1, len(details) + 1)]
-    for record, attempt, detail in zip(records, attempts, details):
+    for record, attempt, detail in zip(records, attempts, details, strict=False):
         assert (record["assunto"], record["ferramenta"], record["pedidoId"]) == (subject, tool, order)
         assert record["decisao"] == ("permitida" if attempt.allowed else "bloqueada_por_teto")
         if attempt.allowed:

@@ -6,6 +6,7 @@ fork the chain; personal data is masked; the orchestrator's records go through i
 
 from __future__ import annotations
 
+import itertools
 import json
 import multiprocessing as mp
 import os
@@ -18,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from cadencia_shared.audit_chain import GENESIS, AuditChain, Broken, record_hash, table_definition
-from cadencia_shared.ledger import Ledger, table_definition as ledger_definition
+from cadencia_shared.ledger import Ledger
+from cadencia_shared.ledger import table_definition as ledger_definition
 from orchestrator.events import TurnRequest
 from orchestrator.model import Deadline
 from scripts.local_stack.aws import session_client
@@ -68,7 +70,7 @@ def test_a_clean_chain_links_every_record_to_the_previous_one(audit, local_stack
     records = list(audit.records(CONV))
     assert [r["seq"] for r in records] == [1, 2, 3, 4, 5]
     assert records[0]["hashAnterior"] == GENESIS
-    assert all(b["hashAnterior"] == a["hash"] for a, b in zip(records, records[1:], strict=False))
+    assert all(b["hashAnterior"] == a["hash"] for a, b in itertools.pairwise(records))
     assert audit.verify(CONV) == (5, None)
     out = _verifier(local_stack, audit, "--conversa", CONV)
     assert out.returncode == 0 and "íntegra (5 registros)" in out.stdout

@@ -23,8 +23,7 @@ from orchestrator.events import TurnRequest
 from orchestrator.loop import ConversationBusyError
 from orchestrator.model import Deadline
 from scripts.local_stack.aws import session_client
-from tests.test_audit_chain import (  # noqa: F401
-    CONV, _anchored_verifier, _delete, _fill, anchored, audit, sigkill_writers_after)
+from tests.test_audit_chain import CONV, _anchored_verifier, _delete, _fill, anchored, audit, sigkill_writers_after  # noqa: F401
 
 from .support import anthropic_fake
 from .support.anthropic_fake import ScriptedModel, text_reply, tool_use
@@ -126,7 +125,7 @@ def test_a_tail_deleted_and_reappended_stays_reported_after_the_next_turn(anchor
     assert anchored.verify(CONV)[1] == Broken(CONV, 2, "ancora_divergente")
     anchored_before = _conversation_anchor(anchored)
     _turn(_instance(anchored)[0], "m-2", "4823")
-    checked, broken = anchored.verify(CONV)
+    _checked, broken = anchored.verify(CONV)
     assert broken is not None, "the rewritten tail was healed"
     if reappended == 2:  # the turn linked after the rewritten seq 3: the anchor must stay
         assert _conversation_anchor(anchored) == anchored_before
@@ -250,7 +249,8 @@ def test_a_tools_writer_moves_a_lagging_anchor_item_without_reading_it(anchored)
 
     AuditChain(anchored.table_name, Recording(), anchor_table=anchored.anchor_table).append(
         conversation_id=CONV, event="FERRAMENTA", details={})
-    assert calls == ["query", "put_item", "update_item", "query", "update_item"]  # last link, put, refused, holds, moved
+    # last link, put, refused, holds, moved
+    assert calls == ["query", "put_item", "update_item", "query", "update_item"]
     assert anchored.head(CONV) == _last(anchored) and _last(anchored).seq == 4
     assert anchored.verify(CONV) == (4, None)
 

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from cadencia_shared.audit_chain import ANCHOR_PREFIX, AuditChain, Broken, Head
-from cadencia_shared.ledger import Ledger, table_definition as ledger_definition
+from cadencia_shared.ledger import Ledger
 from orchestrator.events import TurnRequest
 from orchestrator.model import Deadline
 from scripts.local_stack.aws import session_client

@@ -30,7 +30,8 @@ def _key(label: str) -> str:
 
 def _reserve(erp, key: str, valor: str, *, age_s: int) -> None:
     erp.execute("INSERT INTO reembolsos (chave_idempotencia, pedido_id, valor, status, atualizado_em) "
-                "VALUES (%s, %s, %s, 'reservado', now() - make_interval(secs => %s))", (key, ORDER, Decimal(valor), age_s))
+                "VALUES (%s, %s, %s, 'reservado', now() - make_interval(secs => %s))",
+                (key, ORDER, Decimal(valor), age_s))
 
 
 def _row(erp, key: str) -> str | None:

@@ -100,7 +100,7 @@ def test_a_cached_instance_whose_call_succeeds_keeps_calling_only_inside_the_win
     """The tool recovered on B's side (a partial outage): B's cached CLOSED lets its calls
     through until the window ends, then B reads OPEN and is refused like everyone."""
     clock, tool = Clock(), Tool()
-    turn_a, counted = _instance(mocked_aws, clock, tool, "2")
+    turn_a, _counted = _instance(mocked_aws, clock, tool, "2")
     turn_b, _ = _instance(mocked_aws, clock, tool, "2")
     tool.mode = "ok"
     assert turn_b() == "resposta"

@@ -63,7 +63,8 @@ def test_the_outcome_is_on_the_link_only_and_the_record_reads_it_back(tables, lo
     links = [json.loads(r["detalhes"]) for r in chain if r["evento"] == CALL_EVENT]
     assert [(x["assunto"], x["tentativaNumero"], x["resultado"]) for x in links] == [
         ("4821", 1, "executado"), ("9999", 1, "recusado_pela_ferramenta"), ("4821", 2, "erro_da_ferramenta")]
-    joined = sorted((a["assunto"], a["tentativaNumero"], a["resultado"], a.get("detalhe")) for a in ledger.attempts(conv))
+    joined = sorted((a["assunto"], a["tentativaNumero"], a["resultado"], a.get("detalhe"))
+                    for a in ledger.attempts(conv))
     assert joined == [("4821", 1, "executado", None), ("4821", 2, "erro_da_ferramenta", "tempo_esgotado"),
                       ("9999", 1, "recusado_pela_ferramenta", "pedido_inexistente")]
     # The links a caller read already (scripts/harness/disjuntor.py) give the same join.
@@ -165,7 +166,8 @@ def test_the_output_contract_counts_only_links_within_the_ceiling(tables, local_
     ledger = Ledger(ledger_name, ddb, audit_chain=AuditChain(audit_name, ddb, anchor_table=ledger_name))
     conv = f"conv-saida-{uuid.uuid4().hex[:8]}"
     tool, subject = "atualizar_cadastro", "cliente-1001"
-    for details in ({"tentativaNumero": 5, "resultado": "executado"}, {"tentativaNumero": True, "resultado": "executado"},
+    for details in ({"tentativaNumero": 5, "resultado": "executado"},
+                    {"tentativaNumero": True, "resultado": "executado"},
                     {"tentativaNumero": 1, "resultado": "executado", "assunto": "cliente-2002"},
                     {"tentativaNumero": 2, "resultado": "recusado_pela_ferramenta"}):
         ledger.append_audit(conversation_id=conv, event=CALL_EVENT,

@@ -110,7 +110,7 @@ def _listed(ledger: Ledger, conv: str) -> list[tuple[int, str]]:
 ALLOWED = [(n, "bloqueado_por_idempotencia") for n in range(1, 5)]
 
 
-def test_a_refusal_the_conversation_knows_costs_three_writes_and_no_counter_write(anchored):  # noqa: F811
+def test_a_refusal_the_conversation_knows_costs_three_writes_and_no_counter_write(anchored):
     conv = f"conv-marca-{uuid.uuid4().hex[:6]}"
     _four_attempts(_ledger(anchored), conv)
     stored = anchored.client.get_item(TableName=anchored.anchor_table, Key={"pk": {"S": conversation_pk(conv)}})
@@ -143,7 +143,7 @@ def test_a_refusal_the_conversation_knows_costs_three_writes_and_no_counter_writ
     assert _listed(_ledger(anchored), conv) == [*ALLOWED, (5, "bloqueado_por_teto"), (6, "bloqueado_por_teto")]
 
 
-def test_a_conversation_item_without_the_marks_uses_the_counter_as_before(anchored):  # noqa: F811
+def test_a_conversation_item_without_the_marks_uses_the_counter_as_before(anchored):
     conv = f"conv-antiga-{uuid.uuid4().hex[:6]}"
     _four_attempts(_ledger(anchored), conv)
     anchored.client.update_item(TableName=anchored.anchor_table, Key={"pk": {"S": conversation_pk(conv)}},
@@ -165,7 +165,7 @@ def _turn_killed_at_its_commit(endpoint: str, audit_table: str, ledger_table: st
     _turn(ledger, conv, "m-2", _refund())
 
 
-def test_a_turn_sigkilled_between_the_refusals_link_and_its_commit(anchored, local_stack):  # noqa: F811
+def test_a_turn_sigkilled_between_the_refusals_link_and_its_commit(anchored, local_stack):
     """The link is written (the decision is evidenced), the advanced mark is not: the
     redelivered message is refused again from the stored mark with the SAME number —
     two decisions, two links, both listed (the documented collision of a mark behind

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from canal_whatsapp.conversation import conversation_id
 from cadencia_shared.ledger import ConversationStatus, Ledger
+from canal_whatsapp.conversation import conversation_id
 from orchestrator import texts
 from scripts.local_stack.aws import session_client
 from scripts.local_stack.whatsapp_fake import notification, text_message
@@ -60,7 +60,8 @@ class Chat:
 def _order(erp, order_id: str, value: str) -> str:
     erp.execute("DELETE FROM reembolsos WHERE pedido_id = %s", (order_id,))
     erp.execute("INSERT INTO pedidos (id, cliente_id, status, valor_pedido) VALUES (%s, %s, 'entregue', %s) "
-                "ON CONFLICT (id) DO UPDATE SET cliente_id = EXCLUDED.cliente_id, valor_pedido = EXCLUDED.valor_pedido, "
+                "ON CONFLICT (id) DO UPDATE SET cliente_id = EXCLUDED.cliente_id, "
+                "valor_pedido = EXCLUDED.valor_pedido, "
                 "status_reembolso = 'nenhum', valor_reembolsado = 0", (order_id, CUSTOMER, value))
     return order_id
 

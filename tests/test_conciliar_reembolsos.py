@@ -17,8 +17,8 @@ import pytest
 
 from cadencia_shared.ledger import ClaimStatus, refund_idempotency_key
 from conciliar_reembolsos import handler as reconciler_handler
-from emitir_reembolso import handler as refund_handler
 from conciliar_reembolsos.logic import Verdict
+from emitir_reembolso import handler as refund_handler
 from emitir_reembolso.gateway import PaymentGatewayClient
 from orchestrator.invokers.local import LocalContext, function_environment
 from scripts.local_stack.emf import capture_emf
@@ -41,7 +41,8 @@ def _claim(local_stack, *, status: ClaimStatus, valor: str = "50.00", lease_s: i
 
 
 def _reserve(erp, key: str, valor: str = "50.00") -> None:
-    erp.execute("INSERT INTO reembolsos (chave_idempotencia, pedido_id, valor, status) VALUES (%s, %s, %s, 'reservado')",
+    erp.execute("INSERT INTO reembolsos (chave_idempotencia, pedido_id, valor, status) "
+                "VALUES (%s, %s, %s, 'reservado')",
                 (key, ORDER, Decimal(valor)))
 
 
@@ -90,7 +91,7 @@ def test_in_flight_stays_unknown_and_held_and_a_refused_connection_frees_nothing
     # test releases it, however long the passes below take: 409 to the re-send.
     slow = PaymentGatewayClient(local_stack.gateway_url, 0.5)
     gateway.inject("processamento_lento", delay_s=600)
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 - only that this send does not complete; the reconciler is the subject
         slow.refund(idempotency_key=key, order_id=ORDER, amount=Decimal("30.00"), token=local_stack.gateway_token)
     assert _visit(reconcile_pass(local_stack), key).verdict is Verdict.UNKNOWN
     assert _reservation(erp, key) == "reservado"

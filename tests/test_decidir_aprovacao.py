@@ -108,7 +108,7 @@ def test_hostile_events_get_a_typed_error_and_change_nothing(local_stack):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.dictionaries(st.sampled_from(list(GOOD) + ["x"]),
+@given(st.dictionaries(st.sampled_from([*list(GOOD), "x"]),
                        st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=40),
                                  st.sampled_from(list(GOOD.values()))), max_size=6))
 def test_any_event_is_answered_never_raises_and_decides_nothing_unknown(local_stack, event):

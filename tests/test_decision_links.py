@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from cadencia_shared.audit_chain import AuditChain, table_definition
-from cadencia_shared.ledger import Ledger, table_definition as ledger_definition
+from cadencia_shared.ledger import Ledger
+from cadencia_shared.ledger import table_definition as ledger_definition
 from cadencia_shared.ledger.attempts import attempt_records
 from cadencia_shared.ledger.table import counter_pk
 from orchestrator.events import TurnRequest

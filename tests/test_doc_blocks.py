@@ -98,7 +98,8 @@ def test_fill_needs_exactly_one_block_of_the_name():
     with pytest.raises(doc_blocks.DocBlockError):
         doc_blocks.fill(twice, "a", "x")
     once = "head\n<!-- BEGIN generated:a -->\nold\n<!-- END generated:a -->\ntail\n"
-    assert doc_blocks.fill(once, "a", "new") == "head\n<!-- BEGIN generated:a -->\nnew\n<!-- END generated:a -->\ntail\n"
+    expected = "head\n<!-- BEGIN generated:a -->\nnew\n<!-- END generated:a -->\ntail\n"
+    assert doc_blocks.fill(once, "a", "new") == expected
 
 
 # Figures that a script measures and prose once repeated by hand (they went stale): a test count, a

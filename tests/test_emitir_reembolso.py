@@ -309,9 +309,9 @@ def test_concurrent_repeats_debit_once(tools, gateway, mocked_aws, local_stack):
 def test_refund_user_cannot_touch_other_columns(local_stack, erp):
     import psycopg
 
-    with psycopg.connect(local_stack.postgres.user_conninfo("cadencia_agente_reembolso")) as conn:
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            conn.execute("UPDATE pedidos SET valor_pedido = 1 WHERE id = '4821'")
+    with (psycopg.connect(local_stack.postgres.user_conninfo("cadencia_agente_reembolso")) as conn,
+          pytest.raises(psycopg.errors.InsufficientPrivilege)):
+        conn.execute("UPDATE pedidos SET valor_pedido = 1 WHERE id = '4821'")
 
 
 def test_fenced_settle_fails_for_a_stale_owner(mocked_aws):

@@ -131,7 +131,6 @@ def test_the_claims_the_gate_trusts_are_exactly_those_the_refund_can_never_relea
     """``ANSWERED_BY_ITS_KEY`` derived from the refund's own transition table: the
     states from which no path leads to a released claim (one a new amount may retake)."""
     from emitir_reembolso.transitions import TABLE
-
     from orchestrator.approval_gate import ANSWERED_BY_ITS_KEY
 
     def reaches_release(state: ClaimStatus, seen: frozenset = frozenset()) -> bool:

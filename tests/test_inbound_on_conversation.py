@@ -122,7 +122,8 @@ def test_old_ids_are_pruned_and_only_the_latest_replies_are_kept(moto_ledger):
         clock.now += 3600
     item = ledger.table.get(f"conversa#{conv}")
     assert len(item[ANSWERED_ATTRIBUTE]) == 10
-    assert set(AnsweredMessages.from_item(item).replies) == {message_key(f"wamid.{i}") for i in range(10 - REPLIES_KEPT, 10)}
+    kept = {message_key(f"wamid.{i}") for i in range(10 - REPLIES_KEPT, 10)}
+    assert set(AnsweredMessages.from_item(item).replies) == kept
     with pytest.raises(MessageAnswered) as old:  # answered, its reply no longer kept
         ledger.acquire_conversation(conversation_id=conv, customer_id=CUSTOMER, lease_s=60, message_id="wamid.0")
     assert old.value.reply is None and old.value.status == "ativa"
@@ -145,7 +146,8 @@ def test_answers_within_one_second_keep_the_latest_replies(moto_ledger):
         _answer(ledger, conv, f"wamid.{i}", {"texto": f"resposta {i}"})
         clock.now -= 1  # a clock that even goes back
     item = ledger.table.get(f"conversa#{conv}")
-    assert set(AnsweredMessages.from_item(item).replies) == {message_key(f"wamid.{i}") for i in range(5 - REPLIES_KEPT, 5)}
+    kept = {message_key(f"wamid.{i}") for i in range(5 - REPLIES_KEPT, 5)}
+    assert set(AnsweredMessages.from_item(item).replies) == kept
 
 
 def test_another_message_on_a_live_lease_is_busy_and_the_same_one_in_progress(moto_ledger):

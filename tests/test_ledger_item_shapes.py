@@ -22,16 +22,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cadencia_shared import ledger as ledger_module
-from cadencia_shared.ledger import inbound
 from cadencia_shared.ledger import (
     AttemptResult,
-    MessageAnswered,
     ClaimStatus,
     ConversationStatus,
     ItemType,
     Ledger,
+    MessageAnswered,
     approval_id,
     approval_pk,
+    inbound,
     refund_idempotency_key,
     table_definition,
 )

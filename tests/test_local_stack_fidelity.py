@@ -58,7 +58,8 @@ def test_the_same_token_with_other_parameters_is_refused(local_stack):
 def test_an_idle_long_poll_does_not_hold_up_other_requests(local_stack):
     sqs = session_client("sqs", local_stack.aws_endpoint)
     ddb = session_client("dynamodb", local_stack.aws_endpoint)
-    queue = sqs.create_queue(QueueName=f"poll-{uuid.uuid4().hex[:8]}.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    queue = sqs.create_queue(QueueName=f"poll-{uuid.uuid4().hex[:8]}.fifo",
+                             Attributes={"FifoQueue": "true"})["QueueUrl"]
     polled: list[dict] = []
     poll = threading.Thread(target=lambda: polled.append(sqs.receive_message(QueueUrl=queue, WaitTimeSeconds=4)))
     try:

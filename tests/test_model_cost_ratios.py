@@ -5,6 +5,7 @@ injected clock; no wall time, nothing timed."""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -65,7 +66,7 @@ def test_the_bytes_before_each_breakpoint_repeat_across_turns_and_conversations(
         by_conversation.setdefault(conversation, []).append(request)
     assert len(by_conversation) == 2
     for chain in by_conversation.values():
-        for before, after in zip(chain, chain[1:], strict=False):
+        for before, after in itertools.pairwise(chain):
             prior = CacheLayout("off", "off").messages(_unmarked(before["messages"]))
             assert _unmarked(after["messages"])[:len(prior) - 1] == prior[:-1]
             last = len(prior) - 1

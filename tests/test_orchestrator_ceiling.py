@@ -12,8 +12,8 @@ from cadencia_shared.catalog import TOOLS
 from cadencia_shared.ledger import ConversationStatus, ItemType, Ledger
 from cadencia_shared.ledger.attempts import REFUSALS_LISTED
 from cadencia_shared.ledger.table import counter_pk
-from orchestrator.events import TurnRequest
 from orchestrator.controls import RetryCeiling
+from orchestrator.events import TurnRequest
 from orchestrator.invokers.local import InProcessInvoker
 from orchestrator.model import Deadline
 from orchestrator.tools import ToolCall

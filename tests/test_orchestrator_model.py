@@ -3,6 +3,7 @@ what is sent to the model (tools, injected identity, tool_result) is right."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
 
@@ -30,7 +31,7 @@ def _state(mocked_aws, conv):
 def _assert_history_valid(messages):
     """Alternating roles; every tool_use answered by a tool_result in the next message."""
     assert messages[0]["role"] == "user"
-    for prev, nxt in zip(messages, messages[1:], strict=False):
+    for prev, nxt in itertools.pairwise(messages):
         assert prev["role"] != nxt["role"]
         uses = [b["id"] for b in prev["content"] if b.get("type") == "tool_use"]
         if uses:
@@ -98,7 +99,8 @@ def test_end_turn_free_text_is_never_delivered(mocked_aws):
     model = ScriptedModel(default=fixture("end_turn"))
     orch, _ = build(model, mocked_aws["ledger"], CountingInvoker())
     reply = orch.handle(_turn("conv-end"), Deadline.after(60))
-    assert (reply.resposta, reply.status, reply.motivo) == (texts.OUTPUT_CONTRACT_FALLBACK, "ativa", "contrato_de_saida")
+    assert (reply.resposta, reply.status, reply.motivo) == (
+        texts.OUTPUT_CONTRACT_FALLBACK, "ativa", "contrato_de_saida")
     assert len(model.requests) == 3
     assert "sem_resposta_estruturada" in model.requests[1]["messages"][-1]["content"][-1]["text"]
 

@@ -6,6 +6,7 @@ and the committed history stays valid for the next request."""
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import uuid
 
@@ -34,7 +35,7 @@ def _assert_valid_for_the_api(messages: list[dict]) -> None:
     """Starts with the customer, alternates roles, and every assistant tool_use is
     followed by exactly one tool_result each, in the next message, in order."""
     assert messages[0]["role"] == "user"
-    for prev, nxt in zip(messages, messages[1:], strict=False):
+    for prev, nxt in itertools.pairwise(messages):
         assert prev["role"] != nxt["role"]
         uses = [b["id"] for b in prev["content"] if b.get("type") == "tool_use"]
         if uses:

@@ -82,7 +82,8 @@ def test_the_last_allowed_refusal_is_the_fallback_and_counts_both():
     assert isinstance(next_step(_response("end_turn", TEXT), check), Correct)
     last = next_step(_response("end_turn", TEXT), check)
     assert isinstance(last, Reply) and (last.text, last.reason) == (texts.OUTPUT_CONTRACT_FALLBACK, "contrato_de_saida")
-    assert last.diagnosis.contract == ("violacao", "fallback") and last.diagnosis.audit[0] == "CONTRATO_DE_SAIDA_FALLBACK"
+    assert last.diagnosis.contract == ("violacao", "fallback")
+    assert last.diagnosis.audit[0] == "CONTRATO_DE_SAIDA_FALLBACK"
 
 
 def test_max_tokens_never_delivers_a_cut_off_text_nor_runs_a_cut_off_call():

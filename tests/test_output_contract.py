@@ -162,7 +162,8 @@ def test_the_true_refund_passes_with_the_amount_in_any_spelling(audited):
     ledger, _ = audited
     conv = _conv()
     _refund(ledger, conv, ClaimStatus.EXECUTED)
-    for valor, text in ((189.9, "Reembolso de R$ 189,90 emitido."), (189.90, "Estornei R$189.90 hoje; o estorno foi feito.")):
+    for valor, text in ((189.9, "Reembolso de R$ 189,90 emitido."),
+                        (189.90, "Estornei R$189.90 hoje; o estorno foi feito.")):
         answer = {"texto": text, "precisaDePessoa": False, "pedidos": [ORDER], "acoes": [{**REFUND, "valor": valor}]}
         assert isinstance(_review(ledger, answer, conv), FinalAnswer)
     wrong_in_text = {"texto": "Seu reembolso de R$ 1.899,00 foi feito.", "precisaDePessoa": False,

@@ -187,7 +187,8 @@ def test_a_successful_call_on_a_healthy_circuit_writes_nothing_and_a_success_sti
     ledger: Ledger = mocked_aws["ledger"]
     writes: list[str] = []
     ledger.client.meta.events.register("before-call.dynamodb.*",
-                                       lambda model, **_: writes.append(model.name) if model.name != "GetItem" else None)
+                                       lambda model, **_: writes.append(model.name)
+                                       if model.name != "GetItem" else None)
     breaker, store = CircuitBreaker(ledger, failures=5, cooldown_s=30), CircuitStore(ledger)
     spec = TOOLS["consultar_status_pedido"]
     answered = CallOutcome(invocation=Invocation(InvocationStatus.OK, payload={"ok": True}))

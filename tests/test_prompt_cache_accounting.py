@@ -6,8 +6,13 @@ A system text of n characters is the block ``{"type":"text","text":"…"}``: 25 
 
 from __future__ import annotations
 
+import itertools
+
 import anthropic
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from scripts.harness.prompt_cache import PromptCache, billed_input, blocks_of
 from tests.support.anthropic_fake import ScriptedModel, text_reply
@@ -77,7 +82,8 @@ def test_a_prefix_under_the_models_minimum_caches_nothing():
 def test_the_minimum_follows_the_configured_model():
     req = request(system(8000), [user("oi")])  # 2007 tokens: over 1,024, under 2,048
     assert PromptCache(clock=Clock()).account(req, OUT).cache_creation_input_tokens == 2007
-    assert PromptCache(clock=Clock()).account({**req, "model": "claude-haiku-3-5"}, OUT).cache_creation_input_tokens == 0
+    haiku = PromptCache(clock=Clock()).account({**req, "model": "claude-haiku-3-5"}, OUT)
+    assert haiku.cache_creation_input_tokens == 0
     assert PromptCache(clock=Clock()).account({**req, "model": "us.anthropic.claude-haiku-4-5-v1:0"},
                                               OUT).cache_creation_input_tokens == 0
 
@@ -174,7 +180,6 @@ def test_the_real_sdk_reads_the_fields_and_a_fifth_breakpoint_is_the_apis_400():
         _sdk_call(model, system=system(4075), messages=[user("z", ttl="1h")])
 
 
-from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
 
 _blocks = st.lists(st.tuples(st.text(min_size=1, max_size=300), st.sampled_from([None, "5m", "1h"])), min_size=1,
                    max_size=8)
@@ -196,7 +201,7 @@ def test_every_token_is_billed_once_as_input_read_or_write(requests, minimum):
             content.append(block)
         req = {"model": "m", "messages": [{"role": "user", "content": content}]}
         marks = [ttl for _, ttl in blocks if ttl]
-        ordered = all(not (a == "5m" and b == "1h") for a, b in zip(marks, marks[1:]))
+        ordered = all(not (a == "5m" and b == "1h") for a, b in itertools.pairwise(marks))
         if len(marks) > 4 or not ordered:
             with pytest.raises(ValueError):
                 cache.account(req, OUT)

@@ -7,6 +7,9 @@ import json
 
 import httpx2
 import pytest
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from orchestrator import texts
@@ -94,7 +97,6 @@ def test_kept_tool_results_are_compact_json(mocked_aws):
     assert result["content"] == json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
-from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
 
 from orchestrator import history  # noqa: E402
 from orchestrator.prompt_cache import CacheLayout  # noqa: E402

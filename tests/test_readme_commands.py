@@ -231,7 +231,8 @@ def test_a_program_the_readme_names_is_executable_on_a_fresh_clone(program: str,
     assert path.read_bytes().startswith(b"#!"), f"{program} has no shebang: bash would run it as a shell script"
     proc = subprocess.run(["bash", "-c", f"./{program} --help"], cwd=fresh_clone, env=_environment(),
                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0, f"{program} --help exited {proc.returncode}:\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}"
+    assert proc.returncode == 0, \
+        f"{program} --help exited {proc.returncode}:\n{proc.stdout[-1500:]}{proc.stderr[-1500:]}"
 
 
 def test_a_chat_started_from_another_directory_finds_its_repository(fresh_clone: Path, tmp_path: Path) -> None:

@@ -57,7 +57,7 @@ def test_whatever_mark_is_read_the_commit_can_store_its_refusals(number, ceiling
 
 
 @pytest.mark.parametrize("hostile", HOSTILE_NUMBERS)
-def test_a_hostile_stored_mark_sends_its_key_back_to_the_counter(anchored, hostile):  # noqa: F811
+def test_a_hostile_stored_mark_sends_its_key_back_to_the_counter(anchored, hostile):
     """End to end on the local stack: a stored mark of, say, 1E+40 at an exhausted key.
     The next refusal turn completes (was: the commit raised decimal.Inexact after the
     link was written, and every redelivery did the same), numbered by the counter."""
@@ -110,7 +110,7 @@ def _turn_killed_at(endpoint: str, audit_table: str, ledger_table: str, conv: st
 
 
 @pytest.mark.parametrize("where", ["before_link", "after_commit"])
-def test_a_refusal_turn_sigkilled_at_its_other_writes(anchored, local_stack, where):  # noqa: F811
+def test_a_refusal_turn_sigkilled_at_its_other_writes(anchored, local_stack, where):
     """The refusal path's writes are the lease, the link, the commit (the kill between
     link and commit: tests/test_ceiling_hint.py). Killed after the lease, before the
     link: nothing was decided on record; the redelivery refuses from the mark with 5,
@@ -168,7 +168,7 @@ def test_without_an_audit_chain_a_read_decided_refusal_is_listed_with_its_time(l
     assert [a["timestamp"] for a in listed if not iso.match(a["timestamp"])] == []
 
 
-def test_a_mark_never_reaches_another_conversation_subject_or_tool(anchored):  # noqa: F811
+def test_a_mark_never_reaches_another_conversation_subject_or_tool(anchored):
     """Conversation A's key (4821, emitir_reembolso) is marked. In conversation B the
     same key is numbered by B's own counter (1, allowed: no ceiling link); in A the
     same order with another tool, and another order with the same tool, are numbered

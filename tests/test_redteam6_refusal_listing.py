@@ -146,7 +146,7 @@ def _drop_marks(chain: Any, conv: str) -> None:
                              UpdateExpression=f"REMOVE {EXHAUSTED_ATTRIBUTE}")
 
 
-def test_both_refusal_paths_link_the_same_fields_and_a_mixed_key_lists_each_refusal_once(anchored):  # noqa: F811
+def test_both_refusal_paths_link_the_same_fields_and_a_mixed_key_lists_each_refusal_once(anchored):
     """Real orchestrator turns on one key: 4 allowed; refusal 5 by the counter (marks
     removed, as on a path without the lease); refusal 6 read-decided (the counter's
     answer marked the key); refusal 7 by the counter again (marks removed): the
@@ -155,9 +155,9 @@ def test_both_refusal_paths_link_the_same_fields_and_a_mixed_key_lists_each_refu
     every one of the four refusals once: the counter writes ONE link per number it
     refuses, so a second link of a number the counter refused is a read-decided
     refusal. The rule "listed only when past the counter" lost the read-decided 6."""
-    from tests.test_ceiling_hint import ALLOWED, _ceiling_links, _four_attempts, _hand_back, _ledger as chain_ledger
+    from tests.test_ceiling_hint import ALLOWED, _ceiling_links, _four_attempts, _hand_back, _refund, _turn
     from tests.test_ceiling_hint import _counter as counter_of
-    from tests.test_ceiling_hint import _refund, _turn
+    from tests.test_ceiling_hint import _ledger as chain_ledger
 
     conv = f"conv-misto-{uuid.uuid4().hex[:6]}"
     _four_attempts(chain_ledger(anchored), conv)

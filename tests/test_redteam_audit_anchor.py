@@ -18,8 +18,7 @@ from cadencia_shared.audit_chain import AuditChain
 from cadencia_shared.ledger import Ledger
 from orchestrator.events import TurnRequest
 from orchestrator.model import Deadline
-from tests.test_audit_chain import (  # noqa: F401
-    CONV, _anchored_verifier, _delete, _fill, anchored, audit, run_to_completion)
+from tests.test_audit_chain import CONV, _anchored_verifier, _delete, _fill, anchored, audit, run_to_completion  # noqa: F401
 
 from .support.anthropic_fake import ScriptedModel, text_reply, tool_use
 from .support.orchestrators import CountingInvoker, build
@@ -36,7 +35,7 @@ def test_a_deleted_tail_stays_reported_when_the_conversation_goes_on(anchored, d
     writer = _another_instance(anchored)  # reads the chain: re-uses the deleted seqs
     for i in range(appended_after):  # the orchestrator keeps auditing the conversation
         writer.append(conversation_id=CONV, event="DECISAO", details={"depois": i})
-    checked, broken = anchored.verify(CONV)
+    _checked, broken = anchored.verify(CONV)
     assert broken is not None and broken.problem == "ancora_divergente" and broken.seq == 5
 
 
@@ -46,7 +45,7 @@ def test_a_deleted_tail_is_a_gap_when_the_same_writer_goes_on(anchored, deleted,
     _delete(anchored, *deleted)
     for i in range(appended_after):
         anchored.append(conversation_id=CONV, event="DECISAO", details={"depois": i})
-    checked, broken = anchored.verify(CONV)
+    _checked, broken = anchored.verify(CONV)
     assert broken is not None and (broken.problem, broken.seq) == ("faltando", min(deleted))
 
 
@@ -104,7 +103,8 @@ def test_a_forged_link_after_the_turns_commit_is_flagged(anchored, local_stack):
     item); a link put after that commit, that no anchor acknowledges, is flagged."""
     conv = "conv-forjada"
     ledger = Ledger(anchored.anchor_table, anchored.client, audit_chain=anchored)
-    model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}), text_reply("Seu pedido foi entregue."))
+    model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}),
+                          text_reply("Seu pedido foi entregue."))
     orch, _ = build(model, ledger, CountingInvoker())
     orch.handle(TurnRequest(conversaId=conv, clienteId=1001, mensagemId="wamid.f1", mensagem="status"),
                 Deadline.after(60))

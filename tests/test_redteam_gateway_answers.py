@@ -11,6 +11,7 @@ import threading
 import uuid
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import pytest
 
@@ -26,7 +27,7 @@ class _PendingGateway(BaseHTTPRequestHandler):
     ``pending`` before they succeed or fail): the money may still move."""
 
     status_text = "pendente"
-    debits_asked: list[str] = []
+    debits_asked: ClassVar[list[str]] = []
 
     def do_POST(self):  # noqa: N802 (http.server's name)
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))

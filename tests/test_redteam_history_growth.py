@@ -146,7 +146,8 @@ def _history_of(turns) -> list:
         for text in texts:
             messages = history.append_user_text(messages, text)
         content = ([{"type": "text", "text": said}] if said else []) + (
-            [{"type": "tool_use", "id": f"toolu_{n}", "name": "consultar_status_pedido", "input": {}}] if called else [])
+            [{"type": "tool_use", "id": f"toolu_{n}", "name": "consultar_status_pedido", "input": {}}]
+            if called else [])
         messages.append({"role": "assistant", "content": content or [{"type": "text", "text": "ok"}]})
         if called:
             messages.append({"role": "user", "content": [history.tool_result(f"toolu_{n}", "{}", is_error=False)]})

@@ -19,7 +19,7 @@ INVISIBLE = {
 
 
 @pytest.mark.parametrize("char", list(INVISIBLE.values()), ids=list(INVISIBLE))
-def test_an_invisible_address_is_refused(tools, unchanged, char):  # noqa: F811
+def test_an_invisible_address_is_refused(tools, unchanged, char):
     """DEFECT: the free-text check refuses Unicode categories Cc/Cf/Zl/Zp/Co/Cs/Cn,
     but the default-ignorable *letters* (the Hangul fillers, category Lo) and the
     combining grapheme joiner (Mn) render as nothing too. ``"Rua" + 5×U+3164``, or

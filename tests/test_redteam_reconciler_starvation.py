@@ -8,6 +8,7 @@ import time
 import uuid
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import pytest
 
@@ -21,7 +22,7 @@ class _Gateway(BaseHTTPRequestHandler):
     """Approves every refund at once, except the keys in ``stuck``: those stay in
     flight forever (409), as a gateway holds a key it is still processing."""
 
-    stuck: set[str] = set()
+    stuck: ClassVar[set[str]] = set()
 
     def do_POST(self):  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))

@@ -12,7 +12,6 @@ import time
 import uuid
 from decimal import Decimal
 
-
 from cadencia_shared.ledger import refund_idempotency_key
 from emitir_reembolso import handler as refund_handler
 from emitir_reembolso.settings import RefundSettings
@@ -56,7 +55,8 @@ def test_a_late_release_never_frees_the_reservation_of_a_retaken_key(local_stack
     # A's first invocation claimed and reserved, then died before recording a send.
     claim = store.claim_refund(key=key_a, conversation_id=conv_a, order_id=ORDER, customer_id=1001,
                                amount=ORDER_VALUE, lease_s=1)
-    erp.execute("INSERT INTO reembolsos (chave_idempotencia, pedido_id, valor, status) VALUES (%s, %s, %s, 'reservado')",
+    erp.execute("INSERT INTO reembolsos (chave_idempotencia, pedido_id, valor, status) "
+                "VALUES (%s, %s, %s, 'reservado')",
                 (key_a, ORDER, ORDER_VALUE))
     time.sleep(1.2)  # its lease is over: the reconciler's to release
 

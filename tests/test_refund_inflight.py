@@ -197,7 +197,8 @@ def test_conversations_racing_for_the_order_while_a_request_is_in_flight(local_s
     assert refund_here(local_stack, _event(a, 189.90))["resultado"] == "resultado_desconhecido"
     racers = [_conv(f"r{i}") for i in range(4)]
     procs = [refund_process(local_stack, _event(a, 50.00))]  # A's retry, another amount
-    procs += [refund_process(local_stack, _event(c, v)) for c, v in zip(racers, (189.90, 100.00, 0.01, 89.90))]
+    procs += [refund_process(local_stack, _event(c, v))
+              for c, v in zip(racers, (189.90, 100.00, 0.01, 89.90), strict=False)]
     answers = [answer_of(p) for p in procs]
     # A's retry says what is true at that moment: still unknown, being handled, or
     # (if the gateway finished first) the original refund — never the new amount.

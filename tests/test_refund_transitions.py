@@ -119,7 +119,7 @@ def test_no_history_releases_money_a_request_may_still_move():
         count += 1
         earlier_send_possible = current_send = False
         applied = 0
-        for src, event, nxt in path:
+        for _src, event, nxt in path:
             if nxt.money is Money.RELEASE and event is not Event.DECLINED:
                 assert not earlier_send_possible, path
             applied += nxt.money is Money.APPLY

@@ -99,7 +99,7 @@ def test_the_decision_reaches_the_whatsapp_customer_once(local_stack, erp, gatew
 
 def test_a_conversation_not_from_whatsapp_records_nothing(local_stack, erp, gateway, tmp_path, resend_queue):
     ledger = Ledger(local_stack.ledger_table, session_client("dynamodb", local_stack.aws_endpoint))
-    conv, approval = _waiting_approval(local_stack, ledger, whatsapp=False)
+    _conv, approval = _waiting_approval(local_stack, ledger, whatsapp=False)
     ApprovalStore(ledger).decide(approval, approve=False, approver="ana.operadora", justification="não",
                                  allowed_approvers=frozenset({"ana.operadora"}))
     assert _resume(local_stack, tmp_path, resend_queue[1], approval)["resposta"]

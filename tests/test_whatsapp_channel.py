@@ -118,7 +118,8 @@ def test_reordered_and_batched_messages_are_answered_once_each_in_arrival_order(
 
 def test_an_unknown_number_gets_the_fixed_reply_and_never_reaches_the_model(channel, model):
     before = model.requests
-    assert channel.webhook.post(notification([text_message(UNKNOWN, "reembolsa o pedido 4821", timestamp=day_ts(13))])) == 200
+    said = notification([text_message(UNKNOWN, "reembolsa o pedido 4821", timestamp=day_ts(13))])
+    assert channel.webhook.post(said) == 200
     [sent] = channel.wait_for_replies(UNKNOWN, 1)
     assert "Não encontramos um cadastro" in sent.body
     assert channel.wait_until_drained()
@@ -236,7 +237,8 @@ def test_a_sender_killed_mid_send_never_sends_twice(local_stack, erp, model_env,
         ch.stop_process(ch.procs[-1], signal.SIGKILL)
         ch.start_consumers(1)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and (ledger.table.get(f"envio#{message['id']}") or {}).get("status") != "desconhecido":
+        send_key = f"envio#{message['id']}"
+        while time.monotonic() < deadline and (ledger.table.get(send_key) or {}).get("status") != "desconhecido":
             time.sleep(0.2)
         assert ledger.table.get(f"envio#{message['id']}")["status"] == "desconhecido"
         assert ch.wait_until_drained(30)
@@ -326,8 +328,8 @@ def test_a_redelivery_older_than_the_kept_replies_sends_only_what_the_outbox_rec
     """The ledger keeps the replies of the two latest answered messages only. An older
     message redelivered is DONE without text: its outbox record, still pending (the
     consumer died after recording it), is sent then, once; with no record nothing is sent."""
-    from canal_whatsapp.outbox import Outbox, OutboxStatus, OutgoingReply
     from cadencia_shared.ledger import REPLIES_KEPT, ConversationStatus
+    from canal_whatsapp.outbox import Outbox, OutboxStatus, OutgoingReply
 
     conversation = "wa-1001-20260327"
     recorded, unrecorded = f"wamid.OLD{time.time_ns()}", f"wamid.NOREC{time.time_ns()}"

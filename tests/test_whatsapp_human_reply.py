@@ -232,7 +232,8 @@ def test_two_attendants_sending_the_same_reply_at_once_send_it_once(channel, led
     conv = hand_off(channel, BRUNO, 1002, 46)
     text = "Bruno, vou verificar com a transportadora."
     cmd = [sys.executable, "-m", "scripts.atendente", "responder", atendente.reference(conv), "--texto", text]
-    procs = [subprocess.Popen(cmd, cwd=ROOT, env=process_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs = [subprocess.Popen(cmd, cwd=ROOT, env=process_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
              for _ in range(3)]
     outs = [p.communicate(timeout=120) for p in procs]
     deadline = time.monotonic() + 30

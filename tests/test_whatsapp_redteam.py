@@ -6,6 +6,7 @@ tests failed before their fix."""
 from __future__ import annotations
 
 import json
+from typing import Any, ClassVar
 
 import pytest
 
@@ -114,7 +115,8 @@ def test_a_concurrent_redelivery_storm_answers_each_message_once_in_turn_order(c
     for wa, msgs in texts.items():
         for m in msgs:
             conv = conversation_id(CUSTOMERS[wa], m["timestamp"])
-            body = QueuedMessage(tipo=QueuedKind.TEXT, mensagemId=m["id"], waId=wa, phoneNumberId=BUSINESS_PHONE_NUMBER_ID,
+            body = QueuedMessage(tipo=QueuedKind.TEXT, mensagemId=m["id"], waId=wa,
+                                 phoneNumberId=BUSINESS_PHONE_NUMBER_ID,
                                  conversaId=conv, clienteId=CUSTOMERS[wa], mensagem=m["text"]["body"])
             channel.sqs.send_message(QueueUrl=channel.queue_url, MessageBody=body.model_dump_json(exclude_none=True),
                                      MessageGroupId=conv, MessageDeduplicationId=f"replay-{time.time_ns()}")
@@ -156,14 +158,14 @@ def test_a_notification_with_hundreds_of_messages_costs_one_lookup_and_a_call_pe
     from canal_whatsapp.ingress import HttpRequest, Ingress
 
     class Directory:
-        calls: list = []
+        calls: ClassVar[list[Any]] = []
 
         def customers_of(self, wa_ids):
             self.calls.append(set(wa_ids))
             return {"5561900000007": 1001}
 
     class Queue:
-        batches: list = []
+        batches: ClassVar[list[Any]] = []
 
         def send_all(self, items):
             self.batches.append(list(items))

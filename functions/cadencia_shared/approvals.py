@@ -337,7 +337,8 @@ class ApprovalStore:
         of the operators' list. ``only_expired``: only once its expiry has passed.
         Returns the status it had, or None when it was not open (nothing changed)."""
         now = self.ledger.now_ms()
-        values: dict[str, Any] = {":st": status.value, ":conversa": conversation_id, ":agora": self.ledger.table.iso(now),
+        values: dict[str, Any] = {":st": status.value, ":conversa": conversation_id,
+                                  ":agora": self.ledger.table.iso(now),
                                   **{f":o{i}": open_status.value for i, open_status in enumerate(OPEN)}}
         condition = f"conversaId = :conversa AND #st IN ({', '.join(f':o{i}' for i in range(len(OPEN)))})"
         if only_expired:

@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .dynamo_types import DynamoClient
+
 ANCHOR_PREFIX = "auditoria-cabeca#"  # the ledger item that anchors a chain's head
 CONVERSATION_PREFIX = "conversa#"  # the conversation's item (cadencia_shared.ledger.conversation_pk)
 # Its anchor's attributes. The hash is stored as its 32 raw bytes (a DynamoDB Binary),
@@ -103,7 +105,7 @@ def anchor_problem(checked: int, anchors: list[Head], hashes_at: dict[int, str])
 class LedgerAnchors:
     """Reads both anchors of a chain from the ledger table (strongly consistent)."""
 
-    def __init__(self, client: Any, table_name: str) -> None:
+    def __init__(self, client: DynamoClient, table_name: str) -> None:
         self.client = client
         self.table_name = table_name
 

@@ -80,9 +80,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .audit_anchors import (ANCHOR_PREFIX, GENESIS, LEDGER_KEY, ChainReport, Head, LedgerAnchors, anchor_problem,
-                            unanchored_links)
-from .dynamo_types import deserialize_item, serialize_item
+from . import audit_anchors
+from .audit_anchors import ANCHOR_PREFIX, GENESIS, LEDGER_KEY, ChainReport, Head, LedgerAnchors, anchor_problem
+from .dynamo_types import DynamoClient, deserialize_item, failed_condition_item, serialize_item
 from .masking import mask_identifier
 
 AUDIT_TABLE = "cadencia-agente-auditoria"
@@ -136,7 +136,7 @@ class ChainContention(Exception):
 
 
 class AuditChain:
-    def __init__(self, table_name: str, client: Any, *, clock: Callable[[], float] = time.time,
+    def __init__(self, table_name: str, client: DynamoClient, *, clock: Callable[[], float] = time.time,
                  anchor_table: str | None = None) -> None:
         """``anchor_table``: the ledger table, where each chain's head is anchored
         (None: no anchor; a truncated tail is then undetectable)."""
@@ -193,7 +193,7 @@ class AuditChain:
         last = self._remembered(chain)
         for _ in range(MAX_APPEND_ATTEMPTS):
             last = last if last is not None else self._last(chain)
-            record = {CHAIN_KEY: chain, SEQ_KEY: (last[SEQ_KEY] + 1) if last else 1, "evento": event,
+            record: dict[str, Any] = {CHAIN_KEY: chain, SEQ_KEY: (last[SEQ_KEY] + 1) if last else 1, "evento": event,
                       "registradoEm": self._now(), "detalhes": stored_details,
                       "hashAnterior": last["hash"] if last else GENESIS}
             record["hash"] = record_hash(record)
@@ -208,7 +208,7 @@ class AuditChain:
                 raise
             self._remember(chain, record)
             self._anchor_or_defer(chain, record)
-            return record[SEQ_KEY]
+            return int(record[SEQ_KEY])
         raise ChainContention(chain)
 
     def _remembered(self, chain: str) -> dict[str, Any] | None:
@@ -257,7 +257,7 @@ class AuditChain:
         except ClientError as err:
             if not _condition_failed(err):
                 raise
-            old = err.response.get("Item") or {}
+            old = failed_condition_item(err) or {}
         if "seqCabeca" in old and "hashCabeca" in old:
             return Head(int(old["seqCabeca"]["N"]), old["hashCabeca"]["S"])
         return self.head(chain)
@@ -320,7 +320,7 @@ class AuditChain:
         problem_at = anchor_problem(checked, anchors, hashes_at)
         if problem_at is not None:
             return ChainReport(checked, Broken(chain, *problem_at))
-        return ChainReport(checked, None, unanchored_links(checked, anchors))
+        return ChainReport(checked, None, audit_anchors.unanchored_links(checked, anchors))
 
     # -- the conversation's anchor, set by the orchestrator's commit (audit_anchors) --
     def seed_head(self, chain: str, anchored: Head) -> None:
@@ -340,7 +340,7 @@ class AuditChain:
         appended since). None: leave the anchor where it is (no link in the block,
         no anchor table, or the anchored record is gone or changed, which ``verify``
         must keep reporting)."""
-        deferred = (getattr(self._deferral, "heads", None) or {}).get(chain)
+        deferred: tuple[Head, Head | None] | None = (getattr(self._deferral, "heads", None) or {}).get(chain)
         if deferred is None or self._anchors is None:
             return None
         head, before = deferred

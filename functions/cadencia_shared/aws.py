@@ -16,7 +16,6 @@ from typing import Any
 
 from botocore.config import Config
 from botocore.session import get_session
-
 from pydantic import Field
 
 from .settings import EnvSettings

@@ -13,7 +13,7 @@ at connect time, so an open connection outlives its 15-minute token.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Protocol, cast
 
 import psycopg
 
@@ -23,12 +23,18 @@ _connections: dict[tuple[str, int, str, str, bool], psycopg.Connection] = {}
 _lock = threading.Lock()
 
 
-def _iam_token(settings: DatabaseSettings, rds_client: Any | None) -> str:
+class RdsTokenSigner(Protocol):
+    """The one RDS call made here, on a botocore client (built at run time: no static type)."""
+
+    def generate_db_auth_token(self, *, DBHostname: str, Port: int, DBUsername: str, Region: str | None) -> str: ...
+
+
+def _iam_token(settings: DatabaseSettings, rds_client: RdsTokenSigner | None) -> str:
     if rds_client is None:
         # Deferred: only the IAM path needs it. botocore, not boto3 (cadencia_shared.aws).
         from botocore.session import get_session
 
-        rds_client = get_session().create_client("rds", region_name=settings.region)
+        rds_client = cast("RdsTokenSigner", get_session().create_client("rds", region_name=settings.region))
     # Signed locally with the function's credentials; no network call.
     return rds_client.generate_db_auth_token(
         DBHostname=settings.host, Port=settings.port, DBUsername=settings.user, Region=settings.region
@@ -42,7 +48,7 @@ def _iam_token(settings: DatabaseSettings, rds_client: Any | None) -> str:
 READ_ONLY_OPTIONS = "-c default_transaction_read_only=on"
 
 
-def connect(settings: DatabaseSettings, *, rds_client: Any | None = None,
+def connect(settings: DatabaseSettings, *, rds_client: RdsTokenSigner | None = None,
             read_only: bool = False) -> psycopg.Connection:
     """Open a new connection (no cache) as ``settings.user``; ``read_only``: see READ_ONLY_OPTIONS."""
     if settings.auth is DbAuth.IAM:
@@ -68,7 +74,7 @@ def connect(settings: DatabaseSettings, *, rds_client: Any | None = None,
     )
 
 
-def connection(settings: DatabaseSettings, *, rds_client: Any | None = None,
+def connection(settings: DatabaseSettings, *, rds_client: RdsTokenSigner | None = None,
                read_only: bool = False) -> psycopg.Connection:
     """The cached connection for this user, reconnecting when it is closed or broken."""
     key = (settings.host, settings.port, settings.name, settings.user, read_only)

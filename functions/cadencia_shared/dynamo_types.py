@@ -19,7 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Set
 from decimal import Clamped, Context, Decimal, Inexact, Overflow, Rounded, Underflow
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from botocore.exceptions import ClientError
 
 # DynamoDB's number range and precision (boto3's DYNAMODB_CONTEXT): a value that
 # would be rounded or clamped raises instead of being stored as another amount.
@@ -104,3 +107,24 @@ def serialize_item(values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 def deserialize_item(item: Mapping[str, Any]) -> dict[str, Any]:
     return {k: deserialize(v) for k, v in item.items()}
+
+
+class DynamoClient(Protocol):
+    """The DynamoDB calls this code makes, on a botocore client. botocore builds its clients at run
+    time, so they have no static type: this is it, stated once at the adapter edge (the ledger, the
+    audit chain, the channel's outbox take a ``DynamoClient``). Requests and answers are DynamoDB's
+    JSON (items as AttributeValue maps, read through ``deserialize_item``)."""
+
+    def get_item(self, **kwargs: Any) -> dict[str, Any]: ...
+    def batch_get_item(self, **kwargs: Any) -> dict[str, Any]: ...
+    def put_item(self, **kwargs: Any) -> dict[str, Any]: ...
+    def update_item(self, **kwargs: Any) -> dict[str, Any]: ...
+    def query(self, **kwargs: Any) -> dict[str, Any]: ...
+    def scan(self, **kwargs: Any) -> dict[str, Any]: ...
+
+
+def failed_condition_item(err: ClientError) -> dict[str, Any] | None:
+    """The item (raw AttributeValues) a failed condition saw, when the write asked for it
+    (``ReturnValuesOnConditionCheckFailure=ALL_OLD``); None when there was none."""
+    item: object = err.response.get("Item")
+    return item if isinstance(item, dict) else None

@@ -62,14 +62,15 @@ def _matching(pattern: str, what: str) -> AfterValidator:
     return AfterValidator(check)
 
 
-def _id_type(pattern: str, what: str) -> Any:
-    return Annotated[
-        str, Strict(), _matching(pattern, what), WithJsonSchema({"type": "string", "pattern": pattern})
-    ]
+def _schema(pattern: str) -> WithJsonSchema:
+    return WithJsonSchema({"type": "string", "pattern": pattern})
 
 
-ConversationId = _id_type(CONVERSATION_ID_PATTERN, "identificador")
-OrderId = _id_type(ORDER_ID_PATTERN, "pedidoId")
+# Written out, not built by a function: a type checker reads only a literal Annotated[...] as a type.
+ConversationId = Annotated[
+    str, Strict(), _matching(CONVERSATION_ID_PATTERN, "identificador"), _schema(CONVERSATION_ID_PATTERN)
+]
+OrderId = Annotated[str, Strict(), _matching(ORDER_ID_PATTERN, "pedidoId"), _schema(ORDER_ID_PATTERN)]
 CustomerId = Annotated[int, Strict(), Field(gt=0, lt=2**63)]
 
 
@@ -166,8 +167,8 @@ class ToolRequest(BaseModel):
 APPROVAL_ID_PATTERN = r"\A[0-9a-f]{32}\Z"  # ledger.approval_id: 32 hex digits
 APPROVER_PATTERN = r"\A[a-z0-9][a-z0-9._@-]{0,63}\Z"  # an operator's login, e-mail or IAM user name
 
-ApprovalId = _id_type(APPROVAL_ID_PATTERN, "aprovacaoId")
-ApproverId = _id_type(APPROVER_PATTERN, "aprovador")
+ApprovalId = Annotated[str, Strict(), _matching(APPROVAL_ID_PATTERN, "aprovacaoId"), _schema(APPROVAL_ID_PATTERN)]
+ApproverId = Annotated[str, Strict(), _matching(APPROVER_PATTERN, "aprovador"), _schema(APPROVER_PATTERN)]
 Justification = Annotated[str, Strict(), StringConstraints(strip_whitespace=True, min_length=3, max_length=500),
                           SingleLineText]
 

@@ -12,7 +12,7 @@ import os
 import re
 from collections.abc import Mapping
 from decimal import Decimal
-from enum import Enum
+from enum import StrEnum
 from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
@@ -31,7 +31,7 @@ class EnvSettings(BaseModel):
         return cls.model_validate(dict(os.environ if environ is None else environ))
 
 
-class DbAuth(str, Enum):
+class DbAuth(StrEnum):
     IAM = "iam"  # AWS: a 15-minute token from rds.generate_db_auth_token, over TLS
     PASSWORD = "password"  # local stack: the same code path with a local password
 

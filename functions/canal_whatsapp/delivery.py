@@ -171,6 +171,7 @@ class Sender:
         self.outbox.finish(claim, status, detail=detail)
         count(DeliveryMetric.FAILED, {"Motivo": reason})
         if status is OutboxStatus.OUTSIDE_WINDOW:
-            self.outbox.ledger.append_audit(conversation_id=claim.reply.conversation_id, event="RESPOSTA_FORA_DA_JANELA",
+            self.outbox.ledger.append_audit(conversation_id=claim.reply.conversation_id,
+                                            event="RESPOSTA_FORA_DA_JANELA",
                                             details={"mensagemId": claim.key})
         return status

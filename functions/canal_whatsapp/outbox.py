@@ -26,8 +26,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from cadencia_shared.ledger import INBOUND_TTL_S, TABLE_KEY, TTL_ATTRIBUTE, Ledger
 from cadencia_shared.dynamo_types import deserialize_item
+from cadencia_shared.ledger import INBOUND_TTL_S, TABLE_KEY, TTL_ATTRIBUTE, Ledger
 from cadencia_shared.ledger.table import condition_failed, serialize
 from cadencia_shared.observability import count
 
@@ -102,7 +102,8 @@ class Outbox:
                     TABLE_KEY: f"{ITEM_TYPE}#{reply.key}", "tipo": ITEM_TYPE,
                     "status": OutboxStatus.PENDING.value, "tentativas": 0,
                     "conversa": reply.conversation_id, "phoneNumberId": reply.phone_number_id,
-                    "para": reply.to, "texto": reply.body, "contexto": reply.reply_to or "", "criadoEm": self.table.iso(now),
+                    "para": reply.to, "texto": reply.body, "contexto": reply.reply_to or "",
+                    "criadoEm": self.table.iso(now),
                     "criadoEmMs": now, "janelaAteMs": reply.window_ends_ms or now + WINDOW_S * 1000,
                     TTL_ATTRIBUTE: now // 1000 + INBOUND_TTL_S,
                 }),

@@ -40,7 +40,7 @@ class ResendRequest(BaseModel):
 
 def delay_s(deferrals: int, base_s: int) -> int:
     """The wait before the ``deferrals``-th resend (1, 2, …): doubling, capped."""
-    return min(MAX_DELAY_S, base_s * 2 ** max(0, min(deferrals - 1, 20)))
+    return min(MAX_DELAY_S, base_s << max(0, min(deferrals - 1, 20)))
 
 
 class ResendQueue(Protocol):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Self
+
 from pydantic import Field
 
 from cadencia_shared.aws import AwsSettings
@@ -26,7 +29,7 @@ class IngressSettings(EnvSettings):
     aws: AwsSettings = Field(default_factory=AwsSettings)
 
     @classmethod
-    def from_env(cls, environ=None):  # type: ignore[override]
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
         base = super().from_env(environ)
         return base.model_copy(update={"aws": AwsSettings.from_env(environ)})
 

@@ -118,7 +118,8 @@ class BooksAudit:
             debited.setdefault(by_wire.get(debit.wire_key, debit.wire_key), []).append(debit)
         keys = sorted(set(first) | set(debited))
         report.keys = len(keys)
-        progress(f"auditoria: {len(keys)} chave(s) a verificar (gateway {'listado' if listed is not None else 'não listado'})")
+        listing = "listado" if listed is not None else "não listado"
+        progress(f"auditoria: {len(keys)} chave(s) a verificar (gateway {listing})")
         claims = {key: self._claim_of(key) for key in keys}
         fresh = self.erp.rows_for(keys)
         for index, key in enumerate(keys, 1):
@@ -194,14 +195,14 @@ class BooksAudit:
 
 def _against_erp(row: ErpRow | None, claim: RefundClaim | None, add: Callable[..., None]) -> None:
     """An executed claim and its ERP refund, each way."""
-    executed = claim is not None and claim.status is ClaimStatus.EXECUTED
-    if executed and claim.erp_updated and (row is None or row.status != "executado"):
-        add(Divergence.EXECUTED_WITHOUT_ERP, f"R$ {claim.amount} executado no ledger; ERP: "
+    executed = claim if claim is not None and claim.status is ClaimStatus.EXECUTED else None
+    if executed is not None and executed.erp_updated and (row is None or row.status != "executado"):
+        add(Divergence.EXECUTED_WITHOUT_ERP, f"R$ {executed.amount} executado no ledger; ERP: "
                                              f"{row.status if row else 'sem linha'}")
     if row is None or row.status != "executado":
         return
-    if not executed:
+    if executed is None:
         add(Divergence.ERP_WITHOUT_EXECUTED, f"R$ {row.amount} executado no ERP; ledger: "
                                              f"{claim.status.value if claim else 'sem reivindicação'}")
-    elif claim.amount != row.amount:
-        add(Divergence.AMOUNTS_DIFFER, f"ERP R$ {row.amount}, ledger R$ {claim.amount}")
+    elif executed.amount != row.amount:
+        add(Divergence.AMOUNTS_DIFFER, f"ERP R$ {row.amount}, ledger R$ {executed.amount}")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Literal, Self
 
 from pydantic import Field
 
@@ -26,7 +27,7 @@ class ReconcilerSettings(RefundSettings):
     run: PassSettings
 
     @classmethod
-    def from_env(cls, environ=None):  # type: ignore[override]
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
         refund = RefundSettings.from_env(environ)
         return cls(aws=refund.aws, db=refund.db, ledger=refund.ledger, gateway=refund.gateway,
                    run=PassSettings.from_env(environ))

@@ -9,6 +9,7 @@ approved call, through its controls.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -41,6 +42,7 @@ def parse(event: Any) -> Request:
     action = event.get("acao") if isinstance(event, dict) else None
     if not isinstance(action, str) or action not in _MODELS:
         raise InvalidEvent(["acao: deve ser 'listar', 'mostrar', 'decidir' ou 'expirar'"])
+    # _MODELS maps each action to one of Request's models; mypy sees only type[BaseModel] there.
     return parse_event(event, _MODELS[action])  # type: ignore[return-value]
 
 
@@ -64,7 +66,7 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     return answer
 
 
-def _resume_port(settings: DecisionSettings, aws: AwsSettings):
+def _resume_port(settings: DecisionSettings, aws: AwsSettings) -> Callable[[str], None]:
     def resume(approval: str) -> None:
         if not settings.resume_function:
             return

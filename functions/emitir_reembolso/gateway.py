@@ -127,7 +127,8 @@ class PaymentGatewayClient:
         raise self._classify(resp)
 
     def lookup(self, *, idempotency_key: str, token: str) -> GatewayRefund | None:
-        resp = self._request("GET", f"/v1/reembolsos?idempotencyKey={quote(wire_idempotency_key(idempotency_key), safe='')}", token=token)
+        query = quote(wire_idempotency_key(idempotency_key), safe="")
+        resp = self._request("GET", f"/v1/reembolsos?idempotencyKey={query}", token=token)
         if resp.status == 200:
             return self._refund(resp)
         if resp.status == 404:

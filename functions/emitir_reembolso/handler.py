@@ -51,7 +51,8 @@ def adapters(settings: RefundSettings) -> RefundAdapters:
         # Powertools caches the value for max_age seconds: a warm function does not
         # call Secrets Manager on every refund, and never before a claim.
         value = secrets.get(settings.gateway.secret_name, max_age=settings.gateway.secret_max_age_s, transform="json")
-        return value["token"]
+        token: str = value["token"]  # the secret's JSON shape: {"token": "..."}
+        return token
 
     return RefundAdapters(
         ledger=Ledger(settings.ledger.table_name, client("dynamodb", settings.aws)),

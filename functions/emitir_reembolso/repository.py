@@ -52,12 +52,14 @@ class RefundOrders:
         ).fetchone()
         if row is None:
             return None
-        (reserved_amount,) = self.conn.execute(
+        reserved = self.conn.execute(
             "SELECT coalesce(sum(valor), 0) FROM reembolsos "
             "WHERE pedido_id = %s AND status = 'reservado' AND chave_idempotencia <> %s",
             (order_id, key),
         ).fetchone()
-        return OrderForRefund(*row, reserved_amount=reserved_amount)
+        assert reserved is not None  # an aggregate without GROUP BY always answers one row
+        order, customer, order_amount, refunded_amount = row
+        return OrderForRefund(order, customer, order_amount, refunded_amount, reserved_amount=reserved[0])
 
     def reserve(self, *, key: str, order_id: str, amount: Decimal) -> None:
         """Hold ``amount`` of the order for this key: a new row, a released one again,

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Self
+
 from pydantic import Field
 
 from cadencia_shared.aws import AwsSettings
@@ -29,7 +32,7 @@ class RefundSettings(EnvSettings):
     gateway: GatewaySettings
 
     @classmethod
-    def from_env(cls, environ=None):  # type: ignore[override]
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Self:
         return cls(
             aws=AwsSettings.from_env(environ),
             db=DatabaseSettings.from_env(environ),

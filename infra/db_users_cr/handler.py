@@ -155,13 +155,14 @@ def answerable(event: Any, env: dict[str, str]) -> tuple[str, dict[str, str]] | 
         return None
     fields = {k: event.get(k) for k in ("StackId", "RequestId", "LogicalResourceId")}
     url = event.get("ResponseURL")
-    if not all(isinstance(v, str) and 0 < len(v) <= _MAX_FIELD for v in (url, *fields.values())):
+    if not isinstance(url, str) or not all(isinstance(v, str) and 0 < len(v) <= _MAX_FIELD
+                                           for v in (url, *fields.values())):
         return None
     if not response_url_is_cloudformations(url, env["AWS_REGION"]):
         return None
     if fields["StackId"] != env["STACK_ID"] or fields["LogicalResourceId"] != env["LOGICAL_RESOURCE_ID"]:
         return None  # not this stack's resource: its URL is not ours to write to
-    return url, fields  # type: ignore[return-value]
+    return url, {k: v for k, v in fields.items() if isinstance(v, str)}  # all of them (checked above)
 
 
 def check_properties(props: Any, *, name: str = "ResourceProperties") -> str:

@@ -28,7 +28,6 @@ from .records import record, summarize
 from .scenario import Scenario
 
 
-
 def stack_outputs(cloudformation: Any, stack_name: str) -> dict[str, str]:
     stacks = cloudformation.describe_stacks(StackName=stack_name)["Stacks"]
     return {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}

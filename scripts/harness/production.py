@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from cadencia_shared.catalog import HANDOFF_BUS_NAME
 from cadencia_shared.audit_chain import AUDIT_TABLE
+from cadencia_shared.catalog import HANDOFF_BUS_NAME
 from cadencia_shared.ledger import Ledger
 from orchestrator import handler
 from orchestrator.invokers.local import LocalContext, function_environment

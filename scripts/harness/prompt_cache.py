@@ -31,6 +31,7 @@ Time comes from an injected clock (seconds), never the wall clock, in tests.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import threading
@@ -153,7 +154,7 @@ class PromptCache:
             raise CacheRequestError(f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. "
                                     f"Found {len(marks)}.")
         ttls = [blocks[i].ttl for i in marks]
-        if any(a == "5m" and b == "1h" for a, b in zip(ttls, ttls[1:], strict=False)):
+        if any(a == "5m" and b == "1h" for a, b in itertools.pairwise(ttls)):
             raise CacheRequestError("a ttl='1h' cache_control block must not come after a ttl='5m' block")
         model = str(request.get("model", ""))
         minimum = self.minimum if self.minimum is not None else minimum_for(model)

@@ -199,7 +199,8 @@ class ScriptedModelServer:
 
             def do_POST(self) -> None:  # noqa: N802
                 if self.path.split("?")[0] != "/v1/messages":
-                    return self._send(404, {"type": "error", "error": {"type": "not_found_error", "message": self.path}})
+                    error = {"type": "not_found_error", "message": self.path}
+                    return self._send(404, {"type": "error", "error": error})
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
                 with server._lock:
                     server.requests += 1

@@ -16,8 +16,8 @@ from typing import Any
 
 import psycopg
 
-from canal_whatsapp.conversation import conversation_id
 from cadencia_shared.ledger import Ledger
+from canal_whatsapp.conversation import conversation_id
 from scripts.local_stack.whatsapp_channel import LocalChannel
 from scripts.local_stack.whatsapp_fake import notification, text_message
 

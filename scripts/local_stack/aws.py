@@ -23,9 +23,9 @@ from botocore.config import Config
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from cadencia_shared.catalog import HANDOFF_BUS_NAME, HANDOFF_EVENT_SOURCE, HANDOFF_QUEUE_NAME
 from cadencia_shared.audit_chain import AUDIT_TABLE
 from cadencia_shared.audit_chain import table_definition as audit_table_definition
+from cadencia_shared.catalog import HANDOFF_BUS_NAME, HANDOFF_EVENT_SOURCE, HANDOFF_QUEUE_NAME
 from cadencia_shared.ledger import TTL_ATTRIBUTE, table_definition
 
 LOCAL_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
@@ -87,7 +87,7 @@ class SerializedWsgi:
             attempt = {**environ, "wsgi.input": io.BytesIO(body), "CONTENT_LENGTH": str(len(body))}
             with self.lock:
                 self.requests += 1
-                answer = b"".join(self._run(attempt, lambda status, headers, *exc: seen.append((status, headers))))
+                answer = b"".join(self._run(attempt, lambda status, headers, *exc: seen.append((status, headers))))  # noqa: B023
             if not seen[0][0].startswith("200") or b'"Messages"' in answer or self.clock() >= deadline:
                 start_response(*seen[0])
                 return [answer]

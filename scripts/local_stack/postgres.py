@@ -101,7 +101,8 @@ def _as_server_user(cmd: list[str]) -> list[str]:
 def _run(cmd: list[str]) -> None:
     proc = subprocess.run(_as_server_user(cmd), capture_output=True, text=True)
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd[:2])} failed ({proc.returncode}): {proc.stderr.strip() or proc.stdout.strip()}")
+        output = proc.stderr.strip() or proc.stdout.strip()
+        raise RuntimeError(f"{' '.join(cmd[:2])} failed ({proc.returncode}): {output}")
 
 
 def start_cluster() -> PostgresInfo:

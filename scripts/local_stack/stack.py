@@ -8,6 +8,7 @@ stops both and checks that neither port still answers.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -232,10 +233,8 @@ def _stop_server(pid: int) -> None:
         return
     deadline = time.monotonic() + 10
     while _alive(pid) and time.monotonic() < deadline:
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
         time.sleep(0.05)
     if _alive(pid):
         os.killpg(pid, signal.SIGKILL)

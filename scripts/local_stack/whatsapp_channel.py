@@ -37,7 +37,6 @@ from urllib.parse import parse_qsl, urlsplit
 
 from cadencia_shared.audit_chain import AUDIT_TABLE
 from cadencia_shared.catalog import HANDOFF_BUS_NAME, WHATSAPP_DB_USER
-
 from canal_whatsapp.queue_timing import QueueTiming, queue_timing
 
 from .aws import session_client
@@ -314,7 +313,8 @@ class LocalChannel:
         attrs = self.sqs.get_queue_attributes(QueueUrl=url or self.queue_url, AttributeNames=[
             "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
             "ApproximateNumberOfMessagesDelayed"])["Attributes"]
-        return sum(int(attrs.get(k, 0)) for k in ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+        return sum(int(attrs.get(k, 0)) for k in ("ApproximateNumberOfMessages",
+                                                  "ApproximateNumberOfMessagesNotVisible",
                                                   "ApproximateNumberOfMessagesDelayed"))
 
     def wait_until_drained(self, timeout_s: float = 60, url: str | None = None) -> bool:

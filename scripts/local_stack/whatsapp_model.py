@@ -27,8 +27,21 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from .whatsapp_intents import (PROFILE_TOOL, REFUND_TOOL, REPLY_TOOL, STATUS_TOOL, Call, Conversation, Intent,
-                               amount_in, intent_of, order_in, profile_changes, reais, read)
+from .whatsapp_intents import (
+    PROFILE_TOOL,
+    REFUND_TOOL,
+    REPLY_TOOL,
+    STATUS_TOOL,
+    Call,
+    Conversation,
+    Intent,
+    amount_in,
+    intent_of,
+    order_in,
+    profile_changes,
+    read,
+    reais,
+)
 
 ECHO_PREFIX = "Recebi: "
 PERSON_TEXT = "Certo! Vou chamar um atendente da Cadência para continuar com você por aqui."

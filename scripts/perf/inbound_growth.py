@@ -15,9 +15,8 @@ from __future__ import annotations
 import argparse
 import base64
 import os
-import uuid
-
 import sys
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]

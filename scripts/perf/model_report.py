@@ -58,10 +58,10 @@ def _per_million(figures: model_cost.Figures, price: tuple[float, float], aws_pe
 
 def render(rows: list[dict[str, Any]], ttl: list[dict[str, Any]], aws_per_million: float, cpu_s: float) -> list[str]:
     lines = ["### The model: a customer message priced whole", "",
-             f"Ratios measured in this run: billed input-token equivalents per customer message, with prompt caching "
-             f"÷ without (read 0.1×, 5-minute write 1.25×), the same conversations through the real loop and SDK "
-             f"against the scripted model's Messages-API accounting; messages 1–3 minutes apart; tokens are compact "
-             f"JSON ÷ 4 (scripts/harness/prompt_cache.py).", "",
+             "Ratios measured in this run: billed input-token equivalents per customer message, with prompt caching "
+             "÷ without (read 0.1×, 5-minute write 1.25×), the same conversations through the real loop and SDK "
+             "against the scripted model's Messages-API accounting; messages 1–3 minutes apart; tokens are compact "
+             "JSON ÷ 4 (scripts/harness/prompt_cache.py).", "",
              "| conversation | minimum cacheable | model calls / message | input tokens / call | cached ÷ uncached "
              "| target |", "|---|---|---|---|---|---|"]
     for row in rows:

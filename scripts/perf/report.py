@@ -88,7 +88,7 @@ def goals_table(results: list[Measurement]) -> list[str]:
     out = ["**The performance goals, on this run**", "", "| goal | target | measured | met |", "|---|---|---:|---|"]
     out += [f"| {g} | {t} | {v if isinstance(v, str) else _units(v)} | {'yes' if ok else '**no**'} |"
             for g, t, v, ok in rows]
-    return out + [""]
+    return [*out, ""]
 
 
 def race_table(races: dict[str, list[int]]) -> list[str]:
@@ -98,7 +98,7 @@ def race_table(races: dict[str, list[int]]) -> list[str]:
     for design, allowed in races.items():
         out.append(f"| {DESIGNS[design]} | {len(allowed)} | {min(allowed)}–{max(allowed)} | "
                    f"{sum(1 for a in allowed if a == 4)} of {len(allowed)} |")
-    return out + [""]
+    return [*out, ""]
 
 
 def _tops(modules: tuple[str, ...]) -> str:
@@ -119,7 +119,7 @@ def writes_table(results: list[Measurement]) -> list[str]:
         if m.aws.by_index:
             per_index = ", ".join(f"{name} {_units(units)}" for name, units in sorted(m.aws.by_index.items()))
             out.append(f"| {NAMES[m.scenario]} | *index units by index* | | {per_index} |")
-    return out + [""]
+    return [*out, ""]
 
 
 def imports_table(rows: list[Any]) -> list[str]:
@@ -133,7 +133,7 @@ def imports_table(rows: list[Any]) -> list[str]:
         if r.anthropic_ms is not None:
             out.append(f"| ↳ vs `import anthropic` alone | | {r.anthropic_ms:.0f} ms | "
                        f"**{r.anthropic_ratio:.2f}×** | ≤ 1.1× |")
-    return out + [""]
+    return [*out, ""]
 
 
 def bytecode_table(rows: list[Any]) -> list[str]:
@@ -145,7 +145,7 @@ def bytecode_table(rows: list[Any]) -> list[str]:
            "|---|---|---:|---:|---:|"]
     out += [f"| {r.function} | {r.python} | {r.without_ms:.0f} ms | {r.with_ms:.0f} ms | **{r.ratio:.2f}×** |"
             for r in rows]
-    return out + [""]
+    return [*out, ""]
 
 
 def assets_table(assets: list[Any]) -> list[str]:
@@ -155,7 +155,7 @@ def assets_table(assets: list[Any]) -> list[str]:
            "| asset | unzipped | zipped | files | bytecode |", "|---|---:|---:|---:|---|"]
     out += [f"| {a.name} | {a.unzipped / 1e6:.1f} MB | {a.zipped / 1e6:.1f} MB | {a.files:,} | "
             f"{'yes' if a.bytecode else 'no'} |" for a in assets]
-    return out + [""]
+    return [*out, ""]
 
 
 def render(results: list[Measurement], races: dict[str, list[int]], cpu: dict[str, float],

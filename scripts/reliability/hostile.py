@@ -38,7 +38,8 @@ _json_any = st.recursive(_json_leaf, lambda inner: st.one_of(st.lists(inner, max
                                                              st.dictionaries(st.text(max_size=5), inner, max_size=3)),
                          max_leaves=6)
 _not_a_string = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
-                          st.lists(_json_leaf, max_size=2), st.dictionaries(st.text(max_size=3), _json_leaf, max_size=2))
+                          st.lists(_json_leaf, max_size=2),
+                          st.dictionaries(st.text(max_size=3), _json_leaf, max_size=2))
 
 
 def _with_control(valid: str) -> st.SearchStrategy[str]:
@@ -57,7 +58,8 @@ def bad_string_id(valid: str, pattern: re.Pattern[str]) -> st.SearchStrategy[Any
 
 def bad_customer_id(valid: int) -> st.SearchStrategy[Any]:
     return st.one_of(
-        st.sampled_from([str(valid), "1_001", "１００１", f"{valid}\n", "٣", True, False, float(valid), None]),
+        # Full-width and Arabic-Indic digits on purpose: a digit that is not ASCII is refused.
+        st.sampled_from([str(valid), "1_001", "１００１", f"{valid}\n", "٣", True, False, float(valid), None]),  # noqa: RUF001
         st.text(max_size=12),
         st.booleans(),
         st.floats(allow_nan=False),

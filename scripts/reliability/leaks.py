@@ -14,7 +14,6 @@ from scripts.local_stack.stack import StackState
 
 from .world import World
 
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -37,7 +36,8 @@ def known_secrets(state: StackState) -> dict[str, str]:
 
 
 def _code_text() -> str:
-    return "\n".join(p.read_text(encoding="utf-8") for d in ("functions", "orchestrator") for p in (ROOT / d).rglob("*.py"))
+    return "\n".join(p.read_text(encoding="utf-8")
+                     for d in ("functions", "orchestrator") for p in (ROOT / d).rglob("*.py"))
 
 
 def known_personal_data(state: StackState, extra: dict[str, str]) -> dict[str, str]:

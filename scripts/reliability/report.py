@@ -30,7 +30,7 @@ def _money_table(title: str, tallies: list[Tally], *, killed: bool) -> list[str]
             cells.append(f"{t.seam_hits}/{t.trials}")
         cells += [_range(t.debit_counts), f"**{t.over_value}**", f"{t.consistent}/{t.trials}", _answers(t)]
         lines.append("| " + " | ".join(cells) + " |")
-    return lines + [""]
+    return [*lines, ""]
 
 
 def markdown(f: Figures) -> str:

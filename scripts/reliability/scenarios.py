@@ -106,7 +106,7 @@ def crash_point(fleet: Fleet, world: World, point: str, trials: int, reconciler:
         a, b = f"{order_id}-t{trial}-a", f"{order_id}-t{trial}-b"
         first = _die_at(fleet, world, point, _event(a, order_id))
         tally.seam_hits += first.seam_reached and first.killed
-        answers = [first] + _retries(fleet, world, order_id, a, b, reconciler)
+        answers = [first, *_retries(fleet, world, order_id, a, b, reconciler)]
         if point == "during_gateway":
             time.sleep(world.timing.held_s)  # what the gateway still held has landed by now
         _record(tally, world, order_id, [a, b], answers)

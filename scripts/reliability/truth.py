@@ -11,7 +11,8 @@ Rules (one per kind of answer the refund tool gives):
 - any answer whose message says the refund was processed/issued ("já foi processado",
   "emitido") needs a debit for the key — a decline repeated as "processed" is false;
 - ``valor_excede_saldo``: false when the gateway debited this very key (the customer
-  hears "no" about a refund that was made); otherwise true when the amount asked, added to what the gateway debited for the
+  hears "no" about a refund that was made); otherwise true when the amount asked, added to
+  what the gateway debited for the
   order under other keys, exceeds the order's value — or another key still held the
   balance unresolved (counted apart: true when said, not checkable after the fact);
 - ``em_processamento`` / ``resultado_desconhecido``: promise nothing, always true;

@@ -132,7 +132,7 @@ def test_the_whatsapp_roles(default_synth, variant_synth):
 
 
 def _policy_of(template, role_id):
-    for logical_id, res in template["Resources"].items():
+    for _logical_id, res in template["Resources"].items():
         if res["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in res["Properties"]["Roles"]:
             return res["Properties"]["PolicyDocument"]["Statement"]
     raise AssertionError(f"no policy for {role_id}")
@@ -196,7 +196,8 @@ def _inline_policy_on_role(t):
 def _separate_policy_resource(t):
     t["Resources"]["SneakyPolicy"] = {"Type": "AWS::IAM::Policy", "Properties": {
         "PolicyName": "sneaky", "Roles": [{"Ref": Ids.role(EMITIR_REEMBOLSO)}],
-        "PolicyDocument": {"Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::x/*"}]}}}
+        "PolicyDocument": {"Statement": [
+            {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::x/*"}]}}}
 
 
 def _condition_added(t):

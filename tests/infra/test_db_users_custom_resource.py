@@ -139,7 +139,7 @@ def test_create_update_delete_as_the_master(master, asset, template):
 
 def test_a_failed_first_create_rolls_back_and_the_rollback_completes(master, asset, template):
     """The first deploy fails at the resource; CloudFormation then deletes it (ROLLBACK_IN_PROGRESS)."""
-    execute, calls, conn = master
+    execute, _calls, conn = master
 
     def refused(sql: str) -> None:
         raise ClientError("BadRequestException")
@@ -201,7 +201,7 @@ def test_a_create_or_update_never_runs_while_the_resource_is_deleted(asset, temp
 
 
 def test_an_event_cannot_bring_its_own_sql(master, asset, template):
-    execute, calls, conn = master
+    execute, calls, _conn = master
     hostile = _event(template, "Create")
     hostile["ResourceProperties"]["Statements"] = ["CREATE ROLE intruso SUPERUSER"]
     outcome, sent = _process(hostile, execute, asset)
@@ -261,8 +261,8 @@ def test_only_cloudformations_response_bucket_is_answered(url, asset, template):
 
 
 @pytest.mark.parametrize("url", [
-    f"https://cloudformation-custom-resource-response-saeast1.s3.amazonaws.com/k?X-Amz-Signature=1",
-    f"https://cloudformation-custom-resource-response-saeast1.s3-sa-east-1.amazonaws.com/k?X-Amz-Signature=1",
+    "https://cloudformation-custom-resource-response-saeast1.s3.amazonaws.com/k?X-Amz-Signature=1",
+    "https://cloudformation-custom-resource-response-saeast1.s3-sa-east-1.amazonaws.com/k?X-Amz-Signature=1",
     URL,
 ])
 def test_the_response_url_forms_cloudformation_uses_are_accepted(url):
@@ -324,7 +324,7 @@ def test_any_envelope_gets_at_most_one_answer_and_runs_only_shipped_sql(asset, t
     event = {**base, **replaced}
     for name in dropped:
         event.pop(name, None)
-    shipped, digest = handler.load_statements(asset.path / "statements.json")
+    shipped, _digest = handler.load_statements(asset.path / "statements.json")
     calls: list[str] = []
     outcome, sent = _process(event, calls.append, asset, cloudformation(resource, stack))
     assert len(sent) <= 1  # never two answers

@@ -51,7 +51,8 @@ FILES = {
         "def tracking(req, fetch):\n"
         "    row = fetch(order_id=req.pedidoId, customer_id=req.clienteId)\n"
         "    if row is None:\n"
-        '        raise ToolError(ErrorCode.ORDER_NOT_FOUND, f"Pedido {req.pedidoId} não encontrado para este cliente.")\n'
+        '        raise ToolError(ErrorCode.ORDER_NOT_FOUND,'
+        ' f"Pedido {req.pedidoId} não encontrado para este cliente.")\n'
         '    return ToolResponse.success(TOOL, "consultado", {"pedidoId": row["id"], '
         '"codigoRastreio": row["codigo_rastreio"]})\n'
     ),
@@ -132,7 +133,8 @@ def _add_the_fourth_tool(tree: Path) -> None:
     row = _registry_row(catalog.read_text())
     _replace_once(catalog, "\nTOOLS: dict[str, ToolSpec] = ", row + "\nTOOLS: dict[str, ToolSpec] = ")
     _replace_once(catalog, "ATUALIZAR_CADASTRO)}", "ATUALIZAR_CADASTRO, CONSULTAR_RASTREIO)}")
-    _replace_once(tree / "infra" / "contract.py", "\n)\nTOOL_FUNCTION_ARNS", "\n" + CONTRACT_ROW + ")\nTOOL_FUNCTION_ARNS")
+    _replace_once(tree / "infra" / "contract.py", "\n)\nTOOL_FUNCTION_ARNS",
+                  "\n" + CONTRACT_ROW + ")\nTOOL_FUNCTION_ARNS")
 
 
 def _run(tree: Path, *args: str, check: bool = True, **env_vars: str) -> subprocess.CompletedProcess[str]:
@@ -158,7 +160,8 @@ assert tools.validation_errors("consultar_rastreio", {"pedidoId": "4821\n"}), "a
 synth = synthesize({}, Path(sys.argv[1]))
 diffs = compare(synth.template, contract.build(synth.config))
 assert not diffs, "\n".join(d.describe() for d in diffs)
-functions = {r["Properties"].get("FunctionName"): r["Properties"] for r in synth.of_type("AWS::Lambda::Function").values()}
+functions = {r["Properties"].get("FunctionName"): r["Properties"]
+             for r in synth.of_type("AWS::Lambda::Function").values()}
 tracking = functions["cadencia-consultar-rastreio"]
 assert tracking["Handler"] == "consultar_rastreio.handler.lambda_handler" and tracking["Timeout"] == 5, tracking
 assert tracking["ReservedConcurrentExecutions"] == 10 and "VpcConfig" in tracking, tracking

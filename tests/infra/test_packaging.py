@@ -127,7 +127,8 @@ def test_an_independent_build_is_byte_identical(tmp_path, monkeypatch):
 def _runtime_magic(python: str) -> bytes:
     import subprocess
 
-    out = subprocess.run([python, "-c", "import importlib.util, sys; sys.stdout.buffer.write(importlib.util.MAGIC_NUMBER)"],
+    probe = "import importlib.util, sys; sys.stdout.buffer.write(importlib.util.MAGIC_NUMBER)"
+    out = subprocess.run([python, "-c", probe],
                          capture_output=True, check=True)
     return out.stdout
 

@@ -9,8 +9,8 @@ import psycopg
 import pytest
 
 from cadencia_shared.catalog import TOOLS
-from infra.sqlsplit import SqlSplitError, split_statements
 from infra.db_users import SQL_DIR, sql_statements
+from infra.sqlsplit import SqlSplitError, split_statements
 
 
 @pytest.mark.parametrize(("script", "expected"), [
@@ -25,7 +25,8 @@ from infra.db_users import SQL_DIR, sql_statements
     ("/* a; /* nested; */ still; */ SELECT 6;", ["SELECT 6"]),
     ("DO $$ BEGIN PERFORM 1; PERFORM 2; END $$; SELECT 7", ["DO $$ BEGIN PERFORM 1; PERFORM 2; END $$", "SELECT 7"]),
     ("DO $body$ BEGIN RAISE NOTICE '$$;'; END $body$;", ["DO $body$ BEGIN RAISE NOTICE '$$;'; END $body$"]),
-    ("DO $$ -- a comment; inside the body stays\nBEGIN END $$;", ["DO $$ -- a comment; inside the body stays\nBEGIN END $$"]),
+    ("DO $$ -- a comment; inside the body stays\nBEGIN END $$;",
+     ["DO $$ -- a comment; inside the body stays\nBEGIN END $$"]),
     ("PREPARE p AS SELECT $1; EXECUTE p(1)", ["PREPARE p AS SELECT $1", "EXECUTE p(1)"]),
     ("SELECT a$b FROM t; SELECT 8", ["SELECT a$b FROM t", "SELECT 8"]),
 ])

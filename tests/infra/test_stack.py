@@ -18,8 +18,8 @@ from cadencia_shared.catalog import (
 )
 from cadencia_shared.observability import NAMESPACE, TOOL_DIMENSION, Metric
 from infra import contract
-from infra.policy_check import render
 from infra.contract import Ids
+from infra.policy_check import render
 
 pytestmark = pytest.mark.infra
 

@@ -42,8 +42,8 @@ def test_the_inbound_queue_timing_is_the_one_derived_from_the_lease(default_synt
 
 
 def test_replies_the_cloud_api_refused_wait_in_the_resend_queue_and_their_age_is_alarmed(default_synth):
-    from canal_whatsapp.resends import UNSENT_AGE_METRIC
     from cadencia_shared.observability import NAMESPACE
+    from canal_whatsapp.resends import UNSENT_AGE_METRIC
 
     queue = _props(default_synth, Ids.WHATSAPP_RESEND_QUEUE)
     assert "FifoQueue" not in queue  # per-message DelaySeconds

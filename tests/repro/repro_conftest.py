@@ -1,3 +1,4 @@
 import sys
+
 sys.path[:0] = ["/work/main", "/work/main/functions"]
-from tests.conftest import *  # noqa: F401,F403  fixtures and hooks
+from tests.conftest import *  # noqa: E402, F403  fixtures and hooks, after the path is set

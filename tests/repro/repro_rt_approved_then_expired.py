@@ -3,9 +3,8 @@ expiry then passes: the customer's next message closes it as `expirada` and tell
 customer it 'expired without a decision from our team' -- a person approved it."""
 from __future__ import annotations
 
-from cadencia_shared.approvals import ApprovalStatus, ApprovalStore
+from cadencia_shared.approvals import ApprovalStore
 from orchestrator.model import Deadline
-
 from tests.support.anthropic_fake import ScriptedModel
 from tests.support.orchestrators import build
 from tests.test_approval_lifecycle import POLICY, _approval, _ask, _audit, _clocked, _conv, _decide, _invoker, _turn

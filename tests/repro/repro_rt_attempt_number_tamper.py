@@ -7,12 +7,11 @@ import uuid
 
 import pytest
 
-from cadencia_shared.approvals import ApprovalStatus, ApprovalStore
+from cadencia_shared.approvals import ApprovalStore
 from cadencia_shared.catalog import TOOLS
 from cadencia_shared.ledger import approval_pk
 from orchestrator.model import Deadline
 from orchestrator.resume import Resumer
-
 from tests.support.anthropic_fake import ScriptedModel, text_reply, tool_use
 from tests.support.orchestrators import build
 from tests.test_approval_at_ceiling import ABOVE, FIFTY, POLICY, _approval, _approve, _invoker, _turn

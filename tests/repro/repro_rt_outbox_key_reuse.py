@@ -9,11 +9,9 @@ from canal_whatsapp.outbox import Outbox
 from orchestrator.model import Deadline
 from orchestrator.resume import Resumer
 from orchestrator.whatsapp_replies import WhatsAppMessages
-
-from tests.test_approval_lifecycle import (POLICY, _approval, _ask, _clocked, _conv, _decide, _invoker)
 from tests.support.anthropic_fake import ScriptedModel, text_reply
 from tests.support.orchestrators import build
-from tests.test_approval_lifecycle import _turn
+from tests.test_approval_lifecycle import POLICY, _approval, _ask, _clocked, _conv, _decide, _invoker, _turn
 
 
 class Queue:

@@ -7,7 +7,6 @@ import pytest
 from cadencia_shared.approvals import ApprovalStore
 from orchestrator.model import Deadline
 from orchestrator.resume import Resumer
-
 from tests.test_approval_lifecycle import _approval, _ask, _audit, _conv, _decide, _details, _invoker
 
 

@@ -12,7 +12,6 @@ from collections import Counter
 from cadencia_shared.approvals import ApprovalStore
 from orchestrator.model import Deadline
 from orchestrator.resume import Resumer
-
 from tests.test_approval_lifecycle import _approval, _ask, _conv, _decide, _give_back, _invoker
 
 

@@ -10,7 +10,6 @@ from cadencia_shared.approvals import ApprovalStore
 from cadencia_shared.ledger import ItemType
 from orchestrator.model import Deadline
 from orchestrator.resume import Resumer
-
 from tests.support.anthropic_fake import ScriptedModel, text_reply, tool_uses
 from tests.support.orchestrators import build
 from tests.test_approval_lifecycle import OPERATOR, _decide, _invoker, _turn

@@ -9,10 +9,19 @@ from decidir_aprovacao.logic import handle as decision_entry
 from orchestrator.model import Deadline
 from orchestrator.resume import Resumer
 from scripts import auditoria
-
 from tests.support.anthropic_fake import ScriptedModel, text_reply, tool_use
 from tests.support.orchestrators import build
-from tests.test_approval_lifecycle import APPROVERS, POLICY, REFUND, _approval, _conv, _decide, _give_back, _invoker, _turn
+from tests.test_approval_lifecycle import (
+    APPROVERS,
+    POLICY,
+    REFUND,
+    _approval,
+    _conv,
+    _decide,
+    _give_back,
+    _invoker,
+    _turn,
+)
 
 
 def test_normal_flows_leave_no_flag(mocked_aws, gateway, tools, erp, capsys):
@@ -29,20 +38,27 @@ def test_normal_flows_leave_no_flag(mocked_aws, gateway, tools, erp, capsys):
         return orch.handle(_turn(conv), Deadline.after(60)), orch
 
     # 1 approved + resumed
-    a = _conv("v-aprov"); _, orch = ask(a); _decide(ledger, _approval(ledger, a))
+    a = _conv("v-aprov")
+    _, orch = ask(a)
+    _decide(ledger, _approval(ledger, a))
     Resumer.of(orch).resume(_approval(ledger, a), Deadline.after(60))
     # 2 approved, cancelled, resumed, given back
-    b = _conv("v-cancel"); _, orch = ask(b); _decide(ledger, _approval(ledger, b))
-    ledger.request_cancellation(b); Resumer.of(orch).resume(_approval(ledger, b), Deadline.after(60))
+    b = _conv("v-cancel")
+    _, orch = ask(b)
+    _decide(ledger, _approval(ledger, b))
+    ledger.request_cancellation(b)
+    Resumer.of(orch).resume(_approval(ledger, b), Deadline.after(60))
     _give_back(ledger, b)
     # 3 feasibility refusal (R$ 800 on an R$ 189.90 order)
     c = _conv("v-inviavel")
     ask(c, ScriptedModel(tool_use("emitir_reembolso", {"pedidoId": "4821", "valor": 800.0}), text_reply("ok")))
     # 4 expiry by the sweep + resume
-    d = _conv("v-expira"); _, orch = ask(d)
+    d = _conv("v-expira")
+    _, orch = ask(d)
     clock[0] += 601
     resumed: list[str] = []
-    decision_entry(ExpireRequest.model_validate({"acao": "expirar"}), ledger, approvers=APPROVERS, resume=resumed.append)
+    decision_entry(ExpireRequest.model_validate({"acao": "expirar"}), ledger, approvers=APPROVERS,
+                   resume=resumed.append)
     for r in resumed:
         Resumer.of(orch).resume(r, Deadline.after(60))
     verifier = AuditChain(AUDIT_TABLE, client, anchor_table=table)

@@ -124,5 +124,6 @@ class ScriptedModel:
         return [b for b in last["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
 
 
-def api_error(name: str, status: int, headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any], dict[str, str]]:
+def api_error(name: str, status: int,
+              headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any], dict[str, str]]:
     return status, fixture(name), headers or {}

@@ -47,6 +47,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
+from ..dynamo_types import failed_condition_item
 from .table import (
     GSI_BY_CONVERSATION,
     GSI_PARTITION,
@@ -180,7 +181,7 @@ class AttemptStore:
             except ClientError as err:
                 if not condition_failed(err):
                     raise
-                if not self._adopt_legacy_counter(key, err.response.get("Item")):
+                if not self._adopt_legacy_counter(key, failed_condition_item(err)):
                     break
         resp = self.table.client.update_item(
             TableName=self.table.name, Key=key, ReturnValues="UPDATED_NEW",

@@ -237,6 +237,8 @@ class ClaimStore:
         except ClientError as err:
             if condition_failed(err):
                 old = old_item(err) or self.table.get(claim_pk(key))
+                if old is None:  # the claim that failed the condition is gone: the error as it came
+                    raise
                 raise ClaimTaken(RefundClaim.from_item(old)) from None
             raise
         return claim

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from ..dynamo_types import DynamoClient
 from .attempts import (
     CALL_EVENT,
     CEILING_EVENT,
@@ -30,9 +31,9 @@ from .table import LedgerTable
 
 
 class Ledger(ClaimStore, AttemptStore, ConversationStore, AuditStore):
-    """Typed operations on the ledger table. ``client`` is a boto3 DynamoDB client."""
+    """Typed operations on the ledger table. ``client``: a botocore DynamoDB client."""
 
-    def __init__(self, table_name: str, client: Any | None = None, *, clock: Callable[[], float] = time.time,
+    def __init__(self, table_name: str, client: DynamoClient | None = None, *, clock: Callable[[], float] = time.time,
                  audit_chain: AuditChain | None = None) -> None:
         """``audit_chain``: given, audit records go to its hash-chained table instead
         of ``auditoria#`` items here."""

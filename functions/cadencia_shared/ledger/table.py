@@ -20,11 +20,11 @@ import zlib
 from collections.abc import Callable, Collection, Iterator
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
-from ..dynamo_types import deserialize_item, serialize_item
+from ..dynamo_types import DynamoClient, deserialize_item, failed_condition_item, serialize_item
 
 TABLE_KEY = "pk"
 # One conversation's history in time order. Projects only the keys and ``tipo``
@@ -201,21 +201,22 @@ def condition_failed(err: ClientError) -> bool:
 
 def old_item(err: ClientError) -> dict[str, Any] | None:
     """The item a failed condition saw (``ReturnValuesOnConditionCheckFailure=ALL_OLD``)."""
-    item = err.response.get("Item")
+    item = failed_condition_item(err)
     return deserialize_item(item) if item else None
 
 
 class LedgerTable:
     """The table name, the (botocore) DynamoDB client and the clock every item kind shares."""
 
-    def __init__(self, table_name: str, client: Any | None = None, *,
+    def __init__(self, table_name: str, client: DynamoClient | None = None, *,
                  clock: Callable[[], float] = time.time) -> None:
         if client is None:
             from botocore.session import get_session
 
-            client = get_session().create_client("dynamodb")
+            # The one place a botocore client becomes a DynamoClient (it has no static type).
+            client = cast("DynamoClient", get_session().create_client("dynamodb"))
         self.name = table_name
-        self.client = client
+        self.client: DynamoClient = client
         self.clock = clock
 
     def now_ms(self) -> int:
