@@ -68,6 +68,9 @@ class ApprovalRefusal(StrEnum):
     DENIED = "aprovacao_negada"
     NO_APPROVER = "aprovacao_sem_aprovador"
     UNUSABLE = "aprovacao_inutilizavel"  # expired, or not bound to this exact call
+    # Another call of the same model response already waits for a person: this one is
+    # neither run nor asked (docs/decisions/one-approval-per-tool-round.md).
+    ONE_AT_A_TIME = "aprovacao_uma_por_vez"
 
 
 class Why(StrEnum):
@@ -133,8 +136,20 @@ class ConfirmationGate:
                            {"mensagem": "Esta chamada exige aprovação humana e não há aprovador; não foi executada. "
                                         "Não tente novamente."},
                            ending=HandOff(texts.NO_APPROVER, "aprovacao_sem_aprovador"))
+        # One request per round: the conversation waits on ONE decision, and its resume
+        # runs that one call; a second request of the same response would be stranded.
+        asked = (call.spec.name, canonical_arguments(canonical_input(call.spec.name, call.arguments))[1])
+        waiting_on = ctx.round_notes.get(ConfirmationGate)
+        if waiting_on is not None and waiting_on != asked:
+            self._audit(call, "APROVACAO_NAO_SOLICITADA", {"motivo": ApprovalRefusal.ONE_AT_A_TIME.value})
+            return Refusal(ApprovalRefusal.ONE_AT_A_TIME,
+                           {"mensagem": "Outra chamada desta resposta já aguarda a aprovação de uma pessoa. Esta "
+                                        "NÃO foi executada nem enviada para aprovação; peça de novo depois da decisão."})
         attempt = ctx.notes.get(RetryCeiling)  # kept on the request: its resume runs under it
-        return self._with_approval(call, policy, why, None if attempt is None else attempt.number)
+        refusal = self._with_approval(call, policy, why, None if attempt is None else attempt.number)
+        if refusal is not None and refusal.reason is ApprovalRefusal.AWAITING:
+            ctx.round_notes[ConfirmationGate] = asked
+        return refusal
 
     def _with_approval(self, call: ToolCall, policy: ApprovalPolicy, why: Why,
                        attempt_number: int | None) -> Refusal | None:

@@ -11,9 +11,11 @@ is queried and no new permission is needed.
   and not yet consumed: ``aprovada`` can never authorise the same call after the
   conversation was taken from the agent. Voiding happens BEFORE the cancelled commit,
   so a crash in between leaves the cancellation pending and the next turn voids again.
-- A request whose expiry passed undecided is closed (``expirada``, audited), the
-  customer is told in code's words (``texts.APPROVAL_EXPIRED``: nothing moved, ask
-  again), and the conversation goes back to the AGENT, not to a person: nothing is
+- A request whose expiry passed undecided — or approved but not run before its
+  expiry (its resume was lost or came late: an approval binds an expiry, so it never
+  runs after it) — is closed (``expirada``, audited), the customer is told in code's
+  words (``texts.APPROVAL_EXPIRED``, or ``texts.APPROVED_EXPIRED``: a person approved
+  it, it was not run in time; nothing moved either way, ask again), and the conversation goes back to the AGENT, not to a person: nothing is
   pending any more, and the same call asked again is a fresh request. Two paths
   reach it: the customer's next message (the loop, no model call in that turn), or
   the resume (``Resumer.resume``), which the decision Lambda's ``expirar`` and a
@@ -104,5 +106,12 @@ def expired_wait(ledger: Ledger, messages: list[dict[str, Any]]) -> str | None:
     return expired_text(record)
 
 
+def was_approved(record: ApprovalRecord) -> bool:
+    """A person approved it (a denial never expires; ``decididoPor`` stays once closed)."""
+    return record.status is ApprovalStatus.APPROVED or (record.status is ApprovalStatus.EXPIRED
+                                                         and record.decided_by is not None)
+
+
 def expired_text(record: ApprovalRecord) -> str:
-    return texts.APPROVAL_EXPIRED.format(order_id=record.arguments.get("pedidoId"))
+    template = texts.APPROVED_EXPIRED if was_approved(record) else texts.APPROVAL_EXPIRED
+    return template.format(order_id=record.arguments.get("pedidoId"))

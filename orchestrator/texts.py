@@ -64,6 +64,11 @@ APPROVAL_EXPIRED = (
     "O pedido de aprovação do reembolso do pedido {order_id} expirou sem uma decisão da nossa equipe. "
     "Nenhum valor foi movimentado. Se ainda quiser o reembolso, é só me pedir de novo."
 )
+# Approved by a person, but not run before the approval's expiry (its resume was lost or late).
+APPROVED_EXPIRED = (
+    "O reembolso do pedido {order_id} foi aprovado pela nossa equipe, mas não foi executado dentro do prazo "
+    "da aprovação, que expirou. Nenhum valor foi movimentado. Se ainda quiser o reembolso, é só me pedir de novo."
+)
 # After an approved call ran: by what the tool answered (its outcome), never more.
 APPROVED_EXECUTED = "Seu reembolso de R$ {amount} do pedido {order_id} foi aprovado e emitido."
 APPROVED_ALREADY = "O reembolso do pedido {order_id} já tinha sido processado; nenhum valor novo foi movimentado."

@@ -240,7 +240,9 @@ def test_an_altered_record_never_runs(mocked_aws, gateway, tools):
         UpdateExpression="SET argumentos = :a", ExpressionAttributeValues={
             ":a": {"S": json.dumps({"pedidoId": "4821", "valor": 189.9}, separators=(",", ":"))}})
     resumed = _resumer(orch).resume(record.id, Deadline.after(60))
-    assert resumed.status == "aguardando_humano"
+    # Closed, never run; the customer is told a person approved it but it was not run in time.
+    assert (resumed.status, resumed.reason) == ("ativa", "aprovada_expirada") and "foi aprovado" in resumed.reply
+    assert ApprovalStore(ledger).get(record.id).status is ApprovalStatus.EXPIRED
     assert invoker.calls["emitir_reembolso"] == 0 and gateway.debits_for(conv) == []
     assert "APROVACAO_INVALIDA" in _audit_events(ledger, conv)
 
@@ -274,7 +276,9 @@ def test_an_approved_call_is_not_run_after_its_expiry(mocked_aws, gateway, tools
     _decide(ledger, record.id)
     clock[0] += 601
     resumed = _resumer(orch).resume(record.id, Deadline.after(60))
-    assert resumed.status == "aguardando_humano"
+    # Closed, never run; the customer is told a person approved it but it was not run in time.
+    assert (resumed.status, resumed.reason) == ("ativa", "aprovada_expirada") and "foi aprovado" in resumed.reply
+    assert ApprovalStore(ledger).get(record.id).status is ApprovalStatus.EXPIRED
     assert invoker.calls["emitir_reembolso"] == 0 and gateway.debits_for(conv) == []
 
 

@@ -334,13 +334,16 @@ def test_an_approval_request_written_through_the_ledgers_table(world: World):
     waiting = world.ledger.acquire_conversation(conversation_id=CONV, customer_id=7, lease_s=30)
     world.ledger.commit_conversation(waiting, messages=[], status=ConversationStatus.WAITING_APPROVAL)
     store.decide(record.id, approve=True, approver="ana", justification="ok", allowed_approvers=frozenset({"ana"}))
-    decided = {k: v for k, v in pending.items() if k != "pendencia"}
-    decided |= {"status": {"S": "aprovada"}, "decididoPor": {"S": "ana"}, "justificativa": {"S": "ok"},
-                "decididoEm": at(1)}
+    # Approved: out of the operators' list, under the sweep's mark until it is consumed.
+    decided = pending | {"status": {"S": "aprovada"}, "decididoPor": {"S": "ana"}, "justificativa": {"S": "ok"},
+                         "decididoEm": at(1), "pendencia": {"S": "aprovacao_aprovada"}}
     assert world.item(f"aprovacao#{record.id}") == decided
+    assert [r.id for r in store.pending()] == [] and [r.id for r in store.approved()] == [record.id]
     world.tick()
     assert store.consume(store.get(record.id)) and not store.consume(store.get(record.id))
-    assert world.item(f"aprovacao#{record.id}") == {**decided, "status": {"S": "consumida"}, "consumidaEm": at(2)}
+    consumed = {k: v for k, v in decided.items() if k != "pendencia"}
+    assert world.item(f"aprovacao#{record.id}") == {**consumed, "status": {"S": "consumida"}, "consumidaEm": at(2)}
+    assert store.approved() == []
 
 
 def test_a_lost_claim_reads_back_the_winner(world: World):
