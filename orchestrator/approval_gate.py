@@ -9,7 +9,9 @@ included — was counted.
     policy says no approval needed ─────────────────────────────► pass
     needed, no approver configured ─► refuse, hand off (never executes)
     needed ─► the approval for (conversation, tool, version, SHA-256 of the canonical arguments):
-        none / expired unused ─► create a request ─► the conversation waits (AwaitApproval)
+        another call of this round already waits ─► is_error, not asked (one per round)
+        none / voided / expired unused ─► a new request (its own record and id) ─► the
+                                 conversation waits (AwaitApproval)
         pendente              ─► still waiting
         negada                ─► is_error with the approver's reason; the customer is told
         aprovada              ─► consume it (one conditional write) ─► pass

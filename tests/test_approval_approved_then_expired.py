@@ -8,6 +8,7 @@ Injected clock; every debit counted on the gateway itself."""
 from __future__ import annotations
 
 from cadencia_shared.approvals import ApprovalStatus, ApprovalStore
+from cadencia_shared.ledger import ItemType
 from cadencia_shared.models import ExpireRequest
 from decidir_aprovacao.logic import handle as decision_entry
 from orchestrator import texts
@@ -92,3 +93,36 @@ def test_a_consumed_approval_leaves_the_sweeps_index(mocked_aws, gateway, tools)
                            resume=[].append)
     assert approval not in sweep["expiradas"]
     assert len(gateway.debits_for(conv)) == 1
+
+
+def test_an_expiry_landing_during_the_resume_runs_nothing_and_reuses_no_id(mocked_aws, gateway, tools, monkeypatch):
+    """The resume reads the approved record before its expiry; the expiry passes while the
+    gate looks the request up (a slow resume). The gate's lookup finds the approved
+    record itself (the attempt number it asked under): it is never replaced by a fresh
+    request under the same id, and the expired approval is not consumed nor run."""
+    ledger, clock = _clocked(mocked_aws)
+    conv = _conv("expira-na-retomada")
+    invoker = _invoker(tools)
+    _, orch = _ask(ledger, invoker, conv, APROVACAO_VALIDADE_S="600")
+    approval = _approval(ledger, conv)
+    assert _decide(ledger, approval)["ok"] is True
+    clock[0] += 599
+    request = ApprovalStore.request
+
+    def slow_request(self, **kwargs):
+        clock[0] += 2  # the expiry passes right as the gate looks the request up
+        return request(self, **kwargs)
+
+    monkeypatch.setattr(ApprovalStore, "request", slow_request)
+    done = Resumer.of(orch).resume(approval, Deadline.after(60))
+    monkeypatch.undo()
+    assert gateway.debits_for(conv) == [] and invoker.calls["emitir_reembolso"] == 0
+    assert (done.reason, done.status) == ("aprovada_nao_executada", "aguardando_humano")
+    assert "Nenhum valor foi movimentado" in done.reply
+    record = ApprovalStore(ledger).get(approval)
+    assert record.status is ApprovalStatus.APPROVED and record.decided_by is not None  # never overwritten
+    assert [i["aprovacaoId"] for i in ledger.history(conv, item_type=ItemType.APPROVAL)] == [approval]
+    # The sweep later closes it; the conversation is with a person, so nobody is told twice.
+    decision_entry(ExpireRequest.model_validate({"acao": "expirar"}), ledger, approvers=APPROVERS, resume=[].append)
+    assert Resumer.of(orch).resume(approval, Deadline.after(60)).reason == "nada_a_retomar"
+    assert ApprovalStore(ledger).get(approval).status is ApprovalStatus.EXPIRED

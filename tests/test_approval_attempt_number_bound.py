@@ -83,3 +83,39 @@ def test_an_edit_after_the_record_was_read_fails_the_consumption(mocked_aws, gat
     _edit(mocked_aws, ledger, record.id, "lowered")
     assert ApprovalStore(ledger).consume(read) is False
     assert ApprovalStore(ledger).get(record.id).status is ApprovalStatus.APPROVED
+
+
+# -- by property: only the number in the id is intact ----------------------------------
+
+from decimal import Decimal  # noqa: E402
+
+from hypothesis import given  # noqa: E402
+from hypothesis import settings as hsettings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from cadencia_shared.approvals import ApprovalRecord, canonical_arguments  # noqa: E402
+from cadencia_shared.ledger import approval_id  # noqa: E402
+
+STORED = st.one_of(st.none(), st.booleans(), st.integers(min_value=-5, max_value=1000).map(Decimal),
+                   st.decimals(allow_nan=False, allow_infinity=False, places=1, min_value=-5, max_value=1000),
+                   st.text(max_size=4))
+
+
+def _numbered_item(number: int, stored) -> dict:
+    text, digest = canonical_arguments({"pedidoId": "4821", "valor": 150.0})
+    item = {"aprovacaoId": approval_id("conv-n", "emitir_reembolso", "v1", digest, number),
+            "ferramenta": "emitir_reembolso", "versaoFerramenta": "v1", "argumentos": text,
+            "argumentosSha256": digest, "conversaId": "conv-n", "clienteId": Decimal(1001), "valor": Decimal("150.0"),
+            "motivo": "acima_do_limite", "status": "aprovada", "criadoEm": "2027-01-01T00:00:00.000Z",
+            "expiraEmMs": Decimal(1)}
+    return item if stored is None else {**item, "tentativaNumero": stored}
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(st.integers(min_value=1, max_value=999), STORED)
+def test_a_stored_attempt_number_other_than_the_ids_is_never_intact(number, stored):
+    record = ApprovalRecord.from_item(_numbered_item(number, stored))
+    genuine = (isinstance(stored, Decimal) and not isinstance(stored, bool) and stored == number)
+    assert record.intact == genuine
+    if genuine:
+        assert record.attempt_number == number

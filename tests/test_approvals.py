@@ -240,9 +240,7 @@ def test_an_altered_record_never_runs(mocked_aws, gateway, tools):
         UpdateExpression="SET argumentos = :a", ExpressionAttributeValues={
             ":a": {"S": json.dumps({"pedidoId": "4821", "valor": 189.9}, separators=(",", ":"))}})
     resumed = _resumer(orch).resume(record.id, Deadline.after(60))
-    # Closed, never run; the customer is told a person approved it but it was not run in time.
-    assert (resumed.status, resumed.reason) == ("ativa", "aprovada_expirada") and "foi aprovado" in resumed.reply
-    assert ApprovalStore(ledger).get(record.id).status is ApprovalStatus.EXPIRED
+    assert resumed.status == "aguardando_humano"
     assert invoker.calls["emitir_reembolso"] == 0 and gateway.debits_for(conv) == []
     assert "APROVACAO_INVALIDA" in _audit_events(ledger, conv)
 

@@ -202,10 +202,14 @@ class ApprovalStore:
         now = self.ledger.now_ms()
         latest = self.find(conversation_id=conversation_id, tool=tool, version=version, arguments_sha256=digest,
                            attempt_number=attempt_number)
-        if latest is not None and not self._replaced(latest, now):
+        new_id = approval_id(conversation_id, tool, version, digest, attempt_number)
+        # The request this very attempt made (its resume, or a rerun) is never replaced:
+        # an id names one request for ever (an expiry landing during the resume included).
+        if latest is not None and ((latest.id == new_id and attempt_number is not None)
+                                   or not self._replaced(latest, now)):
             return latest, False
         record = ApprovalRecord(
-            id=approval_id(conversation_id, tool, version, digest, attempt_number), tool=tool, tool_version=version,
+            id=new_id, tool=tool, tool_version=version,
             arguments=json.loads(text), arguments_sha256=digest, conversation_id=conversation_id,
             customer_id=customer_id, amount=amount, reason=reason, status=ApprovalStatus.PENDING,
             created_at=self.ledger.table.iso(now), expires_at_ms=now + validity_s * 1000,
