@@ -24,34 +24,17 @@ is queried and no new permission is needed.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
+from cadencia_shared.approval_history import awaited_approval, requested_approvals
 from cadencia_shared.approvals import OPEN, ApprovalRecord, ApprovalStatus, ApprovalStore
 from cadencia_shared.ledger import Ledger
 
 from . import texts
 
-AWAITING = "aguardando_aprovacao"  # the gate's refusal while a request waits (ApprovalRefusal.AWAITING)
-
-
-def requested_approvals(messages: Iterable[dict[str, Any]]) -> list[str]:
-    """The approval ids this conversation waited on, oldest first, without repeats."""
-    found: dict[str, None] = {}
-    for message in messages:
-        content = message.get("content") if message.get("role") == "user" else None
-        for block in content if isinstance(content, list) else ():
-            body = _body(block) if isinstance(block, dict) and block.get("type") == "tool_result" else None
-            if body is not None and body.get("erro") == AWAITING and isinstance(body.get("aprovacaoId"), str):
-                found[body["aprovacaoId"]] = None
-    return list(found)
-
-
-def awaited_approval(messages: Iterable[dict[str, Any]]) -> str | None:
-    """The request the conversation waits on now: the last one it asked for."""
-    requested = requested_approvals(messages)
-    return requested[-1] if requested else None
+__all__ = ["awaited_approval", "expire", "expired_text", "expired_wait", "requested_approvals",
+           "void_open_approvals", "was_approved"]
 
 
 def void_open_approvals(ledger: Ledger, conversation_id: str, messages: Iterable[dict[str, Any]],
@@ -68,15 +51,6 @@ def void_open_approvals(ledger: Ledger, conversation_id: str, messages: Iterable
                                          "motivo": "conversa_cancelada"})
             voided.append(approval)
     return voided
-
-
-def _body(block: dict[str, Any]) -> dict[str, Any] | None:
-    content = block.get("content")
-    try:
-        body = json.loads(content) if isinstance(content, str) else None
-    except ValueError:
-        return None
-    return body if isinstance(body, dict) else None
 
 
 def expire(ledger: Ledger, record: ApprovalRecord) -> bool:

@@ -17,8 +17,20 @@ from orchestrator.resume import Resumer
 
 from .support.anthropic_fake import ScriptedModel
 from .support.orchestrators import build
-from .test_approval_lifecycle import (APPROVERS, POLICY, _approval, _ask, _audit, _clocked, _conv, _decide,
-                                      _details, _invoker, _turn)
+from .test_approval_lifecycle import (
+    APPROVERS,
+    POLICY,
+    _approval,
+    _ask,
+    _audit,
+    _clocked,
+    _conv,
+    _decide,
+    _details,
+    _invoker,
+    _turn,
+)
+
 
 def _approved_expired() -> str:
     return texts.APPROVED_EXPIRED.format(order_id="4821")

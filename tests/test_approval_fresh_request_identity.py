@@ -9,6 +9,7 @@ Real ledger on moto, the real refund Lambda handler, real PostgreSQL and the gat
 from __future__ import annotations
 
 from collections import Counter
+from decimal import Decimal
 
 from cadencia_shared.approvals import ApprovalStatus, ApprovalStore
 from cadencia_shared.ledger import ItemType, Ledger
@@ -18,10 +19,20 @@ from orchestrator.model import Deadline
 from orchestrator.resume import Resumer
 from orchestrator.whatsapp_replies import WhatsAppMessages
 
-from .support.anthropic_fake import ScriptedModel, text_reply
+from .support.anthropic_fake import ScriptedModel, text_reply, tool_use
 from .support.orchestrators import build
-from .test_approval_lifecycle import (POLICY, _ask, _audit, _clocked, _conv, _decide, _details, _give_back, _invoker,
-                                      _turn)
+from .test_approval_lifecycle import (
+    POLICY,
+    _ask,
+    _audit,
+    _clocked,
+    _conv,
+    _decide,
+    _details,
+    _give_back,
+    _invoker,
+    _turn,
+)
 
 
 def _approvals(ledger: Ledger, conv: str) -> list[str]:
@@ -106,3 +117,29 @@ def test_the_fresh_request_after_an_expiry_is_told_to_the_customer(mocked_aws, g
     # Each request's message has its own outbox key: the approved-and-debited one is sent.
     assert Outbox(ledger).read(f"aprovacao-{fresh}")["texto"] == done.reply
     assert "expirou" in Outbox(ledger).read(f"aprovacao-{old}")["texto"]
+
+
+def test_a_decision_of_a_request_the_conversation_no_longer_waits_on_is_refused(mocked_aws, gateway, tools):
+    """Request A waits; the conversation goes to a person and back (no cancellation: A
+    stays pending) and the agent asks another refund, B. Approving A would approve a
+    call nobody will run (the resume acts only on the request the conversation waits
+    on): the decision is refused, A stays pending, and B is decided and run."""
+    from .test_approval_lifecycle import _hand_to_person
+
+    ledger, conv = mocked_aws["ledger"], _conv("espera-outra")
+    invoker = _invoker(tools)
+    _ask(ledger, invoker, conv)
+    (first,) = _approvals(ledger, conv)
+    _hand_to_person(ledger, conv)
+    _give_back(ledger, conv)
+    model = ScriptedModel(tool_use("emitir_reembolso", {"pedidoId": "4821", "valor": 120.0}), text_reply("x"))
+    orch, _ = build(model, ledger, invoker, **POLICY)
+    assert orch.handle(_turn(conv), Deadline.after(60)).status == "aguardando_aprovacao"
+    second = _approvals(ledger, conv)[-1]
+    assert second != first
+    assert _decide(ledger, first) == {"ok": False, "erro": {"codigo": "conversa_nao_aguarda_aprovacao"}}
+    assert ApprovalStore(ledger).get(first).status is ApprovalStatus.PENDING
+    assert _decide(ledger, second)["ok"] is True
+    done = Resumer.of(orch).resume(second, Deadline.after(60))
+    assert done.reason == "aprovada_executada"
+    assert [Decimal(d["valor"]) for d in gateway.debits_for(conv)] == [Decimal("120")]

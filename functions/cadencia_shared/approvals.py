@@ -42,6 +42,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from .approval_arguments import bound_amount, canonical_arguments, parse_arguments, same_amount
+from .approval_history import awaited_approval
 from .ledger import (
     APPROVAL_APPROVED_MARK,
     APPROVAL_PENDING_MARK,
@@ -291,7 +292,7 @@ class ApprovalStore:
         # The conversation must still be waiting for this decision: not cancelled (a
         # cancellation voids its approvals), not with a person. A cancellation landing
         # after this read is caught where it is consumed (the approval is voided then).
-        elsewhere = self._conversation_moved_on(current.conversation_id)
+        elsewhere = self._conversation_moved_on(current.conversation_id, approval)
         if elsewhere is not None:
             raise DecisionRefused(elsewhere, current)
         values = {":pendente": ApprovalStatus.PENDING.value, ":st": status.value, ":por": approver,
@@ -319,14 +320,17 @@ class ApprovalStore:
         assert record is not None
         return record
 
-    def _conversation_moved_on(self, conversation_id: str) -> str | None:
-        """Why a decision may not be recorded for this conversation now (None: it may)."""
+    def _conversation_moved_on(self, conversation_id: str, approval: str) -> str | None:
+        """Why a decision may not be recorded for this conversation now (None: it may):
+        it must wait for THIS request (the last its history asked for), or the decision
+        would approve a call no resume runs."""
         if self.ledger.cancellation_pending(conversation_id):
             return "conversa_cancelada"
         state = self.ledger.read_conversation(conversation_id)
         if state is not None and state.status is ConversationStatus.WAITING_HUMAN:
             return "conversa_com_atendente"
-        if state is None or state.status is not ConversationStatus.WAITING_APPROVAL:
+        if (state is None or state.status is not ConversationStatus.WAITING_APPROVAL
+                or awaited_approval(state.messages) != approval):
             return "conversa_nao_aguarda_aprovacao"
         return None
 
