@@ -9,6 +9,11 @@ from __future__ import annotations
 import json
 import uuid
 
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
+
+from cadencia_shared.approval_history import awaited_approval
 from cadencia_shared.approvals import ApprovalStatus, ApprovalStore
 from cadencia_shared.ledger import ItemType, Ledger
 from orchestrator.model import Deadline
@@ -80,4 +85,25 @@ def test_the_same_call_twice_in_one_response_waits_on_one_request(mocked_aws, ga
     assert len(_approvals(ledger, conv)) == 1
     assert [json.loads(r["content"])["erro"] for r in _last_results(ledger, conv)] == \
         ["aguardando_aprovacao", "aguardando_aprovacao"]
+    assert gateway.debits_for(conv) == []
+
+
+CALLS = [FIRST, SECOND, {"pedidoId": "4821", "valor": 60.0}, {"pedidoId": "4822", "valor": 45.0}]
+
+
+@hsettings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(range(len(CALLS))), min_size=1, max_size=4))
+def test_any_response_asks_at_most_one_approval(mocked_aws, gateway, tools, picks):
+    """Any mix of calls needing a person in one response: one request, the conversation
+    waits on it, repeats of that call wait on it too, every other call is answered
+    ``aprovacao_uma_por_vez``; nothing is debited."""
+    ledger = mocked_aws["ledger"]
+    conv = f"uma-por-vez-prop-{uuid.uuid4().hex[:8]}"
+    model = ScriptedModel(tool_uses(*(("emitir_reembolso", CALLS[i]) for i in picks)), text_reply("x"))
+    orch, _ = build(model, ledger, _invoker(tools), **POLICY)
+    assert orch.handle(_turn(conv), Deadline.after(60)).status == "aguardando_aprovacao"
+    (approval,) = _approvals(ledger, conv)
+    assert awaited_approval(ledger.read_conversation(conv).messages) == approval
+    expected = ["aguardando_aprovacao" if i == picks[0] else "aprovacao_uma_por_vez" for i in picks]
+    assert [json.loads(r["content"])["erro"] for r in _last_results(ledger, conv)] == expected
     assert gateway.debits_for(conv) == []
