@@ -200,7 +200,8 @@ class ConfirmationGate:
                        {"aprovacaoId": record.id,
                         "mensagem": "Esta chamada aguarda a aprovação de uma pessoa e NÃO foi executada. "
                                     "Não tente novamente: a conversa continua quando houver uma decisão."},
-                       ending=AwaitApproval(texts.AWAITING_APPROVAL, "aguardando_aprovacao", request=request))
+                       ending=AwaitApproval(texts.AWAITING_APPROVAL.format(order_id=record.arguments.get("pedidoId")),
+                                            "aguardando_aprovacao", request=request))
 
     def _denied(self, call: ToolCall, record: ApprovalRecord) -> Refusal:
         return Refusal(ApprovalRefusal.DENIED,

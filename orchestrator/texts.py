@@ -42,9 +42,10 @@ OUTPUT_CONTRACT_FALLBACK = (
 IN_PROGRESS = "Recebi sua mensagem e já estou cuidando dela."
 
 # Approvals (issue 10): each sentence true when said — nothing has moved yet.
+# Of the request that waits only: other calls of the same response may have moved money.
 AWAITING_APPROVAL = (
-    "Esse reembolso precisa da aprovação de uma pessoa da nossa equipe. Já enviei o pedido para análise "
-    "e te aviso por aqui assim que houver uma decisão. Nenhum valor foi movimentado até agora."
+    "O reembolso do pedido {order_id} precisa da aprovação de uma pessoa da nossa equipe. Já enviei o pedido "
+    "para análise e te aviso por aqui assim que houver uma decisão. Esse reembolso ainda não movimentou nenhum valor."
 )
 STILL_AWAITING_APPROVAL = (
     "Seu pedido de reembolso ainda está em análise por uma pessoa da nossa equipe. "

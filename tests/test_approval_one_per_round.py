@@ -107,3 +107,19 @@ def test_any_response_asks_at_most_one_approval(mocked_aws, gateway, tools, pick
     expected = ["aguardando_aprovacao" if i == picks[0] else "aprovacao_uma_por_vez" for i in picks]
     assert [json.loads(r["content"])["erro"] for r in _last_results(ledger, conv)] == expected
     assert gateway.debits_for(conv) == []
+
+
+def test_a_round_that_moved_money_is_never_told_nothing_moved(mocked_aws, gateway, tools):
+    """R$ 30 on order 4822 runs (below the limit, a first refund), then R$ 150 on 4821
+    waits for a person, in one response: the customer's sentence speaks of the request
+    that waits (its order), never "nothing moved" — R$ 30 did."""
+    ledger = mocked_aws["ledger"]
+    conv = f"uma-por-vez-debito-{uuid.uuid4().hex[:8]}"
+    model = ScriptedModel(tool_uses(("emitir_reembolso", {"pedidoId": "4822", "valor": 30.0}),
+                                    ("emitir_reembolso", FIRST)), text_reply("x"))
+    orch, _ = build(model, ledger, _invoker(tools), **POLICY)
+    reply = orch.handle(_turn(conv), Deadline.after(60))
+    assert reply.status == "aguardando_aprovacao"
+    assert _debited_orders(gateway, conv) == ["4822"]
+    assert "Nenhum valor foi movimentado" not in reply.resposta
+    assert "pedido 4821" in reply.resposta

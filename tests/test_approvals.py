@@ -97,7 +97,7 @@ def test_above_the_threshold_the_conversation_waits_with_a_bound_durable_request
     invoker = _real_tools(tools)
     reply, model, _ = _ask(ledger, invoker, conv)
     assert (reply.status, reply.motivo) == ("aguardando_aprovacao", "aguardando_aprovacao")
-    assert "aprovação de uma pessoa" in reply.resposta and "Nenhum valor foi movimentado" in reply.resposta
+    assert "aprovação de uma pessoa" in reply.resposta and "ainda não movimentou nenhum valor" in reply.resposta
     assert invoker.calls["emitir_reembolso"] == 0 and gateway.debits_for(conv) == []
     record = _pending(ledger, conv)
     canonical, digest = canonical_arguments({"pedidoId": "4821", "valor": 189.9})
