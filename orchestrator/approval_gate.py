@@ -9,7 +9,9 @@ included — was counted.
     policy says no approval needed ─────────────────────────────► pass
     needed, no approver configured ─► refuse, hand off (never executes)
     needed ─► the approval for (conversation, tool, version, SHA-256 of the canonical arguments):
-        none / expired unused ─► create a request ─► the conversation waits (AwaitApproval)
+        another call of this round already waits ─► is_error, not asked (one per round)
+        none / voided / expired unused ─► a new request (its own record and id) ─► the
+                                 conversation waits (AwaitApproval)
         pendente              ─► still waiting
         negada                ─► is_error with the approver's reason; the customer is told
         aprovada              ─► consume it (one conditional write) ─► pass
@@ -38,7 +40,8 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
-from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalStore, canonical_arguments
+from cadencia_shared.approval_arguments import canonical_arguments
+from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalStore
 from cadencia_shared.catalog import ApprovalPolicy
 from cadencia_shared.ledger import ClaimStatus, Ledger
 from cadencia_shared.settings import ApprovalSettings
@@ -67,6 +70,9 @@ class ApprovalRefusal(StrEnum):
     DENIED = "aprovacao_negada"
     NO_APPROVER = "aprovacao_sem_aprovador"
     UNUSABLE = "aprovacao_inutilizavel"  # expired, or not bound to this exact call
+    # Another call of the same model response already waits for a person: this one is
+    # neither run nor asked (docs/decisions/one-approval-per-tool-round.md).
+    ONE_AT_A_TIME = "aprovacao_uma_por_vez"
 
 
 class Why(StrEnum):
@@ -132,8 +138,21 @@ class ConfirmationGate:
                            {"mensagem": "Esta chamada exige aprovação humana e não há aprovador; não foi executada. "
                                         "Não tente novamente."},
                            ending=HandOff(texts.NO_APPROVER, "aprovacao_sem_aprovador"))
+        # One request per round: the conversation waits on ONE decision, and its resume
+        # runs that one call; a second request of the same response would be stranded.
+        asked = (call.spec.name, canonical_arguments(canonical_input(call.spec.name, call.arguments))[1])
+        waiting_on = ctx.round_notes.get(ConfirmationGate)
+        if waiting_on is not None and waiting_on != asked:
+            self._audit(call, "APROVACAO_NAO_SOLICITADA", {"motivo": ApprovalRefusal.ONE_AT_A_TIME.value})
+            return Refusal(ApprovalRefusal.ONE_AT_A_TIME,
+                           {"mensagem": "Outra chamada desta resposta já aguarda a aprovação de uma pessoa. "
+                                        "Esta NÃO foi executada nem enviada para aprovação; peça de novo depois "
+                                        "da decisão."})
         attempt = ctx.notes.get(RetryCeiling)  # kept on the request: its resume runs under it
-        return self._with_approval(call, policy, why, None if attempt is None else attempt.number)
+        refusal = self._with_approval(call, policy, why, None if attempt is None else attempt.number)
+        if refusal is not None and refusal.reason is ApprovalRefusal.AWAITING:
+            ctx.round_notes[ConfirmationGate] = asked
+        return refusal
 
     def _with_approval(self, call: ToolCall, policy: ApprovalPolicy, why: Why,
                        attempt_number: int | None) -> Refusal | None:
@@ -182,7 +201,8 @@ class ConfirmationGate:
                        {"aprovacaoId": record.id,
                         "mensagem": "Esta chamada aguarda a aprovação de uma pessoa e NÃO foi executada. "
                                     "Não tente novamente: a conversa continua quando houver uma decisão."},
-                       ending=AwaitApproval(texts.AWAITING_APPROVAL, "aguardando_aprovacao", request=request))
+                       ending=AwaitApproval(texts.AWAITING_APPROVAL.format(order_id=record.arguments.get("pedidoId")),
+                                            "aguardando_aprovacao", request=request))
 
     def _denied(self, call: ToolCall, record: ApprovalRecord) -> Refusal:
         return Refusal(ApprovalRefusal.DENIED,

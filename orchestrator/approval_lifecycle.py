@@ -11,45 +11,31 @@ is queried and no new permission is needed.
   and not yet consumed: ``aprovada`` can never authorise the same call after the
   conversation was taken from the agent. Voiding happens BEFORE the cancelled commit,
   so a crash in between leaves the cancellation pending and the next turn voids again.
-- A request whose expiry passed undecided is closed (``expirada``, audited), the
-  customer is told in code's words (``texts.APPROVAL_EXPIRED``: nothing moved, ask
-  again), and the conversation goes back to the AGENT, not to a person: nothing is
-  pending any more, and the same call asked again is a fresh request. Two paths
-  reach it: the customer's next message (the loop, no model call in that turn), or
+- A request whose expiry passed undecided — or approved but not run before its
+  expiry (its resume was lost or came late: an approval binds an expiry, so it never
+  runs after it) — is closed (``expirada``, audited), the customer is told in code's
+  words (``texts.APPROVAL_EXPIRED``, or ``texts.APPROVED_EXPIRED``: a person approved
+  it, it was not run in time; nothing moved either way, ask again), and the conversation
+  goes back to the AGENT, not to a person: nothing is pending any more, and the same call
+  asked again is a fresh request. Two paths reach it: the customer's next message (the
+  loop, no model call in that turn), or
   the resume (``Resumer.resume``), which the decision Lambda's ``expirar`` and a
   decision refused as expired both trigger, so the customer is told unprompted.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
+from cadencia_shared.approval_history import awaited_approval, requested_approvals
 from cadencia_shared.approvals import OPEN, ApprovalRecord, ApprovalStatus, ApprovalStore
 from cadencia_shared.ledger import Ledger
 
 from . import texts
 
-AWAITING = "aguardando_aprovacao"  # the gate's refusal while a request waits (ApprovalRefusal.AWAITING)
-
-
-def requested_approvals(messages: Iterable[dict[str, Any]]) -> list[str]:
-    """The approval ids this conversation waited on, oldest first, without repeats."""
-    found: dict[str, None] = {}
-    for message in messages:
-        content = message.get("content") if message.get("role") == "user" else None
-        for block in content if isinstance(content, list) else ():
-            body = _body(block) if isinstance(block, dict) and block.get("type") == "tool_result" else None
-            if body is not None and body.get("erro") == AWAITING and isinstance(body.get("aprovacaoId"), str):
-                found[body["aprovacaoId"]] = None
-    return list(found)
-
-
-def awaited_approval(messages: Iterable[dict[str, Any]]) -> str | None:
-    """The request the conversation waits on now: the last one it asked for."""
-    requested = requested_approvals(messages)
-    return requested[-1] if requested else None
+__all__ = ["awaited_approval", "expire", "expired_text", "expired_wait", "requested_approvals",
+           "void_open_approvals", "was_approved"]
 
 
 def void_open_approvals(ledger: Ledger, conversation_id: str, messages: Iterable[dict[str, Any]],
@@ -66,15 +52,6 @@ def void_open_approvals(ledger: Ledger, conversation_id: str, messages: Iterable
                                          "motivo": "conversa_cancelada"})
             voided.append(approval)
     return voided
-
-
-def _body(block: dict[str, Any]) -> dict[str, Any] | None:
-    content = block.get("content")
-    try:
-        body = json.loads(content) if isinstance(content, str) else None
-    except ValueError:
-        return None
-    return body if isinstance(body, dict) else None
 
 
 def expire(ledger: Ledger, record: ApprovalRecord) -> bool:
@@ -104,5 +81,12 @@ def expired_wait(ledger: Ledger, messages: list[dict[str, Any]]) -> str | None:
     return expired_text(record)
 
 
+def was_approved(record: ApprovalRecord) -> bool:
+    """A person approved it (a denial never expires; ``decididoPor`` stays once closed)."""
+    return record.status is ApprovalStatus.APPROVED or (record.status is ApprovalStatus.EXPIRED
+                                                         and record.decided_by is not None)
+
+
 def expired_text(record: ApprovalRecord) -> str:
-    return texts.APPROVAL_EXPIRED.format(order_id=record.arguments.get("pedidoId"))
+    template = texts.APPROVED_EXPIRED if was_approved(record) else texts.APPROVAL_EXPIRED
+    return template.format(order_id=record.arguments.get("pedidoId"))

@@ -92,6 +92,9 @@ class CallContext:
     # gives it no new number (docs/decisions/approved-call-keeps-its-attempt-number.md).
     approved_attempt: int | None = None
     notes: dict[str | type, Any] = field(default_factory=dict)
+    # Shared by every call of one tool round (keyed by the control): what a control
+    # must know about the round's earlier calls (the gate: which call awaits a person).
+    round_notes: dict[Any, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

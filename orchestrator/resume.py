@@ -6,8 +6,9 @@ step may run later, and again, safely:
     lease the conversation (busy: ConversationBusyError, retry later — the decision waits)
     not aguardando_aprovacao: nothing to do (already resumed, or a human took over)
     negada   ─► an is_error tool_result with the approver's reason; the customer is told
-    expired undecided ─► the record closed (expirada); the customer is told; the
-                conversation active again (``approval_lifecycle``)
+    expired undecided, or approved and not run before its expiry ─► the record closed
+                (expirada); the customer is told which of the two; the conversation
+                active again (``approval_lifecycle``)
     aprovada ─► EXACTLY the approved call — tool and arguments from the record, not a
                 new model turn — through the same control chain (the ceiling lets it through
                 under the number it asked with: the same call, already counted; then the gate,
@@ -29,7 +30,7 @@ from decimal import Decimal
 from types import SimpleNamespace
 from typing import Any
 
-from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalStore
+from cadencia_shared.approvals import OPEN, ApprovalRecord, ApprovalStatus, ApprovalStore
 from cadencia_shared.ledger import (
     CancellationPending,
     ClaimStatus,
@@ -120,7 +121,8 @@ class Resumer:
             return Resumed(record.conversation_id, approval, None, state.status.value, "nada_a_retomar")
         try:
             if expiring:  # back to the agent: nothing is pending any more
-                messages, status, reason = list(state.messages), ConversationStatus.ACTIVE, "aprovacao_expirada"
+                messages, status = list(state.messages), ConversationStatus.ACTIVE
+                reason = "aprovada_expirada" if approval_lifecycle.was_approved(record) else "aprovacao_expirada"
                 text = approval_lifecycle.expired_text(record)
             else:
                 messages, status, text, reason = self._decided(record, list(state.messages), deadline)
@@ -148,12 +150,15 @@ class Resumer:
         return Resumed(record.conversation_id, approval, text, status.value, reason)
 
     def _waits_on(self, record: ApprovalRecord, state: ConversationState, expiring: bool) -> bool:
-        waiting = state.status is ConversationStatus.WAITING_APPROVAL
+        # The conversation acts only on the request it waits on now (the last one it
+        # asked for): a decision of another one (an older request, another call of the
+        # same response) never runs in its place.
+        waiting = (state.status is ConversationStatus.WAITING_APPROVAL
+                   and approval_lifecycle.awaited_approval(state.messages) == record.id)
         if not expiring:
             return waiting
         # Closed whatever the conversation does now; it is told only when it waits on this one.
-        return (approval_lifecycle.expire(self.ledger, record) and waiting
-                and approval_lifecycle.awaited_approval(state.messages) == record.id)
+        return approval_lifecycle.expire(self.ledger, record) and waiting
 
     def _decided(self, record: ApprovalRecord, messages: list[dict[str, Any]],
                  deadline: Deadline) -> tuple[list[dict[str, Any]], ConversationStatus, str, str]:
@@ -188,8 +193,9 @@ class Resumer:
 
 
 def _expiring(record: ApprovalRecord, now_ms: int) -> bool:
-    return record.status is ApprovalStatus.EXPIRED or (record.status is ApprovalStatus.PENDING
-                                                        and record.expired(now_ms))
+    # An approved record whose resume came too late expires too (an approval binds an
+    # expiry): closed, and the customer is told it was approved but not run in time.
+    return record.status is ApprovalStatus.EXPIRED or (record.status in OPEN and record.expired(now_ms))
 
 
 def _after_approved_call(done: RoundResult, record: ApprovalRecord) -> tuple[ConversationStatus, str, str]:

@@ -42,9 +42,10 @@ OUTPUT_CONTRACT_FALLBACK = (
 IN_PROGRESS = "Recebi sua mensagem e já estou cuidando dela."
 
 # Approvals: each sentence true when said — nothing has moved yet.
+# Of the request that waits only: other calls of the same response may have moved money.
 AWAITING_APPROVAL = (
-    "Esse reembolso precisa da aprovação de uma pessoa da nossa equipe. Já enviei o pedido para análise "
-    "e te aviso por aqui assim que houver uma decisão. Nenhum valor foi movimentado até agora."
+    "O reembolso do pedido {order_id} precisa da aprovação de uma pessoa da nossa equipe. Já enviei o pedido "
+    "para análise e te aviso por aqui assim que houver uma decisão. Esse reembolso ainda não movimentou nenhum valor."
 )
 STILL_AWAITING_APPROVAL = (
     "Seu pedido de reembolso ainda está em análise por uma pessoa da nossa equipe. "
@@ -64,6 +65,11 @@ APPROVAL_UNUSABLE = (
 APPROVAL_EXPIRED = (
     "O pedido de aprovação do reembolso do pedido {order_id} expirou sem uma decisão da nossa equipe. "
     "Nenhum valor foi movimentado. Se ainda quiser o reembolso, é só me pedir de novo."
+)
+# Approved by a person, but not run before the approval's expiry (its resume was lost or late).
+APPROVED_EXPIRED = (
+    "O reembolso do pedido {order_id} foi aprovado pela nossa equipe, mas não foi executado dentro do prazo "
+    "da aprovação, que expirou. Nenhum valor foi movimentado. Se ainda quiser o reembolso, é só me pedir de novo."
 )
 # After an approved call ran: by what the tool answered (its outcome), never more.
 APPROVED_EXECUTED = "Seu reembolso de R$ {amount} do pedido {order_id} foi aprovado e emitido."

@@ -58,6 +58,7 @@ class ToolRound:
         ``approved_attempt``: the round resumes one approved call, counted under that number."""
         done = RoundResult()
         seen = set(seen)
+        round_notes: dict[Any, Any] = {}
         for block in blocks:
             if block.type != "tool_use":
                 continue
@@ -74,7 +75,8 @@ class ToolRound:
                                                    else "desconhecida",
                                                    # model-written text: hashed like the conversation's id
                                                    "gen_ai.tool.call.id": conversation_ref(str(block.id))}) as span:
-                result, refusal = self._run_one(req, block, deadline, budget, exhausted, approved_attempt)
+                result, refusal = self._run_one(req, block, deadline, budget, exhausted, approved_attempt,
+                                                round_notes)
                 span.put({"cadencia.recusa": "" if refusal is None else str(refusal.reason),
                           "cadencia.erro": bool(result.get("is_error"))})
             done.results.append(result)
@@ -84,7 +86,8 @@ class ToolRound:
 
     def _run_one(self, req: TurnRequest, block: Any, deadline: Deadline, budget: TurnBudget | None,
                  exhausted: ExhaustedAttempts | None,
-                 approved_attempt: int | None = None) -> tuple[dict[str, Any], Refusal | None]:
+                 approved_attempt: int | None = None,
+                 round_notes: dict[Any, Any] | None = None) -> tuple[dict[str, Any], Refusal | None]:
         spec = TOOLS.get(block.name)
         if spec is None:
             return _error(block.id, {"erro": "ferramenta_desconhecida", "ferramenta": block.name}), None
@@ -95,7 +98,8 @@ class ToolRound:
         call = ToolCall(spec=spec, tool_use_id=block.id, arguments=dict(block.input),
                         conversation_id=req.conversaId, customer_id=req.clienteId)
         ctx = CallContext(call, deadline, budget, req.mensagemId, exhausted=exhausted,
-                          approved_attempt=approved_attempt)
+                          approved_attempt=approved_attempt,
+                          round_notes=round_notes if round_notes is not None else {})
         passed: list[Control] = []
         for control in self.controls:
             with self.tracer.span("control", {"cadencia.controle": type(control).__name__}) as span:

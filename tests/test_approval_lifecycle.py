@@ -256,9 +256,12 @@ def test_an_expired_request_is_closed_the_customer_told_and_the_agent_answers_ag
     orch, _ = build(model, ledger, invoker, **POLICY)
     assert orch.handle(_turn(conv, "ok, obrigado"), Deadline.after(60)).status == "ativa"
     assert len(model.requests) == 1
-    # The same call asked again is a fresh request, never the expired one: nothing debited.
+    # The same call asked again is a fresh request (its own record and id), never the expired one: nothing debited.
     assert _ask(ledger, invoker, conv, APROVACAO_VALIDADE_S="600")[0].status == "aguardando_aprovacao"
-    assert ApprovalStore(ledger).get(approval).status is ApprovalStatus.PENDING
+    old, fresh = [item["aprovacaoId"] for item in ledger.history(conv, item_type=ItemType.APPROVAL)]
+    assert old == approval and fresh != approval
+    assert ApprovalStore(ledger).get(approval).status is ApprovalStatus.EXPIRED
+    assert ApprovalStore(ledger).get(fresh).status is ApprovalStatus.PENDING
     assert invoker.calls["emitir_reembolso"] == 0 and gateway.debits_for(conv) == []
 
 

@@ -98,7 +98,7 @@ def test_above_the_threshold_the_conversation_waits_with_a_bound_durable_request
     invoker = _real_tools(tools)
     reply, _model, _ = _ask(ledger, invoker, conv)
     assert (reply.status, reply.motivo) == ("aguardando_aprovacao", "aguardando_aprovacao")
-    assert "aprovação de uma pessoa" in reply.resposta and "Nenhum valor foi movimentado" in reply.resposta
+    assert "aprovação de uma pessoa" in reply.resposta and "ainda não movimentou nenhum valor" in reply.resposta
     assert invoker.calls["emitir_reembolso"] == 0 and gateway.debits_for(conv) == []
     record = _pending(ledger, conv)
     canonical, digest = canonical_arguments({"pedidoId": "4821", "valor": 189.9})
@@ -275,7 +275,9 @@ def test_an_approved_call_is_not_run_after_its_expiry(mocked_aws, gateway, tools
     _decide(ledger, record.id)
     clock[0] += 601
     resumed = _resumer(orch).resume(record.id, Deadline.after(60))
-    assert resumed.status == "aguardando_humano"
+    # Closed, never run; the customer is told a person approved it but it was not run in time.
+    assert (resumed.status, resumed.reason) == ("ativa", "aprovada_expirada") and "foi aprovado" in resumed.reply
+    assert ApprovalStore(ledger).get(record.id).status is ApprovalStatus.EXPIRED
     assert invoker.calls["emitir_reembolso"] == 0 and gateway.debits_for(conv) == []
 
 

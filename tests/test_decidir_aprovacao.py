@@ -9,6 +9,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -98,6 +99,9 @@ HOSTILE = [
     {**GOOD, "decisao": True}, {**GOOD, "aprovador": "Ana Operadora"}, {**GOOD, "aprovador": "ana\n"},
     {**GOOD, "justificativa": "ok\u202e"}, {**GOOD, "justificativa": "x" * 501}, {**GOOD, "extra": 1},
     {k: v for k, v in GOOD.items() if k != "aprovador"},
+    # the attempt-number suffix (ledger.approval_id): 1-999, no sign, no leading zero, ASCII digits only
+    *({**GOOD, "aprovacaoId": "a" * 32 + suffix} for suffix in ("-0", "-01", "-1000", "--1", "-", "-1\n", "-\u0661",
+                                                                 "-1-2", "#1")),
 ]
 
 
@@ -118,8 +122,9 @@ def test_any_event_is_answered_never_raises_and_decides_nothing_unknown(local_st
         assert set(answer) == {"ok", "erro"} and len(json.dumps(answer)) < 5000
 
 
-def test_a_decision_on_an_unknown_id_is_refused_and_creates_nothing(local_stack):
-    unknown = uuid.uuid4().hex
+@pytest.mark.parametrize("suffix", ["", "-1", "-50"])
+def test_a_decision_on_an_unknown_id_is_refused_and_creates_nothing(local_stack, suffix):
+    unknown = uuid.uuid4().hex + suffix
     answer = _call(local_stack, {**GOOD, "aprovacaoId": unknown})
     assert answer == {"ok": False, "erro": {"codigo": "aprovacao_inexistente"}}
     ledger = Ledger(local_stack.ledger_table, session_client("dynamodb", local_stack.aws_endpoint))

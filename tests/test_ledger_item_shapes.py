@@ -314,6 +314,8 @@ def test_audit_records_without_a_chain(world: World):
 def test_an_approval_request_written_through_the_ledgers_table(world: World):
     from cadencia_shared.approvals import ApprovalStore
 
+    from .support.approval_wait import awaiting
+
     store = ApprovalStore(world.ledger)
     record, created = store.request(tool="emitir_reembolso", version="v1", arguments={"valor": Decimal("500")},
                                     conversation_id=CONV, customer_id=7, amount=Decimal("500.00"),
@@ -332,15 +334,19 @@ def test_an_approval_request_written_through_the_ledgers_table(world: World):
     world.tick()
     # A decision is recorded only while its conversation waits for it.
     waiting = world.ledger.acquire_conversation(conversation_id=CONV, customer_id=7, lease_s=30)
-    world.ledger.commit_conversation(waiting, messages=[], status=ConversationStatus.WAITING_APPROVAL)
+    world.ledger.commit_conversation(waiting, messages=[awaiting(record.id)],
+                                     status=ConversationStatus.WAITING_APPROVAL)
     store.decide(record.id, approve=True, approver="ana", justification="ok", allowed_approvers=frozenset({"ana"}))
-    decided = {k: v for k, v in pending.items() if k != "pendencia"}
-    decided |= {"status": {"S": "aprovada"}, "decididoPor": {"S": "ana"}, "justificativa": {"S": "ok"},
-                "decididoEm": at(1)}
+    # Approved: out of the operators' list, under the sweep's mark until it is consumed.
+    decided = pending | {"status": {"S": "aprovada"}, "decididoPor": {"S": "ana"}, "justificativa": {"S": "ok"},
+                         "decididoEm": at(1), "pendencia": {"S": "aprovacao_aprovada"}}
     assert world.item(f"aprovacao#{record.id}") == decided
+    assert [r.id for r in store.pending()] == [] and [r.id for r in store.approved()] == [record.id]
     world.tick()
     assert store.consume(store.get(record.id)) and not store.consume(store.get(record.id))
-    assert world.item(f"aprovacao#{record.id}") == {**decided, "status": {"S": "consumida"}, "consumidaEm": at(2)}
+    consumed = {k: v for k, v in decided.items() if k != "pendencia"}
+    assert world.item(f"aprovacao#{record.id}") == {**consumed, "status": {"S": "consumida"}, "consumidaEm": at(2)}
+    assert store.approved() == []
 
 
 def test_a_lost_claim_reads_back_the_winner(world: World):

@@ -28,6 +28,7 @@ from cadencia_shared.ledger import (
     refund_idempotency_key,
     table_definition,
 )
+from tests.support.approval_wait import awaiting
 from tests.test_refund_inflight import _dynamodb
 
 KEYS = {"pk", GSI_UNSETTLED_PARTITION, "visitadoEm"}
@@ -131,7 +132,7 @@ def test_approvals_are_listed_whole_and_a_decided_one_is_not(world):
     stale = _query(ledger, recording, "aprovacao")
     # A decision is recorded only while its conversation waits for it.
     waiting = ledger.acquire_conversation(conversation_id="conv-a", customer_id=7, lease_s=60)
-    ledger.commit_conversation(waiting, messages=[], status=ConversationStatus.WAITING_APPROVAL)
+    ledger.commit_conversation(waiting, messages=[awaiting(first.id)], status=ConversationStatus.WAITING_APPROVAL)
     store.decide(first.id, approve=False, approver="ana", justification="não", allowed_approvers=frozenset({"ana"}))
     recording.replay = stale
     assert store.pending() == [second]

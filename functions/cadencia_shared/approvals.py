@@ -2,9 +2,11 @@
 
 An approval binds ONE call: the tool, its version (hash of its input schema and
 the release), the SHA-256 of its canonical arguments, the conversation and an
-expiry. Its key is ``ledger.approval_id`` of exactly those, so an approval for
-R$ 50 is not found when R$ 500 is asked, one from conversation A is not found
-in B, and a new tool version looks for a new record.
+expiry. Its key is ``ledger.approval_id`` of exactly those and of the retry
+ceiling's number of the call that asked, so an approval for R$ 50 is not found when
+R$ 500 is asked, one from conversation A is not found in B, a new tool version
+looks for a new record, and a fresh request after one was voided or expired is a
+new record with a new id (docs/decisions/approval-request-identity.md).
 
 Every transition is ONE conditional write on the item's status, so two operators
 deciding at once get one winner, and the execution consumes an approval once:
@@ -16,7 +18,8 @@ deciding at once get one winner, and the execution consumes an approval once:
         └── its expiry, undecided or unused (the conversation resumed) ─► expirada
 
 Pending items carry ``pendencia = aprovacao`` (the ledger's sparse index): the
-operators' list is a Query, and a decided item leaves the index.
+operators' list is a Query. A denied item leaves the index; an approved one moves
+to ``aprovacao_aprovada`` until it is consumed or closed (the expiry sweep's).
 
 What people are shown about a request (the amount an operator decides on, the one
 the customer is told, the one the audit records) is DERIVED from the bound
@@ -30,7 +33,6 @@ shown to an operator as ``invalida``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from decimal import Decimal
@@ -39,8 +41,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .catalog import TOOLS
+from .approval_arguments import bound_amount, canonical_arguments, parse_arguments, same_amount
+from .approval_history import awaited_approval
 from .ledger import (
+    APPROVAL_APPROVED_MARK,
     APPROVAL_PENDING_MARK,
     GSI_SORT,
     GSI_UNSETTLED_PARTITION,
@@ -88,22 +92,6 @@ class DecisionRefused(Exception):
         self.record = record
 
 
-def canonical_arguments(arguments: dict[str, Any]) -> tuple[str, str]:
-    """(canonical JSON, its SHA-256): sorted keys, no separators' spaces, amounts as
-    JSON numbers (a Decimal 500.00 and a float 500.0 are one amount, written 500.0:
-    the tools refuse amounts as strings, and the stored arguments are what runs)."""
-    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_decimal)
-    return text, hashlib.sha256(text.encode()).hexdigest()
-
-
-def _decimal(value: Any) -> float:
-    # Exact for the tools' amounts (≤ 12 digits, 2 decimals): repr of the float
-    # is the shortest string that reads back as the same number.
-    if isinstance(value, Decimal):
-        return float(value)
-    raise TypeError(f"not canonical JSON: {type(value).__name__}")
-
-
 @dataclass(frozen=True)
 class ApprovalRecord:
     id: str
@@ -139,14 +127,15 @@ class ApprovalRecord:
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> ApprovalRecord:
-        arguments = _arguments(item.get("argumentos"))
+        arguments = parse_arguments(item.get("argumentos"))
         digest = item["argumentosSha256"]
         # The stored text itself canonical: the conditions pin it byte for byte.
         hashed = arguments is not None and canonical_arguments(arguments) == (item.get("argumentos"), digest)
         amount = bound_amount(item["ferramenta"], arguments) if hashed else None
-        intact = (amount is not None and _same_amount(item.get("valor"), amount)
+        attempt = _attempt_number(item.get("tentativaNumero"))
+        intact = (amount is not None and same_amount(item.get("valor"), amount) and attempt is not False
                   and item["aprovacaoId"] == approval_id(item["conversaId"], item["ferramenta"],
-                                                         item["versaoFerramenta"], digest)
+                                                         item["versaoFerramenta"], digest, attempt or None)
                   and item.get(TABLE_KEY) in (None, approval_pk(item["aprovacaoId"])))
         return cls(
             id=item["aprovacaoId"], tool=item["ferramenta"], tool_version=item["versaoFerramenta"],
@@ -155,42 +144,28 @@ class ApprovalRecord:
             reason=item["motivo"], status=ApprovalStatus(item["status"]), created_at=item["criadoEm"],
             expires_at_ms=int(item["expiraEmMs"]), decided_by=item.get("decididoPor"),
             justification=item.get("justificativa"), decided_at=item.get("decididoEm"), intact=intact,
-            attempt_number=int(item["tentativaNumero"]) if item.get("tentativaNumero") is not None else None,
+            attempt_number=attempt or None,
         )
 
     def stored_fields(self) -> dict[str, Any]:
         """The condition values that pin the fields ``intact`` was judged on: a write
         conditioned on them fails when any was edited after this record was read."""
         return {":args": canonical_arguments(self.arguments)[0], ":sha": self.arguments_sha256,
-                ":valor": self.amount}
+                ":valor": self.amount, **({} if self.attempt_number is None else {":tent": self.attempt_number})}
+
+    def unchanged_condition(self) -> str:
+        """Appended to a decision's and a consumption's condition (values from ``stored_fields``)."""
+        attempt = "attribute_not_exists(tentativaNumero)" if self.attempt_number is None else "tentativaNumero = :tent"
+        return f"argumentos = :args AND argumentosSha256 = :sha AND valor = :valor AND {attempt}"
 
 
-# Appended to a decision's and a consumption's condition (values from ``stored_fields``).
-UNCHANGED_CONDITION = "argumentos = :args AND argumentosSha256 = :sha AND valor = :valor"
-
-
-def bound_amount(tool: str, arguments: dict[str, Any] | None) -> Decimal | None:
-    """The amount a call moves, from its arguments (the tool's approval policy names
-    the field); None when the tool has no such policy or the argument is not a number."""
-    spec = TOOLS.get(tool)
-    policy = spec.approval if spec is not None else None
-    value = arguments.get(policy.amount_field) if policy is not None and arguments is not None else None
-    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
-        return None
-    amount = Decimal(str(value))
-    return amount if amount.is_finite() else None
-
-
-def _arguments(text: Any) -> dict[str, Any] | None:
-    try:
-        value = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _same_amount(stored: Any, amount: Decimal) -> bool:
-    return isinstance(stored, Decimal) and stored.is_finite() and stored == amount
+def _attempt_number(stored: Any) -> int | bool:
+    """The stored ceiling number: 0 when absent, False when not a positive whole number."""
+    if stored is None:
+        return 0
+    if isinstance(stored, bool) or not isinstance(stored, int | Decimal) or stored != int(stored) or stored < 1:
+        return False
+    return int(stored)
 
 
 class ApprovalStore:
@@ -203,8 +178,17 @@ class ApprovalStore:
         item = self.ledger.table.get(approval_pk(approval))
         return ApprovalRecord.from_item(item) if item else None
 
-    def find(self, *, conversation_id: str, tool: str, version: str, arguments_sha256: str) -> ApprovalRecord | None:
-        return self.get(approval_id(conversation_id, tool, version, arguments_sha256))
+    def find(self, *, conversation_id: str, tool: str, version: str, arguments_sha256: str,
+             attempt_number: int | None = None) -> ApprovalRecord | None:
+        """The latest request for this call asked under ``attempt_number`` or before
+        (one GetItem per number, newest first: at most the ceiling's; the conversation's
+        lease makes its requests sequential, so the newest is the live one)."""
+        numbers = [*range(attempt_number or 0, 0, -1), None]
+        for number in numbers:
+            record = self.get(approval_id(conversation_id, tool, version, arguments_sha256, number))
+            if record is not None:
+                return record
+        return None
 
     def request(self, *, tool: str, version: str, arguments: dict[str, Any], conversation_id: str,
                 customer_id: int, amount: Decimal, reason: str, validity_s: int,
@@ -217,8 +201,16 @@ class ApprovalStore:
             # The stored copy of the amount is what the arguments say, or nothing is stored.
             raise ValueError("the amount of an approval request is its amount argument")
         now = self.ledger.now_ms()
+        latest = self.find(conversation_id=conversation_id, tool=tool, version=version, arguments_sha256=digest,
+                           attempt_number=attempt_number)
+        new_id = approval_id(conversation_id, tool, version, digest, attempt_number)
+        # The request this very attempt made (its resume, or a rerun) is never replaced:
+        # an id names one request for ever (an expiry landing during the resume included).
+        if latest is not None and ((latest.id == new_id and attempt_number is not None)
+                                   or not self._replaced(latest, now)):
+            return latest, False
         record = ApprovalRecord(
-            id=approval_id(conversation_id, tool, version, digest), tool=tool, tool_version=version,
+            id=new_id, tool=tool, tool_version=version,
             arguments=json.loads(text), arguments_sha256=digest, conversation_id=conversation_id,
             customer_id=customer_id, amount=amount, reason=reason, status=ApprovalStatus.PENDING,
             created_at=self.ledger.table.iso(now), expires_at_ms=now + validity_s * 1000,
@@ -237,18 +229,13 @@ class ApprovalStore:
             **({"tentativaNumero": attempt_number} if attempt_number is not None else {}),
         }
         try:
-            # A request that expired undecided (or approved but never used), or was
-            # closed without running, is replaced by a fresh one; a denied or consumed
-            # one never is.
+            # A fresh request is a new record (its number in its id); only a record
+            # without a number (written under no ceiling) is overwritten, once closed.
             closed = {f":r{i}": status.value for i, status in enumerate(REPLACEABLE)}
             self.ledger.client.put_item(
                 TableName=self.ledger.table_name, Item=serialize(item),
-                ConditionExpression="attribute_not_exists(pk) OR (expiraEmMs <= :agora AND #st IN (:p, :a)) "
-                                    f"OR #st IN ({', '.join(closed)})",
-                ExpressionAttributeNames={"#st": "status"},
-                ExpressionAttributeValues=serialize({
-                    ":agora": now, ":p": ApprovalStatus.PENDING.value, ":a": ApprovalStatus.APPROVED.value,
-                    **closed}),
+                ConditionExpression=f"attribute_not_exists(pk) OR #st IN ({', '.join(closed)})",
+                ExpressionAttributeNames={"#st": "status"}, ExpressionAttributeValues=serialize(closed),
             )
         except ClientError as err:
             if not condition_failed(err):
@@ -258,11 +245,34 @@ class ApprovalStore:
             return existing, False
         return record, True
 
+    def _replaced(self, record: ApprovalRecord, now_ms: int) -> bool:
+        """Whether a new request replaces ``record``: closed without running, or open
+        and expired (closed now, audited, before the new one is written). A denied or
+        consumed one never is."""
+        if record.status in REPLACEABLE:
+            return True
+        if record.status not in OPEN or not record.expired(now_ms):
+            return False
+        before = self.close(record.id, conversation_id=record.conversation_id, status=ApprovalStatus.EXPIRED,
+                            only_expired=True)
+        if before is None:  # decided, consumed or closed since it was read
+            fresh = self.get(record.id)
+            return fresh is not None and fresh.status in REPLACEABLE
+        self.ledger.append_audit(conversation_id=record.conversation_id, event="APROVACAO_EXPIRADA",
+                                 details={"aprovacaoId": record.id, "statusAnterior": before.value,
+                                          "motivo": "substituida_por_novo_pedido"})
+        return True
+
     def pending(self, *, limit: int = 100) -> list[ApprovalRecord]:
         """Undecided requests, oldest first (expired ones included: the operator sees them
         as expired, and deciding them is refused)."""
         items = self.ledger.table.pending(APPROVAL_PENDING_MARK, limit=limit)
         return [ApprovalRecord.from_item(item) for item in items]
+
+    def approved(self, *, limit: int = 100) -> list[ApprovalRecord]:
+        """Approved requests not yet consumed nor closed, oldest first (the sweep's)."""
+        return [ApprovalRecord.from_item(item) for item in self.ledger.table.pending(APPROVAL_APPROVED_MARK,
+                                                                                      limit=limit)]
 
     def decide(self, approval: str, *, approve: bool, approver: str, justification: str,
                allowed_approvers: frozenset[str]) -> ApprovalRecord:
@@ -282,20 +292,23 @@ class ApprovalStore:
         # The conversation must still be waiting for this decision: not cancelled (a
         # cancellation voids its approvals), not with a person. A cancellation landing
         # after this read is caught where it is consumed (the approval is voided then).
-        elsewhere = self._conversation_moved_on(current.conversation_id)
+        elsewhere = self._conversation_moved_on(current.conversation_id, approval)
         if elsewhere is not None:
             raise DecisionRefused(elsewhere, current)
         values = {":pendente": ApprovalStatus.PENDING.value, ":st": status.value, ":por": approver,
                   ":just": justification, ":agora": self.ledger.table.iso(now), ":agora_ms": now,
-                  **current.stored_fields()}
+                  **current.stored_fields(), **({":aprovada_marca": APPROVAL_APPROVED_MARK} if approve else {})}
+        # An approved record stays findable until it is consumed or closed: the expiry
+        # sweep finds one whose resume was lost (a denied one has nothing left to do).
+
         try:
             # Conditioned on the fields judged intact: an edit after the read is refused.
             self.ledger.client.update_item(
                 TableName=self.ledger.table_name, Key=self.ledger.table.key(approval_pk(approval)),
-                UpdateExpression="SET #st = :st, decididoPor = :por, justificativa = :just, decididoEm = :agora "
-                                 "REMOVE #pend",
+                UpdateExpression="SET #st = :st, decididoPor = :por, justificativa = :just, decididoEm = :agora"
+                                 + (", #pend = :aprovada_marca" if approve else " REMOVE #pend"),
                 ConditionExpression=f"attribute_exists(pk) AND #st = :pendente AND expiraEmMs > :agora_ms "
-                                    f"AND {UNCHANGED_CONDITION}",
+                                    f"AND {current.unchanged_condition()}",
                 ExpressionAttributeNames={"#st": "status", "#pend": GSI_UNSETTLED_PARTITION},
                 ExpressionAttributeValues=serialize(values),
             )
@@ -307,14 +320,17 @@ class ApprovalStore:
         assert record is not None
         return record
 
-    def _conversation_moved_on(self, conversation_id: str) -> str | None:
-        """Why a decision may not be recorded for this conversation now (None: it may)."""
+    def _conversation_moved_on(self, conversation_id: str, approval: str) -> str | None:
+        """Why a decision may not be recorded for this conversation now (None: it may):
+        it must wait for THIS request (the last its history asked for), or the decision
+        would approve a call no resume runs."""
         if self.ledger.cancellation_pending(conversation_id):
             return "conversa_cancelada"
         state = self.ledger.read_conversation(conversation_id)
         if state is not None and state.status is ConversationStatus.WAITING_HUMAN:
             return "conversa_com_atendente"
-        if state is None or state.status is not ConversationStatus.WAITING_APPROVAL:
+        if (state is None or state.status is not ConversationStatus.WAITING_APPROVAL
+                or awaited_approval(state.messages) != approval):
             return "conversa_nao_aguarda_aprovacao"
         return None
 
@@ -367,9 +383,9 @@ class ApprovalStore:
         try:
             self.ledger.client.update_item(
                 TableName=self.ledger.table_name, Key=self.ledger.table.key(approval_pk(record.id)),
-                UpdateExpression="SET #st = :consumida, consumidaEm = :agora",
-                ConditionExpression=f"#st = :aprovada AND expiraEmMs > :agora_ms AND {UNCHANGED_CONDITION}",
-                ExpressionAttributeNames={"#st": "status"},
+                UpdateExpression="SET #st = :consumida, consumidaEm = :agora REMOVE #pend",
+                ConditionExpression=f"#st = :aprovada AND expiraEmMs > :agora_ms AND {record.unchanged_condition()}",
+                ExpressionAttributeNames={"#st": "status", "#pend": GSI_UNSETTLED_PARTITION},
                 ExpressionAttributeValues=serialize({
                     ":consumida": ApprovalStatus.CONSUMED.value, ":aprovada": ApprovalStatus.APPROVED.value,
                     ":agora": self.ledger.table.iso(now), ":agora_ms": now, **record.stored_fields(),

@@ -164,7 +164,7 @@ class ToolRequest(BaseModel):
 
 # -- approvals --------------------------------------------------------
 
-APPROVAL_ID_PATTERN = r"\A[0-9a-f]{32}\Z"  # ledger.approval_id: 32 hex digits
+APPROVAL_ID_PATTERN = r"\A[0-9a-f]{32}(-[1-9][0-9]{0,2})?\Z"  # ledger.approval_id: 32 hex digits[-attempt number]
 APPROVER_PATTERN = r"\A[a-z0-9][a-z0-9._@-]{0,63}\Z"  # an operator's login, e-mail or IAM user name
 
 ApprovalId = Annotated[str, Strict(), _matching(APPROVAL_ID_PATTERN, "aprovacaoId"), _schema(APPROVAL_ID_PATTERN)]

@@ -46,8 +46,9 @@ def handle(request: Request, ledger: Ledger, *, approvers: frozenset[str],
         return {"ok": True, "pendentes": [masked(r, now) for r in store.pending()]}
     if isinstance(request, ExpireRequest):
         # The orchestrator's resume closes each one and tells its customer (this role
-        # runs no conversation); a rerun resumes again, harmlessly.
-        overdue = [r.id for r in store.pending() if r.expired(now)]
+        # runs no conversation); a rerun resumes again, harmlessly. Approved ones whose
+        # resume was lost are found too: closed as approved-but-not-run, never as undecided.
+        overdue = [r.id for r in [*store.pending(), *store.approved()] if r.expired(now)]
         for approval in overdue:
             resume(approval)
         return {"ok": True, "expiradas": overdue}

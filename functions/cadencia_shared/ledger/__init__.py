@@ -65,6 +65,7 @@ from .conversations import (
 from .facade import Ledger
 from .inbound import INBOUND_TTL_S, REPLIES_KEPT, MessageAnswered, MessageInProgress
 from .table import (
+    APPROVAL_APPROVED_MARK,
     APPROVAL_PENDING_MARK,
     GSI_BY_CONVERSATION,
     GSI_PARTITION,
@@ -90,6 +91,7 @@ from .table import (
 )
 
 __all__ = [
+    "APPROVAL_APPROVED_MARK",
     "APPROVAL_PENDING_MARK",
     "ATTEMPT_EVENT",
     "CANCELLATION_ATTRIBUTE",

@@ -59,6 +59,8 @@ UNSETTLED_MARK = "reembolso"
 # Approval requests awaiting a decision share that sparse index under their own
 # partition value: operators list them with a Query, never a Scan.
 APPROVAL_PENDING_MARK = "aprovacao"
+# ... and approved ones not yet consumed: the expiry sweep finds one whose resume was lost.
+APPROVAL_APPROVED_MARK = "aprovacao_aprovada"
 # ... and conversations waiting for a person (aguardando_humano), for scripts/atendente.py.
 HUMAN_PENDING_MARK = "humano"
 # Indexes replaced by a narrower successor, each with its (partition, sort) keys;
@@ -106,13 +108,19 @@ def refund_idempotency_key(conversation_id: str, order_id: str) -> str:
     return f"{checked_id(conversation_id)}#{checked_id(order_id)}#reembolso"
 
 
-def approval_id(conversation_id: str, tool: str, version: str, arguments_sha256: str) -> str:
+def approval_id(conversation_id: str, tool: str, version: str, arguments_sha256: str,
+                attempt_number: int | None = None) -> str:
     """One approval request per (conversation, tool, tool version, canonical
-    arguments): the same call asked again finds the same record, and any other
-    conversation, amount or version is a different record. Short enough to type."""
+    arguments) and the retry ceiling's number of the call that asked: any other
+    conversation, amount or version is a different record, and a fresh request for
+    the same call (after one was voided or expired: a new call, a new number) is a
+    new identity — its decision, its resumed tool_use block and its customer message
+    never collide with the old one's. The number in the key binds it: an edited
+    ``tentativaNumero`` no longer matches the record's id. Short enough to type."""
     material = "\x00".join((checked_id(conversation_id), checked_id(tool), checked_id(version),
                             checked_id(arguments_sha256)))
-    return hashlib.sha256(material.encode()).hexdigest()[:32]
+    base = hashlib.sha256(material.encode()).hexdigest()[:32]
+    return base if attempt_number is None else f"{base}-{attempt_number}"
 
 
 def approval_pk(approval: str) -> str:
