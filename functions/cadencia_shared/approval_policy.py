@@ -175,5 +175,9 @@ def _close_replaced(ledger: Ledger, store: ApprovalStore, original: ApprovalReco
     ledger.append_audit(conversation_id=original.conversation_id, event="APROVACAO_SUBSTITUIDA_POR_VALOR_MENOR",
                         details={"aprovacaoId": original.id, "novaAprovacaoId": lower.id,
                                  "statusAnterior": before.value if before else None,
-                                 "valorPedido": str(original.amount), "valorAprovado": str(lower.amount),
+                                 "valorPedido": _reais(original.amount), "valorAprovado": _reais(lower.amount),
                                  **person.audit()})
+
+
+def _reais(amount: Decimal | None) -> str | None:
+    return None if amount is None else format(amount.quantize(Decimal("0.01")), "f")
