@@ -31,9 +31,9 @@ class ApiRoute:
 
 ROUTES: tuple[ApiRoute, ...] = (
     ApiRoute("GET /aprovacoes", DECISION_FUNCTION_NAME),
-    ApiRoute("GET /aprovacoes/{aprovacao}", DECISION_FUNCTION_NAME),
-    ApiRoute("POST /aprovacoes/{aprovacao}/decisao", DECISION_FUNCTION_NAME),
-    ApiRoute("POST /conversas/{conversa}/respostas", HUMAN_REPLY_FUNCTION_NAME),
+    ApiRoute("GET /aprovacoes/{aprovacaoId}", DECISION_FUNCTION_NAME),
+    ApiRoute("POST /aprovacoes/{aprovacaoId}/decisao", DECISION_FUNCTION_NAME),
+    ApiRoute("POST /conversas/{conversaId}/respostas", HUMAN_REPLY_FUNCTION_NAME),
 )
 # The audience (app client id) the local issuer's tokens carry and the adapter accepts.
 LOCAL_AUDIENCE = "cadencia-console-local"

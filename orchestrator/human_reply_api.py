@@ -33,9 +33,9 @@ class ApiReply(BaseModel):
 
 
 def _error(status: int, code: str, details: list[str] | None = None, message: str | None = None) -> Response:
-    erro: dict[str, Any] = {"codigo": code, **({"detalhes": details} if details else {}),
+    detail: dict[str, Any] = {"codigo": code, **({"detalhes": details} if details else {}),
                             **({"mensagem": message} if message else {})}
-    return Response(status_code=status, content_type="application/json", body={"ok": False, "erro": erro})
+    return Response(status_code=status, content_type="application/json", body={"ok": False, "erro": detail})
 
 
 def handle(event: dict[str, Any], context: LambdaContext, replies: Callable[[], HumanReplies],
@@ -46,8 +46,8 @@ def handle(event: dict[str, Any], context: LambdaContext, replies: Callable[[], 
     def _identity(err: IdentityRefused) -> Response:
         return _error(err.status, err.code)
 
-    @app.post("/conversas/<conversa>/respostas")
-    def reply(conversa: str) -> Any:
+    @app.post("/conversas/<conversation>/respostas")
+    def reply(conversation: str) -> Any:
         person = person_from_event(app.current_event.raw_event)
         person.require(ATTENDANTS)
         try:
@@ -56,7 +56,7 @@ def handle(event: dict[str, Any], context: LambdaContext, replies: Callable[[], 
             return _error(400, str(err))
         try:
             text = ApiReply.model_validate(body, strict=True).texto
-            request = HumanReplyRequest.model_validate({"conversaId": conversa, "texto": text}, strict=True)
+            request = HumanReplyRequest.model_validate({"conversaId": conversation, "texto": text}, strict=True)
         except ValidationError as err:
             return _error(400, "entrada_invalida", describe(err))
         try:

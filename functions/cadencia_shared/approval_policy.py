@@ -79,17 +79,22 @@ def decide(ledger: Ledger, approval: str, *, person: Person, approve: bool, just
         return Decided(_store_decide(store, record, person, approve, justification), "")
     if not approve:
         return Decided(_store_decide(store, record, person, False, justification), ApprovalStatus.DENIED.value)
-    if approved_amount is not None and record.amount is not None and approved_amount > record.amount:
+    if approved_amount is None or record.amount is None or approved_amount == record.amount:
+        return _approve(ledger, store, record, person, justification, settings)
+    if approved_amount > record.amount:
         raise DecisionRefused("valor_acima_do_pedido", record)
-    if approved_amount is not None and record.amount is not None and approved_amount < record.amount:
-        _require_waiting(ledger, record)
-        lower = _lower_request(store, record, approved_amount, ledger.now_ms())
-        decided = _approve(ledger, store, lower, person, justification, settings)
-        if decided.outcome == ApprovalStatus.APPROVED.value:
-            _close_replaced(ledger, store, record, lower, person)
-            return Decided(decided.record, decided.outcome, replaced=record.id)
-        return decided
-    return _approve(ledger, store, record, person, justification, settings)
+    return _approve_lower(ledger, store, record, approved_amount, person, justification, settings)
+
+
+def _approve_lower(ledger: Ledger, store: ApprovalStore, record: ApprovalRecord, amount: Decimal, person: Person,
+                   justification: str, settings: PolicySettings) -> Decided:
+    _require_waiting(ledger, record)
+    lower = _lower_request(store, record, amount, ledger.now_ms())
+    decided = _approve(ledger, store, lower, person, justification, settings)
+    if decided.outcome == ApprovalStatus.APPROVED.value:
+        _close_replaced(ledger, store, record, lower, person)
+        return Decided(decided.record, decided.outcome, replaced=record.id)
+    return decided
 
 
 def _approve(ledger: Ledger, store: ApprovalStore, record: ApprovalRecord, person: Person, justification: str,

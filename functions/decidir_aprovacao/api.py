@@ -80,18 +80,18 @@ def build(ledger: Ledger, *, resume: Resume, policy: approval_policy.PolicySetti
         now = ledger.now_ms()
         return {"ok": True, "pendentes": [masked(r, now) for r in ApprovalStore(ledger).pending()]}
 
-    @app.get("/aprovacoes/<aprovacao>")
-    def one(aprovacao: str) -> Any:
+    @app.get("/aprovacoes/<approval>")
+    def one(approval: str) -> Any:
         person()
-        record = ApprovalStore(ledger).get(approval_id(aprovacao))
+        record = ApprovalStore(ledger).get(approval_id(approval))
         if record is None:
             return error(404, "aprovacao_inexistente")
         return {"ok": True, "aprovacao": masked(record, ledger.now_ms())}
 
-    @app.post("/aprovacoes/<aprovacao>/decisao")
-    def decision(aprovacao: str) -> Any:
+    @app.post("/aprovacoes/<approval_path>/decisao")
+    def decision(approval_path: str) -> Any:
         who = person()
-        approval = approval_id(aprovacao)
+        approval = approval_id(approval_path)
         request = _decision_body(app.current_event.raw_event)
         try:
             amount = (approval_policy.parse_amount(request.valorAprovado)

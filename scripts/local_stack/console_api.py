@@ -88,7 +88,7 @@ def _to_resume(event: dict[str, Any], answer: dict[str, Any]) -> str | None:
     if body.get("ok") and body.get("resultado") in ("aprovada", "negada"):
         return body["aprovacao"]["aprovacaoId"]
     if (body.get("erro") or {}).get("codigo") == "aprovacao_expirada":
-        return (event.get("pathParameters") or {}).get("aprovacao")
+        return (event.get("pathParameters") or {}).get("aprovacaoId")
     return None
 
 
