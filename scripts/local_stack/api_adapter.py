@@ -138,7 +138,13 @@ def serve(authorizer: Authorizer, functions: Mapping[str, Function], port: int =
             except jwt_rs256.TokenRefused:
                 self._json(401, UNAUTHORIZED)
                 return
-            length = int(self.headers.get("Content-Length") or 0)
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                length = -1
+            if length < 0:
+                self._json(400, {"message": "Bad Request"})
+                return
             if length > MAX_BODY_BYTES:
                 self._json(413, {"message": "Request Entity Too Large"})
                 return
