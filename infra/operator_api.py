@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .stack import CadenciaStack
 
 TOKEN_VALIDITY = Duration.hours(1)
-API_LOG_RETENTION = logs.RetentionDays.ONE_YEAR
+API_LOG_RETENTION = logs.RetentionDays.ONE_MONTH  # as every log group of the stack
 
 
 def add_operator_api(stack: CadenciaStack, functions: dict[str, lambda_.IFunction]) -> apigw.HttpApi:
@@ -50,8 +50,9 @@ def add_operator_api(stack: CadenciaStack, functions: dict[str, lambda_.IFunctio
         password_policy=cognito.PasswordPolicy(min_length=14, require_digits=True, require_lowercase=True,
                                                require_uppercase=True, require_symbols=True,
                                                temp_password_validity=Duration.days(3)),
-        account_recovery=cognito.AccountRecovery.EMAIL_ONLY, removal_policy=RemovalPolicy.RETAIN,
-        deletion_protection=True,
+        # Removed with the stack, like every other resource (the ordered teardown leaves nothing);
+        # the people in it are re-created by an administrator.
+        account_recovery=cognito.AccountRecovery.EMAIL_ONLY, removal_policy=RemovalPolicy.DESTROY,
     )
     pin(pool, Ids.OPERATOR_POOL)
     acknowledge(pool, "AwsSolutions-COG8",
@@ -91,7 +92,7 @@ def _pascal_route(route_key: str) -> str:
 def _access_log(stack: CadenciaStack, api: apigw.HttpApi) -> None:
     """Every request to the API in a log (who, route, status; never the body)."""
     group = logs.LogGroup(stack, Ids.OPERATOR_API_LOG_GROUP, retention=API_LOG_RETENTION,
-                          removal_policy=RemovalPolicy.RETAIN)
+                          removal_policy=RemovalPolicy.DESTROY)
     pin(group, Ids.OPERATOR_API_LOG_GROUP)
     stage = api.default_stage
     assert stage is not None
