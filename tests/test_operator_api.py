@@ -236,3 +236,19 @@ def test_an_attendant_replies_through_the_api_and_is_audited(local_stack, api):
     assert status == 200 and body["ok"], body
     replied = [r["detalhes"] for r in _chain(local_stack, conv) if r["evento"] == "ATENDENTE_RESPONDEU"]
     assert [(d["pessoaSub"], d["via"]) for d in replied] == [(USERS["carla"].sub, "api")]
+
+
+def test_a_lower_amount_that_still_needs_two_people_closes_the_original_when_the_second_approves(
+        local_stack, erp, gateway, api):
+    conv, approval = _waiting(local_stack, 189.9)
+    status, body = decide(api, approval, "ana", valorAprovado="160.00")
+    assert (status, body["resultado"]) == (200, "aguardando_segundo_aprovador")
+    lower = body["aprovacao"]["aprovacaoId"]
+    assert lower != approval and gateway.debits_for(conv) == []
+    status, body = decide(api, lower, "ana")  # the same person again: nothing moves
+    assert (status, body["resultado"]) == (200, "aguardando_segundo_aprovador")
+    status, body = decide(api, lower, "bruno")
+    assert (status, body["resultado"], body["substituiu"]) == (200, "aprovada", approval)
+    assert [d["valor"] for d in gateway.debits_for(conv)] == ["160.00"]
+    assert _status(local_stack, approval) is ApprovalStatus.VOIDED
+    assert "R$ 160,00" in api.resumed[-1].reply

@@ -36,6 +36,7 @@ from .ledger.table import condition_failed, serialize
 from .settings import EnvSettings
 
 FIRST_APPROVAL = "primeiraAprovacao"
+REPLACES = "substitui"  # on a lower amount's request: the request it replaces
 AMOUNT_PATTERN = re.compile(r"\A(0|[1-9][0-9]{0,9})(\.[0-9]{1,2})?\Z")
 AWAITING_SECOND = "aguardando_segundo_aprovador"
 
@@ -80,7 +81,7 @@ def decide(ledger: Ledger, approval: str, *, person: Person, approve: bool, just
     if not approve:
         return Decided(_store_decide(store, record, person, False, justification), ApprovalStatus.DENIED.value)
     if approved_amount is None or record.amount is None or approved_amount == record.amount:
-        return _approve(ledger, store, record, person, justification, settings)
+        return _approve_closing(ledger, store, record, person, justification, settings)
     if approved_amount > record.amount:
         raise DecisionRefused("valor_acima_do_pedido", record)
     return _approve_lower(ledger, store, record, approved_amount, person, justification, settings)
@@ -90,11 +91,23 @@ def _approve_lower(ledger: Ledger, store: ApprovalStore, record: ApprovalRecord,
                    justification: str, settings: PolicySettings) -> Decided:
     _require_waiting(ledger, record)
     lower = _lower_request(store, record, amount, ledger.now_ms())
-    decided = _approve(ledger, store, lower, person, justification, settings)
-    if decided.outcome == ApprovalStatus.APPROVED.value:
-        _close_replaced(ledger, store, record, lower, person)
-        return Decided(decided.record, decided.outcome, replaced=record.id)
-    return decided
+    # The new request names the one it replaces: whoever approves it last (this person, or
+    # the second person when the new amount still needs two) closes the original.
+    ledger.client.update_item(TableName=ledger.table_name, Key=ledger.table.key(approval_pk(lower.id)),
+                              UpdateExpression=f"SET {REPLACES} = :original", ConditionExpression="attribute_exists(pk)",
+                              ExpressionAttributeValues=serialize({":original": record.id}))
+    return _approve_closing(ledger, store, lower, person, justification, settings)
+
+
+def _approve_closing(ledger: Ledger, store: ApprovalStore, record: ApprovalRecord, person: Person,
+                     justification: str, settings: PolicySettings) -> Decided:
+    decided = _approve(ledger, store, record, person, justification, settings)
+    replaced = _field(ledger, record.id, REPLACES) if decided.outcome == ApprovalStatus.APPROVED.value else None
+    original = store.get(replaced) if isinstance(replaced, str) else None
+    if original is None:
+        return decided
+    _close_replaced(ledger, store, original, decided.record, person)
+    return Decided(decided.record, decided.outcome, replaced=original.id)
 
 
 def _approve(ledger: Ledger, store: ApprovalStore, record: ApprovalRecord, person: Person, justification: str,
@@ -134,9 +147,12 @@ def _require_waiting(ledger: Ledger, record: ApprovalRecord) -> None:
         raise DecisionRefused("aprovacao_expirada", record)
 
 
+def _field(ledger: Ledger, approval: str, name: str) -> object:
+    return (ledger.table.get(approval_pk(approval)) or {}).get(name)
+
+
 def _first_approver(ledger: Ledger, approval: str) -> str | None:
-    item = ledger.table.get(approval_pk(approval)) or {}
-    first = item.get(FIRST_APPROVAL)
+    first = _field(ledger, approval, FIRST_APPROVAL)
     return first.get("sub") if isinstance(first, dict) else None
 
 
