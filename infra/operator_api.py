@@ -30,7 +30,6 @@ from aws_cdk import aws_logs as logs
 from cadencia_shared.identity import GROUPS
 from orchestrator.api_routes import ROUTES
 
-from . import contract
 from .base import acknowledge, pin
 from .contract import Ids
 

@@ -17,10 +17,9 @@ import pytest
 from cadencia_shared.identity import APPROVERS, ATTENDANTS, GROUPS, SUPERVISORS
 from infra import operator_contract
 from infra.contract import Ids
-from orchestrator.api_routes import ROUTES
+from orchestrator.api_routes import ROUTES, ApiRoute
 from orchestrator.invokers.local import LocalContext
 from scripts.local_stack.api_adapter import api_event
-from orchestrator.api_routes import ApiRoute
 
 pytestmark = pytest.mark.infra
 ROOT = Path(__file__).resolve().parents[2]
