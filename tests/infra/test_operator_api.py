@@ -83,6 +83,11 @@ def test_the_functions_resource_policies_are_exactly_the_contracts_rows(default_
     assert sorted(got) == sorted((r.function, r.principal, r.source) for r in operator_contract.invokers())
 
 
+def test_the_two_person_amount_reaches_the_decision_function(default_synth):
+    env = default_synth.resources[Ids.DECISION_FUNCTION]["Properties"]["Environment"]["Variables"]
+    assert env["APROVACAO_DUPLA_ACIMA_REAIS"] == "2000.00"
+
+
 def test_the_operator_docs_carry_the_generated_invoker_rows():
     text = (ROOT / "docs" / "operators.md").read_text(encoding="utf-8")
     assert operator_contract.block(text) == operator_contract.render_markdown()
