@@ -252,3 +252,26 @@ def test_a_lower_amount_that_still_needs_two_people_closes_the_original_when_the
     assert [d["valor"] for d in gateway.debits_for(conv)] == ["160.00"]
     assert _status(local_stack, approval) is ApprovalStatus.VOIDED
     assert "R$ 160,00" in api.resumed[-1].reply
+
+
+def test_a_lower_approval_cut_before_the_original_closed_finishes_when_sent_again(
+        local_stack, erp, gateway, api, monkeypatch):
+    from cadencia_shared import approval_policy
+
+    conv, approval = _waiting(local_stack, 140.0)
+    real_close = approval_policy._close_replaced
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("killed after the lower request was approved")
+
+    monkeypatch.setattr(approval_policy, "_close_replaced", crash)
+    with pytest.raises((urllib.error.URLError, ConnectionError)):
+        decide(api, approval, "ana", valorAprovado="110.00")  # the adapter's connection dies with the crash
+    assert gateway.debits_for(conv) == [] and _status(local_stack, approval) is ApprovalStatus.PENDING
+    monkeypatch.setattr(approval_policy, "_close_replaced", real_close)
+    status, body = decide(api, approval, "bruno", valorAprovado="110.00")  # not bruno's decision to finish
+    assert (status, body["erro"]["codigo"]) == (409, "aprovacao_ja_decidida")
+    status, body = decide(api, approval, "ana", valorAprovado="110.00")
+    assert (status, body["resultado"], body["substituiu"]) == (200, "aprovada", approval)
+    assert [d["valor"] for d in gateway.debits_for(conv)] == ["110.00"]
+    assert _status(local_stack, approval) is ApprovalStatus.VOIDED

@@ -96,12 +96,20 @@ def _approve_lower(ledger: Ledger, store: ApprovalStore, record: ApprovalRecord,
     ledger.client.update_item(TableName=ledger.table_name, Key=ledger.table.key(approval_pk(lower.id)),
                               UpdateExpression=f"SET {REPLACES} = :original", ConditionExpression="attribute_exists(pk)",
                               ExpressionAttributeValues=serialize({":original": record.id}))
+    if lower.status is ApprovalStatus.APPROVED and lower.decided_by == person.subject:
+        # This person's same decision again, after a crash before the original was closed:
+        # finish it (close the original; the caller resumes, which is repeatable).
+        return _closing(ledger, store, lower, person, Decided(lower, ApprovalStatus.APPROVED.value))
     return _approve_closing(ledger, store, lower, person, justification, settings)
 
 
 def _approve_closing(ledger: Ledger, store: ApprovalStore, record: ApprovalRecord, person: Person,
                      justification: str, settings: PolicySettings) -> Decided:
-    decided = _approve(ledger, store, record, person, justification, settings)
+    return _closing(ledger, store, record, person, _approve(ledger, store, record, person, justification, settings))
+
+
+def _closing(ledger: Ledger, store: ApprovalStore, record: ApprovalRecord, person: Person,
+             decided: Decided) -> Decided:
     replaced = _field(ledger, record.id, REPLACES) if decided.outcome == ApprovalStatus.APPROVED.value else None
     original = store.get(replaced) if isinstance(replaced, str) else None
     if original is None:
