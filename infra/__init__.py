@@ -6,7 +6,7 @@
                  and ``handoffs``, ``reconciler``, ``channel``, ``approvals``, ``controls``
 - ``base``       what they build with (``LambdaFunction``, ``Flat``: logical ids kept)
 - ``config``     deployment options from CDK context
-- ``contract``   the least-privilege contract (hand-written), ``access_matrix`` renders it for the README
+- ``contract``   the least-privilege contract (hand-written), ``access_matrix`` renders it for docs/access-matrix.md
 - ``policy_check`` compares a synthesized template's roles with the contract
 - ``packaging``  Docker-free, cached, reproducible Lambda assets
 - ``sqlsplit``   splits sql/*.sql into single statements for the RDS Data API

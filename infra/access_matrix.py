@@ -1,7 +1,7 @@
-"""The README's access matrix, rendered from the least-privilege contract
+"""The access matrix (docs/access-matrix.md), rendered from the least-privilege contract
 (``infra/contract.py``): the default stack's roles, then what the variants change.
-``python -m infra.contract --write-readme`` rewrites the block in README.md;
-tests/infra/test_readme_matrix.py fails when the two differ."""
+``python -m infra.contract --write-doc`` (or ``python -m infra.derived --write``) rewrites
+the block; tests/infra/test_access_matrix_doc.py fails when the two differ."""
 
 from __future__ import annotations
 
@@ -22,13 +22,13 @@ def _code(text: str) -> str:
 
 
 def render_markdown() -> str:
-    """The access matrix for README.md: the default stack, then what the variants change."""
+    """The access matrix for docs/access-matrix.md: the default stack, then what the variants change."""
     default = StackConfig()
     lines = [
         "How to deploy, the network and what it costs (idle and per 1,000 conversations), and the ordered "
-        "teardown: [docs/infrastructure.md](docs/infrastructure.md).",
+        "teardown: [infrastructure.md](infrastructure.md).",
         "",
-        "Generated from `infra/contract.py` (`python -m infra.contract`); `tests/infra/test_readme_matrix.py` "
+        "Generated from `infra/contract.py` (`python -m infra.contract`); `tests/infra/test_access_matrix_doc.py` "
         "fails when this block and the contract differ, and `tests/infra/test_contract.py` fails when the "
         "synthesized template grants anything else. Resources use the template's logical ids: `${X}` is the "
         "ARN (Ref) of resource X, `${X.Arn}` its `Arn` attribute.",
@@ -55,7 +55,7 @@ def render_markdown() -> str:
               "through it) allows, for any principal, exactly the DynamoDB grants of the roles above whose "
               "functions run in the VPC (`infra/endpoint_policy.py`; `tests/infra/test_vpc_endpoints.py` "
               "compares it with those roles on the template): " + endpoint + "."]
-    lines += ["", "Variants (context values, see docs/infrastructure.md):", ""]
+    lines += ["", "Variants (context values, see [infrastructure.md](infrastructure.md)):", ""]
     example_model = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
     bedrock = StackConfig(model_provider="bedrock", model_id=example_model)
     orch = orchestrator_role(bedrock)
@@ -76,26 +76,27 @@ def render_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-README_START = "<!-- access-matrix:start -->"
-README_END = "<!-- access-matrix:end -->"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "access-matrix.md"
+# The generated-block markers every measured or derived doc block uses (scripts/doc_blocks.py).
+DOC_START = "<!-- BEGIN generated:access-matrix -->"
+DOC_END = "<!-- END generated:access-matrix -->"
 
 
-def readme_block(readme_text: str) -> str:
-    start = readme_text.index(README_START) + len(README_START)
-    end = readme_text.index(README_END)
-    return readme_text[start:end].strip("\n") + "\n" if readme_text[start:end].strip() else ""
+def doc_block(doc_text: str) -> str:
+    start = doc_text.index(DOC_START) + len(DOC_START)
+    end = doc_text.index(DOC_END)
+    return doc_text[start:end].strip("\n") + "\n" if doc_text[start:end].strip() else ""
 
 
-def write_readme(path) -> None:
-    text = path.read_text()
-    start = text.index(README_START) + len(README_START)
-    end = text.index(README_END)
-    path.write_text(text[:start] + "\n" + render_markdown() + text[end:])
+def with_matrix(doc_text: str) -> str:
+    start = doc_text.index(DOC_START) + len(DOC_START)
+    end = doc_text.index(DOC_END)
+    return doc_text[:start] + "\n" + render_markdown() + doc_text[end:]
 
 
 def main() -> None:
-    if sys.argv[1:] == ["--write-readme"]:
-        write_readme(Path(__file__).resolve().parents[1] / "README.md")
+    if sys.argv[1:] == ["--write-doc"]:
+        DOC.write_text(with_matrix(DOC.read_text()))
     else:
         print(render_markdown(), end="")
 

@@ -33,7 +33,7 @@ from .stack import CadenciaStack
 ROOT = packaging.ROOT
 
 
-# Each function's asset carries only what its own code imports (issue 14): the
+# Each function's asset carries only what its own code imports: the
 # profile tool's validators (phonenumbers, email-validator + dnspython) and the
 # gateway client's urllib3 are not in the other assets (a tool's row names its file).
 

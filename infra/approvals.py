@@ -1,4 +1,4 @@
-"""Approval decisions (issue 10): the decision Lambda and its own role
+"""Approval decisions: the decision Lambda and its own role
 (infra/contract.py ``decision_role``).
 
 Its own module so that stack.py only calls ``add_approval_decisions``; the Lambda's

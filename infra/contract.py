@@ -377,19 +377,19 @@ def build(config: StackConfig) -> list[RoleContract]:
 
 
 def render_markdown() -> str:
-    """The README's access matrix (infra/access_matrix.py renders it from ``build``)."""
+    """The access matrix of docs/access-matrix.md (infra/access_matrix.py renders it from ``build``)."""
     from .access_matrix import render_markdown as render
 
     return render()
 
 
-def readme_block(readme_text: str) -> str:
-    from .access_matrix import readme_block as block
+def doc_block(doc_text: str) -> str:
+    from .access_matrix import doc_block as block
 
-    return block(readme_text)
+    return block(doc_text)
 
 
-if __name__ == "__main__":  # `python -m infra.contract [--write-readme]`, as the README says
+if __name__ == "__main__":  # `python -m infra.contract [--write-doc]` (docs/access-matrix.md)
     from .access_matrix import main
 
     main()

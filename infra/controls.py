@@ -1,4 +1,4 @@
-"""Infrastructure of the orchestrator's controls (issue 11).
+"""Infrastructure of the orchestrator's controls.
 
 - The tamper-evident audit table (``cadencia_shared.audit_chain``): deletion
   protection, point-in-time recovery, retained on ``cdk destroy``; the orchestrator

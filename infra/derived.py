@@ -11,7 +11,7 @@ marked ``derived:<name> start`` … ``derived:<name> end``, which this module fi
 - ``.importlinter``: the tool packages in the root packages, in the independence
   contract and in the no-model contract (import-linter 2.16 takes no wildcard for
   root packages: each top-level package under functions/ must be named).
-- README's access matrix, rendered from ``infra/contract.py`` (``infra/access_matrix.py``).
+- docs/access-matrix.md's matrix, rendered from ``infra/contract.py`` (``infra/access_matrix.py``).
 
 ``python -m infra.derived --write`` fills them; ``--check`` exits 1 when one is
 stale (``tests/test_derived_files.py`` runs the same comparison). The expected
@@ -116,11 +116,8 @@ def importlinter(root: Path = ROOT) -> str:
     return fill_regions((root / ".importlinter").read_text(), {"tools": _names([t.package for t in catalog.TOOLS.values()])})
 
 
-def readme(root: Path = ROOT) -> str:
-    text = (root / "README.md").read_text()
-    start = text.index(access_matrix.README_START) + len(access_matrix.README_START)
-    end = text.index(access_matrix.README_END)
-    return text[:start] + "\n" + access_matrix.render_markdown() + text[end:]
+def access_matrix_doc(root: Path = ROOT) -> str:
+    return access_matrix.with_matrix((root / "docs" / "access-matrix.md").read_text())
 
 
 def expected(root: Path = ROOT) -> dict[Path, str]:
@@ -129,7 +126,7 @@ def expected(root: Path = ROOT) -> dict[Path, str]:
         root / "sql" / "grants.sql": grants_sql(root),
         root / "sql" / "revoke.sql": revoke_sql(root),
         root / ".importlinter": importlinter(root),
-        root / "README.md": readme(root),
+        root / "docs" / "access-matrix.md": access_matrix_doc(root),
     }
 
 

@@ -40,7 +40,7 @@ class Grant:
 @dataclass(frozen=True)
 class ManagedPolicy:
     name: str  # as in the ARN after arn:aws:iam::aws:policy/
-    grants: tuple[str, ...]  # what AWS's document allows (for the README; AWS owns the text)
+    grants: tuple[str, ...]  # what AWS's document allows (for the access matrix; AWS owns the text)
     why: str
 
     @property

@@ -1,4 +1,4 @@
-"""Hand-offs that reach a person (issue 10): the stack's own EventBridge bus, a
+"""Hand-offs that reach a person: the stack's own EventBridge bus, a
 default rule delivering every agent event to an SQS queue, and the orchestrator's
 permission to publish on that bus only.
 

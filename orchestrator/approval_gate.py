@@ -1,4 +1,4 @@
-"""The confirmation gate (issue 10): an irreversible call its policy flags runs
+"""The confirmation gate: an irreversible call its policy flags runs
 only with a person's approval bound to exactly that call.
 
 Placed after the retry ceiling and feasibility: a call the ceiling refuses, or

@@ -43,7 +43,7 @@ class _Pass:
     probe_owner: str | None  # set: this call is the half-open probe
     # The consecutive failures read before the call. A success resets them only when
     # there were some: a conditional write whose condition fails still costs a write
-    # unit, and resetting a count read as 0 was one such write per call (issue 14).
+    # unit, and resetting a count read as 0 was one such write per call.
     # A failure landing between the read and this call's success is then not reset
     # by it: the circuit may open one failure early, never late.
     failures_seen: int = 0

@@ -9,9 +9,13 @@ Where each is checked:
   the model-call budget is the round budget (``MAX_RODADAS_POR_TURNO``: one
   request per round; the model client's own retries of that request are bounded
   separately by ``MODEL_MAX_ATTEMPTS``);
-- tool calls, tokens and the deadline: before every tool call (the ``CallTimeBudget``,
+- tool calls, tokens, cost and the deadline: before every tool call (the ``CallTimeBudget``,
   ``TokenBudget`` and ``ToolCallBudget`` controls, first in the chain): a response that
-  spends the token budget gets none of the tools it asked for run;
+  spends the token or the cost budget gets none of the tools it asked for run;
+- the conversation's model cost (``ORCAMENTO_CUSTO_USD_POR_CONVERSA``): what the earlier
+  turns committed (the conversation item's ``custoModeloMicroUsd``) plus this turn's,
+  from each response's ``usage`` at the configured prices (orchestrator.usage), checked
+  with the tokens;
 - cancellation: before every tool call that can change something (``Cancellation``;
   a read-only tool changes nothing and is not checked) and, atomically, in the
   commit's transaction (``Ledger.commit_conversation``'s fence), so it wins over a
@@ -37,6 +41,7 @@ class Limit(StrEnum):
     MODEL_CALLS = "limite_de_rodadas"  # Lab 87's round budget: one model request per round
     TOOL_CALLS = "orcamento_de_ferramentas"
     TOKENS = "orcamento_de_tokens"
+    COST = "orcamento_de_custo"  # the conversation's model dollars (ORCAMENTO_CUSTO_USD_POR_CONVERSA)
     DEADLINE = "sem_tempo"
     CANCELLED = "cancelada"
 
@@ -65,6 +70,13 @@ class TurnBudget:
     model_calls: int = 0
     tool_calls: int = 0
     tokens: int = 0
+    # The conversation's model cost: what earlier turns committed, and this turn's.
+    max_cost_usd: float = float("inf")
+    cost_before_usd: float = 0.0
+    cost_usd: float = 0.0
+
+    def cost_spent(self) -> bool:
+        return self.cost_before_usd + self.cost_usd >= self.max_cost_usd
 
     def before_model_call(self, deadline: Deadline) -> Ending | None:
         """None: the model may be asked (and the call is counted); else the ending."""
@@ -72,6 +84,8 @@ class TurnBudget:
             return ending_for(Limit.MODEL_CALLS)
         if self.tokens >= self.max_tokens:
             return ending_for(Limit.TOKENS)
+        if self.cost_spent():
+            return ending_for(Limit.COST)
         if deadline.remaining_s() - self.reserve_s < self.min_model_call_s:
             return ending_for(Limit.DEADLINE)
         self.model_calls += 1
@@ -86,4 +100,5 @@ class TurnBudget:
 
     def figures(self) -> dict[str, int]:
         """For the audit record of an interrupted turn (counts only, no content)."""
-        return {"chamadasModelo": self.model_calls, "chamadasFerramenta": self.tool_calls, "tokens": self.tokens}
+        return {"chamadasModelo": self.model_calls, "chamadasFerramenta": self.tool_calls, "tokens": self.tokens,
+                "custoUsd": round(self.cost_before_usd + self.cost_usd, 6)}

@@ -14,7 +14,7 @@ The chain is ``default_controls()``: adding a control is a class here (or in its
 own module) and one line in that list, never a branch in the tool round or the
 loop. DESIGN's order: deadline and budgets → cancellation → circuit breaker →
 retry ceiling → feasibility (the tool's own refusals, ``feasibility.py``) →
-confirmation gate (issue 10) → invoke → after-steps.
+confirmation gate → invoke → after-steps.
 ``DecisionAudit`` heads the list, so its after-step runs last: every call that
 was invoked leaves one link on the conversation's audit chain with its decision
 and its outcome — the ONLY place that outcome is written (the retry ceiling's
@@ -59,6 +59,7 @@ class RefusalReason(StrEnum):
     OUT_OF_TIME = "sem_tempo"
     TOOL_BUDGET = "orcamento_de_ferramentas"
     TOKEN_BUDGET = "orcamento_de_tokens"
+    COST_BUDGET = "orcamento_de_custo"
     CANCELLED = "cancelada"
     CEILING = "bloqueado_por_teto"
 
@@ -70,7 +71,7 @@ class Refusal:
     ending: Ending | None = None  # how the turn ends for the customer; None: the model goes on
 
     def body(self) -> str:
-        return json.dumps({"erro": self.reason.value, **self.details}, ensure_ascii=False)
+        return json.dumps({"erro": self.reason.value, **self.details}, ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass
@@ -125,13 +126,17 @@ class CallTimeBudget:
 
 
 class TokenBudget:
-    """No tool runs once the turn's tokens are spent: the response that spent them
+    """No tool runs once the turn's tokens, or the conversation's model cost, are spent: the response that spent them
     may still ask for calls, and each of them is refused here (before the tool-call
     budget counts it and before the retry ceiling numbers it), so the budget stops
     what one response already asked for, not only the next model call."""
 
     def before(self, ctx: CallContext) -> Refusal | None:
         budget = ctx.budget
+        if budget is not None and budget.tokens < budget.max_tokens and budget.cost_spent():
+            return Refusal(RefusalReason.COST_BUDGET, {"mensagem": "Orçamento de custo desta conversa esgotado; "
+                                                                  "ferramenta não executada."},
+                           ending=ending_for(Limit.COST))
         if budget is None or budget.tokens < budget.max_tokens:
             return None
         return Refusal(RefusalReason.TOKEN_BUDGET,
@@ -227,7 +232,7 @@ class RetryCeiling:
     Except a refusal the turn already knows: counters only grow, so a key whose
     counter has returned a number >= ``limit`` (noted in the turn's
     ``ExhaustedAttempts``, kept on the conversation item by the commit) refuses every
-    later attempt. Such an attempt is refused without the counter's write (issue 14:
+    later attempt. Such an attempt is refused without the counter's write (such
     a refusal is the lease, its one link and the commit), numbered last known + 1;
     its link — the same fields as any refusal's — is its record (``Ledger.attempts``
     tells it from the counter's own link by its number). Only refusals are ever decided
@@ -317,7 +322,7 @@ _log = logger_for("orchestrator")
 
 
 class DecisionAudit:
-    """One audit-chain link per invoked tool call (issue 11 point 5): the decision
+    """One audit-chain link per invoked tool call: the decision
     (``permitida``) and its outcome — the attempt record's ``resultado`` enum
     (``AttemptResult``: executed, refused by the tool, tool error, unknown...) —
     with the tool, the order and the attempt number. Never the arguments: the

@@ -61,14 +61,21 @@ def reset() -> None:
     _built.clear()
 
 
-def _build(settings: OrchestratorSettings) -> Orchestrator:
+def chained_ledger(settings: OrchestratorSettings) -> Ledger:
+    """The ledger every writer of this function uses (the turn and the queue consumer's
+    sender alike): with ``AUDIT_TABLE`` its audit records go on the hash chain, whose
+    head is anchored in the ledger (audit_chain module doc: tail truncation). Two
+    builders were one too many: one of them wrote outside the chain."""
     dynamodb = client("dynamodb", settings.aws)
-    # The chain's head is anchored in the ledger (audit_chain module doc: tail truncation).
     chain = (AuditChain(settings.audit_table, dynamodb, anchor_table=settings.ledger.table_name)
              if settings.audit_table else None)
+    return Ledger(settings.ledger.table_name, dynamodb, audit_chain=chain)
+
+
+def _build(settings: OrchestratorSettings) -> Orchestrator:
     return Orchestrator(
         settings=settings,
-        ledger=Ledger(settings.ledger.table_name, dynamodb, audit_chain=chain),
+        ledger=chained_ledger(settings),
         model=model_client(settings, build_sdk(settings, api_key=_api_key(settings))),
         invoker=_invoker(settings),
         logger=logger,

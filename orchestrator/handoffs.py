@@ -1,4 +1,4 @@
-"""Hand-offs that reach a person (issue 10): every hand-off and every approval
+"""Hand-offs that reach a person: every hand-off and every approval
 request is published on the stack's own EventBridge bus, so a company's helpdesk
 can subscribe; the stack's default rule delivers them to an SQS queue.
 

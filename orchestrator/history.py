@@ -79,6 +79,17 @@ def trim(messages: list[Message], max_messages: int) -> list[Message]:
     return out
 
 
+def trim_in_steps(messages: list[Message], max_messages: int, after_cut: int) -> list[Message]:
+    """``trim`` with hysteresis: nothing is cut until the history passes ``max_messages``;
+    then the oldest turns go down to ``after_cut`` at once. Cutting one turn on every
+    turn past the cap changes the conversation's first bytes on every request, so the
+    cached prefix is never read again; a cut every (max - after) messages lets it be
+    read between cuts."""
+    if len(messages) <= max_messages and (not messages or _starts_cleanly(messages[0])):
+        return list(messages)
+    return trim(messages, after_cut)
+
+
 # The stored history's bound, as UTF-8 JSON (zlib never makes it bigger than this plus a
 # few bytes): the conversation item is capped at 400 KB by DynamoDB, and the rest of it
 # (the inbound maps, the anchor, the status) needs room. The count trim alone does not

@@ -34,7 +34,7 @@ logger = logger_for("resposta_atendente")
 
 
 class HumanReplySettings(EnvSettings):
-    # The hash-chained audit table (issue 11): a person's reply is appended there.
+    # The hash-chained audit table: a person's reply is appended there.
     audit_table: str | None = Field(None, alias="AUDIT_TABLE")
 
 

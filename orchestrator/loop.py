@@ -32,7 +32,8 @@ Protocol edges (the history must stay valid for the next request):
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +65,8 @@ from .steps import (AwaitApproval, Correct, Diagnosis, Ending, HandOff, Reply, R
                     next_step, step_for_model_error)
 from .tool_round import ToolRound
 from .tools import definitions
+from .tracing import Tracer, conversation_ref, model_call_attributes, tracer_from_env, usage_attributes
+from .usage import TurnUsage
 
 _STORED_REPLY = {"resposta", "status", "motivo"}
 
@@ -85,6 +88,7 @@ class _Outcome:
     reply: str
     reason: str
     event: handoffs.Detail | None = None  # published once the outcome is committed
+    usage: TurnUsage | None = None  # the turn's model calls: their cost is committed, their metrics emitted
 
 
 @dataclass
@@ -95,6 +99,7 @@ class _TurnState:
     budget: TurnBudget
     check: ReplyCheck  # the output contract's checks of this turn's final answers
     exhausted: ExhaustedAttempts  # the retry ceiling's exhausted keys (seeded by the lease, stored by the commit)
+    usage: TurnUsage
     shrunk_for_context: bool = False
 
 
@@ -109,7 +114,11 @@ class Orchestrator:
         logger: Logger | None = None,
         controls: Sequence[Control] | None = None,
         events: handoffs.Publisher | None = None,
+        clock: Callable[[], float] = time.monotonic,  # the model calls' latency
+        tracer: Tracer | None = None,  # None: from TRACE_MODE (orchestrator.tracing)
     ) -> None:
+        self.clock = clock
+        self.tracer = tracer if tracer is not None else tracer_from_env()
         self.settings = settings
         self.ledger = ledger
         self.model = model
@@ -120,7 +129,7 @@ class Orchestrator:
                                         breaker_failures=settings.breaker_failures,
                                         breaker_cooldown_s=settings.breaker_cooldown_s,
                                         breaker_cache_s=settings.breaker_cache_s)
-        self.tool_round = ToolRound(invoker, controls)
+        self.tool_round = ToolRound(invoker, controls, self.tracer)
         # The model's tools plus the final-answer tool of the output contract.
         self.tools = [*definitions(strict=settings.strict_tools), tool_definition(strict=settings.strict_tools)]
         self.log = logger or Logger(service="orchestrator")
@@ -131,8 +140,11 @@ class Orchestrator:
         # The turn's audit links (one per tool call, the contract's, the limits') are
         # anchored once, by the commit (audit_anchors), or at the block's end if the
         # commit does not happen: no anchor write per link (audit_chain module doc).
-        with self.ledger.one_anchor_per_block():
-            return self._handle(req, deadline)
+        attributes = {"gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": conversation_ref(req.conversaId)}
+        with self.tracer.span("turn", attributes) as span, self.ledger.one_anchor_per_block():
+            reply = self._handle(req, deadline)
+            span.put({"cadencia.status": reply.status, "cadencia.motivo": reply.motivo})
+            return reply
 
     def _handle(self, req: TurnRequest, deadline: Deadline) -> TurnReply:
         # Leases outlive this invocation whatever the configuration says, so a live
@@ -171,6 +183,8 @@ class Orchestrator:
             raise
         if committed.event is not None:  # only what was committed is announced
             self.events.publish(committed.event)
+        if committed.usage is not None:
+            committed.usage.emit(self.settings.model_id)
         return reply
 
     @staticmethod
@@ -198,7 +212,7 @@ class Orchestrator:
             self._record_limit(req, Limit.CANCELLED, {"verificadoNo": "commit"})
             ending = ending_for(Limit.CANCELLED)
             cancelled = _Outcome(outcome.messages, ConversationStatus.WAITING_HUMAN, ending.text, ending.reason,
-                                 handoffs.hand_off(req.conversaId, ending.reason, req.mensagemId))
+                                 handoffs.hand_off(req.conversaId, ending.reason, req.mensagemId), outcome.usage)
             return self._write(req, state, cancelled, exhausted), cancelled
 
     def _write(self, req: TurnRequest, state: ConversationState, outcome: _Outcome,
@@ -210,12 +224,19 @@ class Orchestrator:
         # of the conversation item is paid on every lease and commit). The commit also
         # anchors the turn's audit links on the conversation (no anchor write of its own).
         chain_head = self.ledger.chain_head_for_commit(req.conversaId, state.chain_anchor)
+        with self.tracer.span("commit", {"cadencia.status": outcome.status.value}):
+            self._store(req, state, outcome, exhausted, chain_head, reply)
+        return reply
+
+    def _store(self, req: TurnRequest, state: ConversationState, outcome: _Outcome, exhausted: ExhaustedAttempts,
+               chain_head: Any, reply: TurnReply) -> None:
         self.ledger.commit_conversation(state, messages=history.for_storage(outcome.messages), status=outcome.status,
                                         reply=reply.model_dump(mode="json", include=_STORED_REPLY),
                                         cancelled=outcome.reason == Limit.CANCELLED, chain_head=chain_head,
-                                        exhausted=exhausted.numbers)
+                                        exhausted=exhausted.numbers,
+                                        cost_micro_usd=0 if outcome.usage is None else
+                                        round(outcome.usage.cost_usd * 1e6))
         self.ledger.chain_anchored_by_commit(req.conversaId, chain_head)
-        return reply
 
     def _turn(self, req: TurnRequest, state: ConversationState, deadline: Deadline,
               exhausted: ExhaustedAttempts) -> _Outcome:
@@ -233,28 +254,38 @@ class Orchestrator:
                             "aguardando_aprovacao")
         check = ReplyCheck(req.conversaId, req.clienteId, LedgerEvidence(self.ledger, ceiling=self.settings.ceiling),
                            self.settings.output_contract_attempts)
-        turn = _TurnState(req, deadline, history.trim(messages, self.settings.history_max_messages),
-                          self._budget(), check, exhausted)
+        kept = history.trim_in_steps(messages, self.settings.history_max_messages, self.settings.history_cut_to)
+        turn = _TurnState(req, deadline, kept, self._budget(state), check, exhausted,
+                          TurnUsage(self.settings.input_price_usd_mtok, self.settings.output_price_usd_mtok))
+        outcome = self._rounds(turn)
+        outcome.usage = turn.usage
+        return outcome
+
+    def _rounds(self, turn: _TurnState) -> _Outcome:
         while True:
-            spent = turn.budget.before_model_call(deadline)
+            spent = turn.budget.before_model_call(turn.deadline)
             if spent is not None:
                 return self._end(turn, spent)
             outcome = self._apply(turn, self._ask_model(turn))
             if outcome is not None:
                 return outcome
 
-    def _budget(self) -> TurnBudget:
+    def _budget(self, state: ConversationState) -> TurnBudget:
         cfg = self.settings
         return TurnBudget(max_model_calls=cfg.max_rounds, max_tool_calls=cfg.max_tool_calls,
                           max_tokens=cfg.max_turn_tokens, reserve_s=cfg.reserve_s,
-                          min_model_call_s=self.model.min_call_s)
+                          min_model_call_s=self.model.min_call_s, max_cost_usd=cfg.max_conversation_cost_usd,
+                          cost_before_usd=state.cost_micro_usd / 1e6)
 
     def _ask_model(self, turn: _TurnState) -> Step:
+        started = self.clock()
         try:
-            response = self.model.create(
-                system=texts.SYSTEM_PROMPT, tools=self.tools, messages=turn.messages, deadline=turn.deadline,
-                reserve_s=self.settings.reserve_s, tool_choice=TOOL_CHOICE,
-            )
+            with self.tracer.span("chat", model_call_attributes(self.settings.provider, self.model.model)) as span:
+                response = self.model.create(
+                    system=texts.SYSTEM_PROMPT, tools=self.tools, messages=turn.messages, deadline=turn.deadline,
+                    reserve_s=self.settings.reserve_s, tool_choice=TOOL_CHOICE,
+                )
+                span.put(usage_attributes(response))
         except ContextWindowExceeded:
             return ShrinkContext()
         except ModelUnavailable as err:
@@ -263,6 +294,7 @@ class Orchestrator:
                                                          "tentativas": err.attempts})
             return step_for_model_error(err)
         turn.budget.add_usage(response.usage)
+        turn.budget.cost_usd += turn.usage.add(response.usage, self.clock() - started)
         return next_step(response, turn.check)
 
     def _apply(self, turn: _TurnState, step: Step) -> _Outcome | None:
@@ -350,4 +382,5 @@ class Orchestrator:
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    # Compact: the model re-reads every kept result on each call (docs/model-cost.md).
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -21,6 +21,7 @@ from anthropic.types import Message
 
 from cadencia_shared.observability import cap_sdk_loggers
 
+from .prompt_cache import NO_CACHE, CacheLayout
 from .settings import ModelProvider, OrchestratorSettings
 
 # anthropic's import honours ANTHROPIC_LOG=debug by lowering its loggers (and its
@@ -120,12 +121,14 @@ class ModelClient:
     min_call_s: float = 2.0  # below this, a call is not worth starting
     sleep: Callable[[float], None] = time.sleep
     rng: random.Random = field(default_factory=random.Random)
+    cache: CacheLayout = NO_CACHE  # where requests carry cache_control (orchestrator.prompt_cache)
 
     def create(
         self, *, system: str, tools: list[dict[str, Any]], messages: list[dict[str, Any]], deadline: Deadline,
         reserve_s: float = 0.0, tool_choice: dict[str, Any] | None = None,
     ) -> Message:
         choice = {} if tool_choice is None else {"tool_choice": tool_choice}
+        marked_system, marked = self.cache.system(system), self.cache.messages(messages)
         attempt = 0
         while True:
             attempt += 1
@@ -134,8 +137,8 @@ class ModelClient:
                 raise ModelUnavailable(ModelErrorClass.DEADLINE, attempt - 1)
             try:
                 return self.sdk.with_options(timeout=min(self.call_timeout_s, budget), max_retries=0).messages.create(
-                    model=self.model, max_tokens=self.max_tokens, system=system, tools=tools, messages=messages,
-                    **choice,
+                    model=self.model, max_tokens=self.max_tokens, system=marked_system, tools=tools,
+                    messages=marked, **choice,
                 )
             except anthropic.APIError as err:
                 error_class = classify(err)
@@ -170,4 +173,5 @@ def model_client(settings: OrchestratorSettings, sdk: Any) -> ModelClient:
         call_timeout_s=settings.model_timeout_s,
         max_attempts=settings.model_max_attempts,
         backoff_cap_s=settings.model_backoff_cap_s,
+        cache=CacheLayout(settings.prompt_cache_prefix_ttl, settings.prompt_cache_ttl),
     )

@@ -1,5 +1,5 @@
 """The output contract: the model's final answer is a structured object the code
-checks before a customer reads a word of it (issue 11, point 3; DESIGN invariant 11).
+checks before a customer reads a word of it (DESIGN invariant 11).
 
 Mechanism: a final-answer tool, ``responder_cliente``, with ``tool_choice`` ``any``
 (the model must call a tool on every response, so it can only finish by calling
@@ -85,7 +85,7 @@ SCHEMA: dict[str, Any] = {
     },
 }
 # A constant: tests/test_output_contract.py checks it against the metaschema once,
-# not every cold start (issue 14: ~4 ms of the import).
+# not every cold start (~4 ms of the import).
 _VALIDATOR = Draft202012Validator(SCHEMA)
 
 # What the Messages API accepts in a strict tool's schema; the rest is checked here.

@@ -1,4 +1,4 @@
-"""Resuming a conversation after a person decided an approval (issue 10).
+"""Resuming a conversation after a person decided an approval.
 
 The decision (``ApprovalStore.decide``) is recorded first and is durable; this
 step may run later, and again, safely:
@@ -122,7 +122,7 @@ class Resumer:
             try:
                 self.ledger.commit_conversation(state, messages=stored, status=status)
             except CancellationPending:
-                # An operator cancelled while the conversation waited (issue 11): the
+                # An operator cancelled while the conversation waited: the
                 # cancellation wins, as in the loop's commit; a person takes over.
                 ending = ending_for(Limit.CANCELLED)
                 status, text, reason = ConversationStatus.WAITING_HUMAN, ending.text, ending.reason
@@ -213,4 +213,5 @@ def _amount_in_reais(record: ApprovalRecord) -> str:
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    # Compact: the model re-reads every kept result on each call (docs/model-cost.md).
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -83,7 +83,7 @@ class Correct:
 @dataclass(frozen=True)
 class AwaitApproval:
     """End the turn; the conversation waits for a person's decision on a call
-    (issue 10). The customer is told a person will check it; the model is not
+    its policy flags. The customer is told a person will check it; the model is not
     consulted again until the decision resumes the conversation."""
 
     text: str

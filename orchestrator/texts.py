@@ -41,7 +41,7 @@ OUTPUT_CONTRACT_FALLBACK = (
 )
 IN_PROGRESS = "Recebi sua mensagem e já estou cuidando dela."
 
-# Approvals (issue 10): each sentence true when said — nothing has moved yet.
+# Approvals: each sentence true when said — nothing has moved yet.
 AWAITING_APPROVAL = (
     "Esse reembolso precisa da aprovação de uma pessoa da nossa equipe. Já enviei o pedido para análise "
     "e te aviso por aqui assim que houver uma decisão. Nenhum valor foi movimentado até agora."

@@ -30,6 +30,7 @@ from .invokers import Invocation, InvocationStatus, ToolInvoker
 from .model import Deadline
 from .steps import AwaitApproval, Ending, HandOff
 from .tools import ToolCall, validation_errors
+from .tracing import Tracer, conversation_ref
 
 
 @dataclass
@@ -45,9 +46,10 @@ class RoundResult:
 
 
 class ToolRound:
-    def __init__(self, invoker: ToolInvoker, controls: Sequence[Control]) -> None:
+    def __init__(self, invoker: ToolInvoker, controls: Sequence[Control], tracer: Tracer | None = None) -> None:
         self.invoker = invoker
         self.controls = list(controls)
+        self.tracer = tracer or Tracer()
 
     def run(self, req: TurnRequest, blocks: list[Any], deadline: Deadline, seen: set[str],
             budget: TurnBudget | None = None, exhausted: ExhaustedAttempts | None = None,
@@ -67,7 +69,14 @@ class ToolRound:
                 }))
                 continue
             seen.add(block.id)
-            result, refusal = self._run_one(req, block, deadline, budget, exhausted, approved_attempt)
+            with self.tracer.span("execute_tool", {"gen_ai.operation.name": "execute_tool",
+                                                   "gen_ai.tool.name": block.name if block.name in TOOLS
+                                                   else "desconhecida",
+                                                   # model-written text: hashed like the conversation's id
+                                                   "gen_ai.tool.call.id": conversation_ref(str(block.id))}) as span:
+                result, refusal = self._run_one(req, block, deadline, budget, exhausted, approved_attempt)
+                span.put({"cadencia.recusa": "" if refusal is None else str(refusal.reason),
+                          "cadencia.erro": bool(result.get("is_error"))})
             done.results.append(result)
             if refusal is not None and refusal.ending is not None:
                 done.endings.append(refusal.ending)
@@ -89,12 +98,16 @@ class ToolRound:
                           approved_attempt=approved_attempt)
         passed: list[Control] = []
         for control in self.controls:
-            refusal = control.before(ctx)
+            with self.tracer.span("control", {"cadencia.controle": type(control).__name__}) as span:
+                refusal = control.before(ctx)
+                span.put({"cadencia.decisao": "permitida" if refusal is None else str(refusal.reason)})
             if refusal is not None:
                 _unwind(passed, ctx, CallOutcome(refused_by=refusal.reason))
                 return history.tool_result(block.id, refusal.body(), is_error=True), refusal
             passed.append(control)
-        invocation = self.invoker.invoke(spec, call.event())
+        with self.tracer.span("invoke", {"cadencia.ferramenta": spec.name}) as span:
+            invocation = self.invoker.invoke(spec, call.event())
+            span.put({"cadencia.invocacao": invocation.status.value})
         if not invocation.answered:
             count_for_tool(Metric.TOOL_ERRORS, spec.name)
         _unwind(passed, ctx, CallOutcome(invocation=invocation))
@@ -121,4 +134,5 @@ def _error(tool_use_id: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    # Compact: the model re-reads every kept result on each call (docs/model-cost.md).
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

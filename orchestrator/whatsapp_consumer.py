@@ -30,7 +30,6 @@ from pydantic import ValidationError
 
 from cadencia_shared.aws import client
 from cadencia_shared.handler import InvalidEvent, parse_event
-from cadencia_shared.ledger import Ledger
 from cadencia_shared.observability import count, logger_for
 from canal_whatsapp.contacts import ChannelContacts, Contact
 from canal_whatsapp.delivery import Sender
@@ -41,7 +40,7 @@ from canal_whatsapp.settings import SenderSettings
 from canal_whatsapp.texts import FIXED_REPLIES
 
 from .events import TurnRequest
-from .handler import orchestrator
+from .handler import chained_ledger, orchestrator
 from .model import Deadline
 from .settings import OrchestratorSettings
 
@@ -59,7 +58,9 @@ _senders: dict[str, Sender] = {}
 def sender(settings: OrchestratorSettings, channel: SenderSettings) -> Sender:
     key = settings.model_dump_json() + channel.model_dump_json()
     if key not in _senders:
-        outbox = Outbox(Ledger(settings.ledger.table_name, client("dynamodb", settings.aws)))
+        # The turn's own ledger builder: a closed-window refusal (RESPOSTA_FORA_DA_JANELA)
+        # is an audit record, and every audit record goes on the conversation's chain.
+        outbox = Outbox(chained_ledger(settings))
         _senders[key] = Sender.configured(outbox, channel, client("secretsmanager", settings.aws),
                                           client("sqs", settings.aws) if channel.resend_queue_url else None)
     return _senders[key]

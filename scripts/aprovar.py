@@ -1,4 +1,4 @@
-"""An operator decides approval requests from a terminal (issue 10).
+"""An operator decides approval requests from a terminal.
 
     scripts/aprovar listar
     scripts/aprovar mostrar <aprovacaoId>

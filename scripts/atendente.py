@@ -1,4 +1,4 @@
-"""A person takes over handed-off conversations from a terminal (issue 10).
+"""A person takes over handed-off conversations from a terminal.
 
     scripts/atendente listar
     scripts/atendente mostrar <ref>

@@ -2,7 +2,8 @@
 """The benchmark: what one call and one turn cost, this project beside Lab 87.
 
     .venv/bin/python scripts/bench.py                 # prints the Markdown report
-    .venv/bin/python scripts/bench.py --write-readme  # and rewrites README's block
+    .venv/bin/python scripts/bench.py --write-docs    # and stores the run: docs/results/bench.json
+                                                      # and docs/performance.md's generated block
 
 Brings up a private local stack (moto, PostgreSQL, the gateway), runs each
 scenario once per design with AWS calls counted by botocore hooks, SQL read from
@@ -27,8 +28,6 @@ for entry in (str(ROOT / "functions"), str(ROOT)):
     if entry not in sys.path:
         sys.path.insert(0, entry)
 
-README = ROOT / "README.md"
-BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
 
 def progress(message: str) -> None:
@@ -70,14 +69,29 @@ def run_scenarios(state, rounds: int, processes: int):  # noqa: ANN001, ANN201 -
             cpu = cpu_ratio(bench)
         finally:
             bench.close()
+        model_lines = model_section(state, bench.results, cpu)
     progress(f"race: {processes} processes at one key, {rounds} rounds, both designs")
     races = race(state, processes=processes, rounds=rounds)
-    return bench.results, races, cpu
+    return bench.results, races, cpu, model_lines
+
+
+def model_section(state, results, cpu) -> list[str]:  # noqa: ANN001 - script wiring
+    """The model's tokens, with and without prompt caching, priced with the status turn's AWS calls."""
+    from cadencia_shared.ledger import Ledger
+    from scripts.local_stack.aws import session_client
+    from scripts.perf import model_report, pricing
+
+    ledger = Ledger(state.ledger_table, session_client("dynamodb", state.aws_endpoint))
+    status_turn = next(m for m in results if (m.design, m.scenario, m.scope) == ("cadencia", "status", "turno"))
+    rows = model_report.ratios(ledger, progress)
+    ttl = model_report.ttl_rows(ledger, progress)
+    return model_report.render(rows, ttl, pricing.per_million(status_turn), cpu["turn_ms"] / 1000)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--write-readme", action="store_true", help="rewrite README.md's benchmark block")
+    parser.add_argument("--write-docs", action="store_true",
+                        help="store the run in docs/results/bench.json and rewrite docs/performance.md's block")
     parser.add_argument("--rounds", type=int, default=10, help="race rounds (default 10)")
     parser.add_argument("--processes", type=int, default=50, help="racing processes per round (default 50)")
     parser.add_argument("--runs", type=int, default=7, help="fresh interpreters per import timing (>= 7)")
@@ -87,14 +101,15 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["POWERTOOLS_LOG_LEVEL"] = "INFO"  # what the stack deploys
 
     from scripts.local_stack import stack
-    from scripts.perf import imports, report
+    from scripts import doc_blocks
+    from scripts.perf import imports, report, stored
 
     directory = tempfile.mkdtemp(prefix="cadencia-bench-")
     os.environ["CADENCIA_LOCAL_STACK_DIR"] = directory
     progress("starting a private local stack")
     state = stack.up(progress)
     try:
-        results, races, cpu = run_scenarios(state, args.rounds, args.processes)
+        results, races, cpu, model_lines = run_scenarios(state, args.rounds, args.processes)
     finally:
         from cadencia_shared import db
 
@@ -107,11 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     assets = [] if args.sem_assets else imports.asset_sizes(progress)
     progress("bytecode: cold imports with and without .pyc on the runtime's Python")
     bytecode = [] if args.sem_assets else imports.bytecode_effect(runs=max(7, args.runs), progress=progress)
-    markdown = report.render(results, races, cpu, import_rows, assets, bytecode)
+    markdown = report.render(results, races, cpu, import_rows, assets, bytecode, model_lines)
     print(markdown)
-    if args.write_readme:
-        report.write_block(README, BEGIN, END, markdown)
-        progress(f"README.md block {BEGIN} rewritten")
+    if args.write_docs:
+        run = stored.dump(results, races, cpu, import_rows, assets, bytecode, model_lines)
+        for path in doc_blocks.store("bench", run):
+            progress(f"wrote {path.relative_to(ROOT)}")
     return 0
 
 

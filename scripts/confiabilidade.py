@@ -1,6 +1,6 @@
 """confiabilidade.py — the reliability figures a payments engineer asks for, each from a run.
 
-    scripts/confiabilidade.py [--rapido] [--json FILE] [--markdown FILE]
+    scripts/confiabilidade.py [--rapido] [--json FILE] [--markdown FILE] [--write-docs]
 
 Brings up a private local stack (moto server, real PostgreSQL, the loopback payment
 gateway), runs the real refund handler in separate OS processes and measures:
@@ -11,8 +11,9 @@ gateway), runs the real refund handler in separate OS processes and measures:
 - hostile inputs (hypothesis) through each tool's Lambda handler;
 - secrets and personal data found in every log (DEBUG), result and ledger item.
 
-Progress goes to stderr; the Markdown table (README.md's "Reliability figures") goes
-to stdout at the end. ``--rapido`` runs one trial per scenario, 10-process storms and
+Progress goes to stderr; the Markdown table goes to stdout at the end; ``--write-docs``
+stores the run in docs/results/reliability.json and rewrites docs/reliability.md's
+generated block from it (scripts/doc_blocks.py). ``--rapido`` runs one trial per scenario, 10-process storms and
 60 hostile events per tool (the test suite runs it); the default (3 trials, 50
 processes, 500 events per tool) takes a few minutes on 2 cores. Exit code 0 when no
 order was refunded above its value, no answer was false and nothing leaked; 3 otherwise.
@@ -49,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="one trial per scenario (for the test suite)")
     parser.add_argument("--json", type=Path, help="also write every figure as JSON to this file")
     parser.add_argument("--markdown", type=Path, help="also write the table to this file")
+    parser.add_argument("--write-docs", action="store_true",
+                        help="store the run in docs/results/reliability.json and rewrite docs/reliability.md's block")
     parser.add_argument("--manter", dest="keep", metavar="MANTER", type=Path,
                         help="keep every child's log and result in this directory")
     args = parser.parse_args(argv)
@@ -65,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps(figures.to_json(), indent=2, ensure_ascii=False))
     if args.markdown:
         args.markdown.write_text(table)
+    if args.write_docs:
+        from scripts import doc_blocks
+
+        for path in doc_blocks.store("reliability", figures.to_json()):
+            say(f"wrote {path.relative_to(ROOT)}")
     for finding in report.findings(figures):
         say(f"achado: {finding}")
     print(table)

@@ -15,8 +15,8 @@ redelivers your last message), /aguardar (wait for a message you did not ask for
 a person's reply), /sair.
 
 A person answers a handed-off conversation from another terminal while this one
-runs (write "quero falar com um atendente" here; the scripted model refuses, the
-conversation waits for a person): ``scripts/atendente listar``, then
+runs (write "quero falar com um atendente" here; the scripted model asks for a person,
+the conversation waits for one): ``scripts/atendente listar``, then
 ``responder <ref> --texto "…"`` sends through this chat's channel.
 """
 
@@ -76,8 +76,10 @@ def model_env(args: argparse.Namespace, exits: ExitStack) -> tuple[dict[str, str
         return env, f"Claude ({args.model or 'modelo padrão do orquestrador'})"
     server = exits.enter_context(ScriptedModelServer())
     server.activate(ChatPolicy())
+    label = ("modelo roteirizado: 'pedido 4821', 'quero reembolso do pedido 4821', 'já caiu o reembolso?', "
+             "'muda meu email para …', 'quero falar com um atendente'; o resto ecoa")
     return ({"MODEL_PROVIDER": "anthropic", "ANTHROPIC_BASE_URL": server.base_url, "MODEL_ID": "cadencia-roteirizado",
-             "ANTHROPIC_API_KEY": "local-scripted-model"}, "modelo roteirizado (ecoa; 'pedido 4821' consulta o pedido)")
+             "ANTHROPIC_API_KEY": "local-scripted-model"}, label)
 
 
 def choose_number(current: str | None) -> str:

@@ -75,7 +75,7 @@ $PY -m scripts.harness.comparar "$OUT/resultado-minima.json" "$OUT/resultado-pro
 echo
 $PY -m scripts.harness.disjuntor --saida "$OUT/resultado-disjuntor.json" "${EXTRA[@]}"
 
-# -- Approvals (issue 10): refunds above R$ 500 with no approver, then one approved -----
+# -- Approvals: refunds above R$ 500 with no approver, then one approved -----
 # A section of its own (the rounds above keep their figures): its own orders, debits
 # counted on the gateway; non-zero when any figure differs from the expected one.
 echo

@@ -1,4 +1,4 @@
-"""prova, approvals section (issue 10): refunds above the threshold (default R$ 500)
+"""prova, approvals section: refunds above the threshold (default R$ 500)
 against the production design on the local stack, every debit counted on the gateway.
 
 1. No approver configured: each refund is refused before the refund Lambda, audited; 0 debits.
@@ -21,7 +21,7 @@ from decimal import Decimal
 from rich.console import Console
 from rich.table import Table
 
-from cadencia_shared.ledger import ItemType, Ledger, approval_pk
+from cadencia_shared.ledger import ItemType, approval_pk
 from decidir_aprovacao.handler import lambda_handler as decision_handler
 from orchestrator.events import TurnRequest
 from orchestrator.invokers.local import InProcessInvoker, LocalContext, function_environment
@@ -37,6 +37,7 @@ from .local_stack import stack
 from .local_stack.aws import session_client
 from .local_stack.emf import capture_emf
 from .local_stack.gateway_admin import GatewayAdmin
+from .operator_cli import audit_table, chained_ledger
 
 OPERATOR = "operadora.prova"
 CUSTOMER = 8700
@@ -53,13 +54,14 @@ def _scenario(prefix: str, order: str, value: Decimal) -> Scenario:
 class Section:
     def __init__(self, state: stack.StackState, server: ScriptedModelServer) -> None:
         self.state, self.server = state, server
-        self.ledger = Ledger(state.ledger_table, session_client("dynamodb", state.aws_endpoint))
+        # A writer like the stack's functions: its audit records go on each conversation's chain.
+        self.ledger = chained_ledger(state.ledger_table, session_client("dynamodb", state.aws_endpoint))
         self.gateway = GatewayAdmin(state.gateway_url)
         self.invoker = InProcessInvoker(state.function_environments())
 
     def settings(self, approvers: str) -> OrchestratorSettings:
         return OrchestratorSettings.from_env({**self.state.aws_environment(), "LEDGER_TABLE": self.state.ledger_table,
-                                              "TOOL_INVOKER": "local", "ANTHROPIC_BASE_URL": self.server.base_url,
+                                              "AUDIT_TABLE": audit_table(), "TOOL_INVOKER": "local", "ANTHROPIC_BASE_URL": self.server.base_url,
                                               "APROVADORES": approvers})
 
     def converse(self, scenario: Scenario, approvers: str) -> str:
@@ -76,15 +78,15 @@ class Section:
         return sum(len(self.gateway.debits_for(sc.conversaId)) for sc in scenarios)
 
     def audits(self, scenarios: list[Scenario], event: str) -> int:
-        return sum(1 for sc in scenarios for i in self.ledger.history(sc.conversaId, item_type=ItemType.AUDIT)
-                   if i["evento"] == event)
+        return sum(len(self.ledger.links(sc.conversaId, event)) for sc in scenarios)
 
     def approval_of(self, scenario: Scenario) -> str:
         (item,) = list(self.ledger.history(scenario.conversaId, item_type=ItemType.APPROVAL))
         return item["aprovacaoId"]
 
     def decide(self, approval: str) -> dict:
-        env = {**self.state.aws_environment(), "LEDGER_TABLE": self.state.ledger_table, "RESUME_FUNCTION": "",
+        env = {**self.state.aws_environment(), "LEDGER_TABLE": self.state.ledger_table, "AUDIT_TABLE": audit_table(),
+               "RESUME_FUNCTION": "",
                "APROVADORES": OPERATOR}
         event = {"acao": "decidir", "aprovacaoId": approval, "decisao": "aprovar", "aprovador": OPERATOR,
                  "justificativa": "conferido pela operadora da prova"}

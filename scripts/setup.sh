@@ -34,7 +34,7 @@ elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
 else
   echo "PostgreSQL server binaries not found: install the 'postgresql' package," >&2
-  echo "or point CADENCIA_PG_DSN at an existing server (see README)." >&2
+  echo "or point CADENCIA_PG_DSN at an existing server (see docs/local-stack.md)." >&2
   exit 1
 fi
 

@@ -2,7 +2,7 @@
 # The whole test suite, on a fresh machine: set-up first (idempotent), the import
 # contracts (lint-imports), then pytest.
 # Extra arguments go to pytest (e.g. `scripts/test.sh -k ledger -x`); the quick unit layer,
-# which needs no local stack: `scripts/test.sh -m "not stack and not infra"` (README, "Tests").
+# which needs no local stack: `scripts/test.sh -m "not stack and not infra"` (docs/testing.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1

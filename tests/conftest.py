@@ -1,6 +1,6 @@
 """Shared fixtures and the test layers.
 
-Three layers (README, "Tests"): ``unit`` (no marker: pure logic, in-process moto at most;
+Three layers (docs/testing.md): ``unit`` (no marker: pure logic, in-process moto at most;
 seconds), ``stack`` (the real local stack: moto server, PostgreSQL, gateway) and ``infra``
 (everything under tests/infra, which synthesizes the CDK app). Markers are set here, not
 by hand: a test that uses a fixture of ``STACK_FIXTURES``, directly or through other

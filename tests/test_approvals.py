@@ -1,4 +1,4 @@
-"""The confirmation gate and approvals (issue 10), end to end: the real SDK with a
+"""The confirmation gate and approvals, end to end: the real SDK with a
 scripted model, the real ledger (moto), the real refund Lambda handler, the real
 PostgreSQL and the real gateway — every debit counted on the gateway itself.
 

@@ -1,4 +1,4 @@
-"""The tamper-evident audit trail (issue 11, item 5) on the local stack's moto
+"""The tamper-evident audit trail on the local stack's moto
 server, each test on a private table: a clean chain verifies; an edited, a deleted
 and a reordered record are each reported at the right link, by the library and by
 ``scripts/auditoria verificar``; concurrent appends from separate OS processes never
@@ -191,7 +191,7 @@ def test_the_orchestrators_records_go_through_the_chain(audit, chained_ledger, l
     assert reply.motivo == "teto"
     records = list(audit.records(CONV))
     assert [r["evento"] for r in records] == ["CHAMADA_DE_FERRAMENTA"] * 4 + ["TETO_DE_TENTATIVAS_ATINGIDO"]
-    # The 4th allowed call marked its key (issue 14): the 5th is refused from the mark,
+    # The 4th allowed call marked its key: the 5th is refused from the mark,
     # with the same link as a refusal the counter numbered.
     assert json.loads(records[4]["detalhes"]) == {
         "ferramenta": "emitir_reembolso", "assunto": "4821", "pedidoId": "4821", "tentativaNumero": 5,

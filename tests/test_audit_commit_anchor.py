@@ -1,5 +1,5 @@
-"""The orchestrator's turn anchors its audit chain in the conversation's commit
-(issue 14): the fenced UpdateItem of ``conversa#{id}`` also sets the turn's last
+"""The orchestrator's turn anchors its audit chain in the conversation's commit:
+the fenced UpdateItem of ``conversa#{id}`` also sets the turn's last
 link (``cadeiaSeq``/``cadeiaHash``), so a turn writes no ``auditoria-cabeca#`` item
 and, seeded from the lease, reads no chain head. ``verify`` checks both anchors.
 Real moto server, real orchestrator, separate OS processes, SIGKILL."""

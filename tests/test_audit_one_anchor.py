@@ -1,4 +1,4 @@
-"""The chain's head anchored once per turn (issue 14 phase 2): inside
+"""The chain's head anchored once per turn: inside
 ``AuditChain.one_anchor()`` a block's links move the anchor in ONE UpdateItem, after
 the last; the anchor never runs ahead of the chain, a writer SIGKILLed inside a
 block leaves it behind (accepted, never a false truncation), and a tail deleted

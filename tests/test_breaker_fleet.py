@@ -1,7 +1,8 @@
-"""The circuit breaker re-attacked across OS processes (issue 11, points 2 and 6):
+"""The circuit breaker re-attacked across OS processes:
 separate orchestrator instances (spawned processes, each its own boto3 clients and
 its own per-environment state cache) share only the moto server's ledger and audit
-tables and the wall clock.
+tables and a clock the test moves (tests/support/shared_clock.py): a cooldown or a
+probe's lease ends when the test advances it, never because a process was slow.
 
 - closed → open → half-open → closed across two orchestrator processes, the state
   changes on the audit chain and as EMF metrics, each exactly once;
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import multiprocessing.connection as mp_connection
 import sys
 import time
 import uuid
@@ -25,10 +27,11 @@ from cadencia_shared.audit_chain import AuditChain
 from cadencia_shared.audit_chain import table_definition as audit_table_definition
 from cadencia_shared.ledger import Ledger, table_definition
 from scripts.local_stack.aws import session_client
+from tests.support.shared_clock import SharedClock
 
 TOOL = "consultar_status_pedido"
 COOLDOWN_S = 1.5
-SLOW_ANSWER_S = 1.0  # a probe's call stays in flight this long, so the other instance's call overlaps it
+ANSWER_WAIT_S = 120  # how long a held probe waits for the test's release (a bound, never a window)
 
 
 def _tables(endpoint: str) -> tuple[str, str]:
@@ -47,10 +50,15 @@ def _drop(endpoint: str, *tables: str) -> None:
 
 
 class _Tool:
-    """The status tool's Lambda as this instance sees it: the mode comes with each command."""
+    """The status tool's Lambda as this instance sees it: the mode comes with each command.
+    ``held``: it answers only once the test releases it — the probe stays in flight until
+    the other instance has decided, however slow either process is."""
 
     mode = "crash"
     calls = 0
+
+    def __init__(self, release) -> None:
+        self.release = release
 
     def invoke(self, tool, event):
         from orchestrator.invokers import Invocation, InvocationStatus
@@ -58,13 +66,14 @@ class _Tool:
         self.calls += 1
         if self.mode == "crash":
             return Invocation(InvocationStatus.FUNCTION_ERROR, detail="Unhandled")
-        time.sleep(SLOW_ANSWER_S)
+        if self.mode == "held":
+            self.release.wait(ANSWER_WAIT_S)
         return Invocation(InvocationStatus.OK, payload={"ferramenta": tool.name, "ok": True,
                                                         "resultado": "consultado", "dados": {}})
 
 
 def _orchestrator_process(endpoint: str, ledger_table: str, audit_table: str, emf_path: str, conn,
-                          cache_s: str = "2") -> None:
+                          clock: SharedClock, release, cache_s: str = "2") -> None:
     """One warm orchestrator instance: runs a status turn per command, answers
     (motivo, tool calls made)."""
     from orchestrator.events import TurnRequest
@@ -74,8 +83,9 @@ def _orchestrator_process(endpoint: str, ledger_table: str, audit_table: str, em
 
     sys.stdout = open(emf_path, "w", buffering=1)  # noqa: SIM115 (the breaker's EMF lines, read by the test)
     ddb = session_client("dynamodb", endpoint)
-    ledger = Ledger(ledger_table, ddb, audit_chain=AuditChain(audit_table, ddb, anchor_table=ledger_table))
-    tool, model = _Tool(), ScriptedModel()
+    ledger = Ledger(ledger_table, ddb, clock=clock,
+                    audit_chain=AuditChain(audit_table, ddb, clock=clock, anchor_table=ledger_table))
+    tool, model = _Tool(release), ScriptedModel()
     orch, _ = build(model, ledger, tool, DISJUNTOR_FALHAS="3", DISJUNTOR_ESPERA_S=str(COOLDOWN_S),
                     DISJUNTOR_CACHE_S=cache_s)
     conn.send("pronto")
@@ -93,12 +103,14 @@ class _Fleet:
     def __init__(self, endpoint: str, ledger_table: str, audit_table: str, directory: Path, size: int,
                  cache_s: str = "2") -> None:
         spawn = mp.get_context("spawn")
+        self.clock, self.release = SharedClock(spawn), spawn.Event()
         self.emf = [directory / f"emf-{i}.jsonl" for i in range(size)]
         self.pipes, self.procs = [], []
         for path in self.emf:
             ours, theirs = spawn.Pipe()
             proc = spawn.Process(target=_orchestrator_process,
-                                 args=(endpoint, ledger_table, audit_table, str(path), theirs, cache_s))
+                                 args=(endpoint, ledger_table, audit_table, str(path), theirs, self.clock,
+                                       self.release, cache_s))
             proc.start()
             self.pipes.append(ours)
             self.procs.append(proc)
@@ -113,6 +125,25 @@ class _Fleet:
         for pipe in self.pipes:
             pipe.send(mode)
         return [pipe.recv() for pipe in self.pipes]
+
+    def racing_a_held_probe(self) -> list[tuple[str, int]]:
+        """Every instance runs a turn at once; a call that reaches the tool is held there
+        until every other instance has answered (or the bound passes: two probes held
+        at once answer only then, and the answers show it), then released."""
+        self.release.clear()
+        for pipe in self.pipes:
+            pipe.send("held")
+        answers, waiting = [], list(self.pipes)
+        while waiting:
+            ready = mp_connection.wait(waiting, timeout=ANSWER_WAIT_S if len(waiting) == 1 else 2 * ANSWER_WAIT_S)
+            assert ready, "no instance answered"
+            for pipe in ready:
+                answers.append(pipe.recv())
+                waiting.remove(pipe)
+            if len(waiting) <= 1:
+                self.clock.advance(1.0)  # the probe's answer is recorded after the refusal, on the record
+                self.release.set()
+        return answers
 
     def close(self) -> None:
         for pipe in self.pipes:
@@ -145,10 +176,10 @@ def test_closed_open_half_open_closed_across_two_orchestrator_processes(local_st
         assert [fleet.turn(i, "crash") for i in (0, 1, 0)] == [("resposta", 1)] * 3
         # Open: neither process invokes; each customer hears the breaker's truthful reply.
         assert [fleet.turn(i, "ok") for i in (1, 0)] == [("disjuntor_aberto", 0)] * 2
-        time.sleep(COOLDOWN_S + 0.2)
-        # After the cooldown both race for the probe while the tool answers slowly: one
-        # probes (and closes it), the other is refused while the probe is in flight.
-        assert sorted(fleet.together("ok")) == [("disjuntor_aberto", 0), ("resposta", 1)]
+        fleet.clock.advance(COOLDOWN_S + 0.2)
+        # After the cooldown both race for the probe, which the tool holds until the other
+        # has answered: one probes (and closes it), the other is refused while it is in flight.
+        assert sorted(fleet.racing_a_held_probe()) == [("disjuntor_aberto", 0), ("resposta", 1)]
         # Closed again, for both.
         assert fleet.together("ok") == [("resposta", 1)] * 2
     finally:
@@ -167,9 +198,10 @@ def test_closed_open_half_open_closed_across_two_orchestrator_processes(local_st
 PROBE_RACERS, PROBE_ROUNDS = 6, 4
 
 
-def _probe_racer(endpoint: str, table: str, barrier, passed, rounds: int) -> None:
+def _probe_racer(endpoint: str, table: str, clock: SharedClock, barrier, passed, rounds: int) -> None:
     """One instance: in each round, all racers ask to call at the same moment after the
-    cooldown; whoever passes is the probe, which fails in every round but the last."""
+    cooldown (the test moved the clock past it); whoever passes is the probe, which
+    answers only once every racer has decided — failing in every round but the last."""
     import os
 
     from cadencia_shared.catalog import TOOLS
@@ -180,21 +212,22 @@ def _probe_racer(endpoint: str, table: str, barrier, passed, rounds: int) -> Non
     from orchestrator.tools import ToolCall
 
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (EMF lines; the figure is the count)
-    breaker = CircuitBreaker(Ledger(table, session_client("dynamodb", endpoint)), failures=1,
+    breaker = CircuitBreaker(Ledger(table, session_client("dynamodb", endpoint), clock=clock), failures=1,
                              cooldown_s=0.3, closed_cache_s=2.0)
     for n in range(rounds):
-        barrier.wait()
+        barrier.wait()  # the clock is past the (restarted) cooldown
         call = ToolCall(spec=TOOLS[TOOL], tool_use_id=f"toolu_{uuid.uuid4().hex}", arguments={"pedidoId": str(n)},
                         conversation_id="conv-sonda", customer_id=1)
         ctx = CallContext(call, Deadline.after(60))
-        if breaker.before(ctx) is None:
+        probing = breaker.before(ctx) is None
+        if probing:
             with passed.get_lock():
                 passed[n] += 1
-            time.sleep(0.3)  # in flight: a slower racer's read still finds it half-open
+        barrier.wait()  # every racer has decided while the probe is in flight
+        if probing:
             status = InvocationStatus.OK if n == rounds - 1 else InvocationStatus.TIMEOUT
             breaker.after(ctx, CallOutcome(invocation=Invocation(status, payload={"ok": True})))
         barrier.wait()  # the round's probe has answered
-        time.sleep(0.45)  # past the (restarted) cooldown
 
 
 def test_the_probe_after_the_cooldown_raced_from_six_processes_lets_exactly_one_through(local_stack):
@@ -202,21 +235,26 @@ def test_the_probe_after_the_cooldown_raced_from_six_processes_lets_exactly_one_
     from orchestrator.invokers import InvocationStatus
     from tests.test_orchestrator_breaker import opened_on_a_fresh_table
 
-    ddb, table, _ = opened_on_a_fresh_table(local_stack.aws_endpoint, InvocationStatus.THROTTLED, cooldown_s=0.3)
+    spawn = mp.get_context("spawn")
+    clock = SharedClock(spawn)
+    ddb, table, _ = opened_on_a_fresh_table(local_stack.aws_endpoint, InvocationStatus.THROTTLED, cooldown_s=0.3,
+                                            clock=clock)
     try:
-        time.sleep(0.45)
-
-        spawn = mp.get_context("spawn")
-        barrier, passed = spawn.Barrier(PROBE_RACERS), spawn.Array("i", PROBE_ROUNDS)  # calls through, per round
-        racers = [spawn.Process(target=_probe_racer, args=(local_stack.aws_endpoint, table, barrier, passed,
+        # The racers and the test meet at each step; only the test moves the clock.
+        barrier, passed = spawn.Barrier(PROBE_RACERS + 1), spawn.Array("i", PROBE_ROUNDS)  # calls through, per round
+        racers = [spawn.Process(target=_probe_racer, args=(local_stack.aws_endpoint, table, clock, barrier, passed,
                                                            PROBE_ROUNDS)) for _ in range(PROBE_RACERS)]
         for racer in racers:
             racer.start()
+        for _ in range(PROBE_ROUNDS):
+            clock.advance(0.45)  # past the (restarted) cooldown
+            for _step in range(3):
+                barrier.wait(timeout=180)
         for racer in racers:
             racer.join(180)
         assert [racer.exitcode for racer in racers] == [0] * PROBE_RACERS
         assert list(passed) == [1] * PROBE_ROUNDS  # exactly one probe per round
-        assert CircuitStore(Ledger(table, ddb)).read(TOOL).state is CircuitState.CLOSED
+        assert CircuitStore(Ledger(table, ddb, clock=clock)).read(TOOL).state is CircuitState.CLOSED
     finally:
         ddb.delete_table(TableName=table)
 

@@ -1,4 +1,4 @@
-"""The retry ceiling's refusal decided from the conversation's exhausted keys (issue 14):
+"""The retry ceiling's refusal decided from the conversation's exhausted keys:
 counters only grow, so a key whose counter has returned a number >= the ceiling refuses
 every later attempt; the turn knows it from the lease, and the refusal costs the lease,
 its one audit link and the commit — 3 writes, no counter write.

@@ -1,4 +1,4 @@
-"""Size and complexity budget of the code that ships or deploys (issue 9): no module in
+"""Size and complexity budget of the code that ships or deploys: no module in
 functions/, orchestrator/ or infra/ over 400 lines, no function over cyclomatic complexity 15
 (radon's count, the figure `radon cc -s` prints).
 

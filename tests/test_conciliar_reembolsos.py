@@ -86,9 +86,10 @@ def test_one_pass_settles_each_kind_of_unsettled_claim(local_stack, gateway, erp
 def test_in_flight_stays_unknown_and_held_and_a_refused_connection_frees_nothing(local_stack, gateway, erp):
     key = _claim(local_stack, status=ClaimStatus.UNKNOWN, valor="30.00")
     _reserve(erp, key, "30.00")
-    # The original request is still being processed at the gateway: 409 to the re-send.
+    # The original request is still being processed at the gateway — held there until the
+    # test releases it, however long the passes below take: 409 to the re-send.
     slow = PaymentGatewayClient(local_stack.gateway_url, 0.5)
-    gateway.inject("processamento_lento", delay_s=3)
+    gateway.inject("processamento_lento", delay_s=600)
     with pytest.raises(Exception):
         slow.refund(idempotency_key=key, order_id=ORDER, amount=Decimal("30.00"), token=local_stack.gateway_token)
     assert _visit(reconcile_pass(local_stack), key).verdict is Verdict.UNKNOWN
@@ -103,7 +104,8 @@ def test_in_flight_stays_unknown_and_held_and_a_refused_connection_frees_nothing
         refund_handler.reset_adapters()
     assert _visit(report, key).verdict is Verdict.UNKNOWN
     assert _reservation(erp, key) == "reservado" and ledger(local_stack).get_claim(key).status is ClaimStatus.UNKNOWN
-    time.sleep(3)
+    gateway.release()  # the original request is decided at the gateway
+    assert gateway.wait_for_debit(key)
     assert _visit(reconcile_pass(local_stack), key).verdict is Verdict.EXECUTED
     assert [d["valor"] for d in gateway.debits()] == ["30.00"]
 
@@ -193,7 +195,7 @@ def test_a_reconciler_killed_mid_send_leaves_the_claim_held_and_the_next_pass_se
 
     key = _claim(local_stack, status=ClaimStatus.UNKNOWN, valor="7.00")
     _reserve(erp, key, "7.00")
-    gateway.inject("processamento_lento", delay_s=3)
+    gateway.inject("processamento_lento", delay_s=600)  # held until the test releases it
     proc = _reconciler_process(local_stack)
     deadline = time.monotonic() + 60
     while gateway.stats()["reembolso"] < 1:  # its re-send is at the gateway
@@ -205,7 +207,9 @@ def test_a_reconciler_killed_mid_send_leaves_the_claim_held_and_the_next_pass_se
     assert proc.returncode == -signal.SIGKILL
     assert ledger(local_stack).get_claim(key).status is ClaimStatus.RECONCILING
     assert _reservation(erp, key) == "reservado"
-    time.sleep(3.5)  # the killed owner's lease (2 s) and the gateway's processing are over
+    gateway.release()
+    assert gateway.wait_for_debit(key)  # the killed owner's re-send, decided at the gateway
+    time.sleep(2.5)  # the killed owner's lease (2 s) is over (a sleep can only outlast it)
     assert _visit(reconcile_pass(local_stack), key).verdict is Verdict.EXECUTED
     assert [d["valor"] for d in gateway.debits()] == ["7.00"]
     assert _reservation(erp, key) == "executado"

@@ -1,5 +1,5 @@
-"""Every tool-call decision is one link of the conversation's audit chain (issue 11
-point 5): ``controls.DecisionAudit`` links each invoked call with its decision and
+"""Every tool-call decision is one link of the conversation's audit chain:
+``controls.DecisionAudit`` links each invoked call with its decision and
 outcome; a refused call keeps its refusing control's single link. Real local stack
 (moto server), the real SDK against a scripted model, the verifier as a process.
 """

@@ -1,4 +1,4 @@
-"""Python identifiers are English (issue 9 point 6; DESIGN.md §6): Portuguese stays only
+"""Python identifiers are English (DESIGN.md §6): Portuguese stays only
 where Python meets a stored or wire name (an event's or a record's field, a tool's name,
 a CLI's word the user sees) and in the text a customer reads.
 
@@ -45,7 +45,7 @@ EXTERNAL_NAMES = ("consultar_status_pedido", "emitir_reembolso", "atualizar_cada
 
 # module -> names that are stored or wire names (each group says which wire it is).
 ALLOWED: dict[str, frozenset[str]] = {
-    # The scenario files (JSONL, documented in the README) and their pydantic model.
+    # The scenario files (JSONL, documented in docs/prova.md) and their pydantic model.
     "scripts/harness/scenario.py": frozenset({"conversaId", "clienteId", "pedidoId", "valorPedido", "mensagens",
                                               "roteiro", "ferramenta", "entrada"}),
     # The harness's summary JSON (one object per conversation, dumped with asdict).

@@ -63,6 +63,12 @@ def test_production_design_debits_each_order_at_most_once(local_stack, scenario_
     assert h1[0]["chaveIdempotencia"] == "conv-h1#7101#reembolso"
     assert by_conv["conv-h1"]["interrompidaNoTeto"] and by_conv["conv-h1"]["debitosReais"] == 1
     assert by_conv["conv-h2"]["debitosReais"] == 1 and not by_conv["conv-h2"]["interrompidaNoTeto"]
+    # The turns' spans reach the local stack's JSONL file, and the scripted model's accounting
+    # shows the prompt cache read; no conversation id among the attributes.
+    spans = [json.loads(line) for line in (Path(local_stack.directory) / "traces.jsonl").read_text().splitlines()]
+    chats = [s for s in spans if s["name"] == "chat"]
+    assert chats and any(s["attributes"].get("gen_ai.usage.cache_read.input_tokens", 0) > 0 for s in chats)
+    assert "conv-h1" not in json.dumps([s["attributes"] for s in spans])
 
     # Lab 87's jq line, in Python: what the later attempts of each key became.
     later = Counter(r["resultado"] for r in records if r["tentativaNumero"] > 1)

@@ -1,4 +1,4 @@
-"""The inbound dedupe on the conversation item (issue 14), attacked.
+"""The inbound dedupe on the conversation item, attacked.
 
 The lease claims the message and the commit marks it answered, both on the
 conversation item (``cadencia_shared.ledger.inbound``). Proven here:

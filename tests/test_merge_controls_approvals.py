@@ -1,5 +1,5 @@
-"""Where issue 10 (approvals, hand-off events) meets issue 11 (turn budgets,
-cancellation, circuit breaker) and issue 8's reconciler rotation: one control chain
+"""Where approvals and hand-off events meet the turn budgets, cancellation and the
+circuit breaker, and the reconciler's rotating visits: one control chain
 in DESIGN's order, every hand-off announced (the limits' included, and the
 cancellation the commit catches), and the sparse index shared by refund claims,
 approval requests and conversations waiting for a person (its sort key is the

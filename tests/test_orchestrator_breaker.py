@@ -1,4 +1,4 @@
-"""The circuit breaker per tool, shared by orchestrator instances (issue 11, item 2):
+"""The circuit breaker per tool, shared by orchestrator instances:
 closed → open → half-open → closed across two instances, one probe at a time, a
 failed probe reopening, typed refusals never counting. Real SDK (scripted
 transport), real ledger (moto); the instances share only the table and a clock."""
@@ -6,6 +6,7 @@ transport), real ledger (moto); the instances share only the table and a clock."
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections import Counter
 
@@ -200,15 +201,15 @@ def test_separate_processes_share_one_failure_count(local_stack):
     assert 3 <= reached <= 6
 
 
-def _probe_then_hang(endpoint: str, table: str, ready) -> None:
+def _probe_then_hang(endpoint: str, table: str, ready, clock) -> None:
     """An orchestrator that wins the half-open probe and is killed mid-invoke."""
     import time as _time
 
     from orchestrator.breaker import CircuitBreaker
     from scripts.local_stack.aws import session_client
 
-    breaker = CircuitBreaker(Ledger(table, session_client("dynamodb", endpoint)), failures=1, cooldown_s=0.01,
-                             probe_margin_s=0.5)
+    breaker = CircuitBreaker(Ledger(table, session_client("dynamodb", endpoint), clock=clock), failures=1,
+                             cooldown_s=0.01, probe_margin_s=0.5)
     assert breaker.before(_ctx()) is None  # the probe is ours
     ready.set()
     _time.sleep(600)  # "invoking": SIGKILLed here, never answers
@@ -224,9 +225,9 @@ def _ctx():
     return CallContext(call, Deadline.after(60))
 
 
-def opened_on_a_fresh_table(endpoint: str, failure: InvocationStatus, **breaker_args):
+def opened_on_a_fresh_table(endpoint: str, failure: InvocationStatus, *, clock=time.time, **breaker_args):
     """A ledger table of its own on the moto server, its circuit opened by one
-    ``failure`` (threshold 1): (client, table, the breaker that opened it)."""
+    ``failure`` (threshold 1) at ``clock``'s time: (client, table, the breaker that opened it)."""
     from cadencia_shared.ledger import table_definition
     from orchestrator.breaker import CircuitBreaker
     from orchestrator.controls import CallOutcome
@@ -235,7 +236,7 @@ def opened_on_a_fresh_table(endpoint: str, failure: InvocationStatus, **breaker_
     ddb = session_client("dynamodb", endpoint)
     table = f"cadencia-teste-{uuid.uuid4().hex[:10]}"
     ddb.create_table(**table_definition(table))
-    breaker = CircuitBreaker(Ledger(table, ddb), failures=1, **breaker_args)
+    breaker = CircuitBreaker(Ledger(table, ddb, clock=clock), failures=1, **breaker_args)
     ctx = _ctx()
     assert breaker.before(ctx) is None
     breaker.after(ctx, CallOutcome(invocation=Invocation(failure)))
@@ -246,32 +247,35 @@ def opened_on_a_fresh_table(endpoint: str, failure: InvocationStatus, **breaker_
 def test_a_prober_sigkilled_mid_invoke_is_taken_over_after_its_lease(local_stack):
     """Real processes, real SIGKILL: while the dead prober's lease (the status tool's
     5 s timeout + 0.5 s) runs, every call is refused; after it, another instance
-    probes, and its answer closes the circuit."""
+    probes, and its answer closes the circuit. Both processes read one clock the test
+    moves (tests/support/shared_clock.py): the lease ends when the test says, not
+    when a slow kill or read happens to cross it."""
     import multiprocessing as mp
     import os
     import signal
-    import time
 
     from orchestrator.controls import CallOutcome
+    from tests.support.shared_clock import SharedClock
 
+    spawn = mp.get_context("spawn")
+    clock = SharedClock(spawn)
     ddb, table, breaker = opened_on_a_fresh_table(local_stack.aws_endpoint, InvocationStatus.TIMEOUT,
-                                                  cooldown_s=0.01, probe_margin_s=0.5)
+                                                  cooldown_s=0.01, probe_margin_s=0.5, clock=clock)
     try:
-        time.sleep(0.05)
+        clock.advance(0.05)  # past the cooldown
 
-        spawn = mp.get_context("spawn")
         ready = spawn.Event()
-        prober = spawn.Process(target=_probe_then_hang, args=(local_stack.aws_endpoint, table, ready))
+        prober = spawn.Process(target=_probe_then_hang, args=(local_stack.aws_endpoint, table, ready, clock))
         prober.start()
         assert ready.wait(120)
-        taken_at = time.monotonic()
         os.kill(prober.pid, signal.SIGKILL)
         prober.join(30)
         assert prober.exitcode == -signal.SIGKILL
 
+        clock.advance(5.5 - 0.1)  # just inside the dead prober's lease
         refused = breaker.before(_ctx())
         assert refused is not None and refused.reason == "ferramenta_indisponivel"
-        time.sleep(max(0.0, 5.5 + 0.3 - (time.monotonic() - taken_at)))
+        clock.advance(0.1 + 0.3)  # past it
         ctx = _ctx()
         assert breaker.before(ctx) is None  # took over the dead prober's half-open state
         breaker.after(ctx, CallOutcome(invocation=Invocation(InvocationStatus.OK, payload={"ok": True})))

@@ -1,4 +1,4 @@
-"""Per-turn limits (issue 11, item 4): tool calls, tokens, model calls, the
+"""Per-turn limits: tool calls, tokens, model calls, the
 deadline and the operator's cancellation. Each, positive and negative, through the
 real SDK (scripted transport) and the real ledger (moto): the turn ends with its
 own ``motivo``, a customer message, a ``TURNO_INTERROMPIDO`` audit record and a

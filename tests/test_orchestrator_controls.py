@@ -1,5 +1,5 @@
 """The control chain around every tool call: order, refusals, after-steps, and
-adding a control as one component (the how-to in docs/architecture.md).
+adding a control as one component (the how-to in docs/controls.md).
 
 The chain-level tests drive ``ToolRound`` directly (no local stack: a recording
 invoker answers); the end-to-end ones go through the real SDK and the ledger."""

@@ -1,6 +1,6 @@
 """One enum for every ``resultado`` value (cadencia_shared.outcomes.Outcome).
 
-Until the ledger and the tools switch to it (issue 9's later step), their older
+Until the ledger and the tools switch to it, their older
 constants must spell exactly the same strings: a value added or renamed on one
 side only fails here."""
 

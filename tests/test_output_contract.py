@@ -1,4 +1,4 @@
-"""The output contract (issue 11, point 3; DESIGN invariant 11): the customer reads
+"""The output contract (DESIGN invariant 11): the customer reads
 only a final answer whose claims the ledger shows as done.
 
 The model is the fake one, through the real ``anthropic`` SDK; the evidence is the

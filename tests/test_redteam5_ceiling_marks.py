@@ -1,4 +1,4 @@
-"""Red team of the read-decided ceiling refusal (issue 14): hostile stored marks.
+"""Red team of the read-decided ceiling refusal: hostile stored marks.
 
 A mark is a number the counter returned; the turn that refuses from it numbers the
 refusal mark + 1 and its commit stores that number back. A stored number DynamoDB

@@ -1,4 +1,4 @@
-"""Red team of the read-decided refusal's listing rule (issue 14).
+"""Red team of the read-decided refusal's listing rule.
 
 ``Ledger.attempts`` lists a ``TETO_DE_TENTATIVAS_ATINGIDO`` link as a refusal record
 of its own when its number is past every number its key's counter gave. Attacked

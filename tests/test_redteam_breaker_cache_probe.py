@@ -1,4 +1,4 @@
-"""Red team (issue 11): the half-open probe stays single under the per-environment
+"""Red team: the half-open probe stays single under the per-environment
 state cache. ``DISJUNTOR_CACHE_S`` may be up to 30 s and ``DISJUNTOR_ESPERA_S`` as
 short as a fraction of a second; an environment that cached CLOSED just before
 another opened the circuit must not still trust that CLOSED once the cooldown is
@@ -6,8 +6,6 @@ over and a probe is in flight — else two calls reach the half-open tool. Each
 orchestrator instance has its own cache, as each execution environment does."""
 
 from __future__ import annotations
-
-import time
 
 from orchestrator.circuit_store import CircuitState, CircuitStore
 
@@ -38,8 +36,9 @@ def test_a_closed_state_cached_longer_than_the_cooldown_does_not_make_a_second_p
 def test_across_processes_a_long_cache_does_not_send_a_call_beside_the_probe(local_stack, tmp_path):
     """The same across two spawned orchestrator processes on the moto server (each its
     own cache of 30 s, cooldown 1.5 s): B reads CLOSED, A opens the circuit, the
-    cooldown ends, both call at once while the tool answers slowly (1 s). Exactly one
-    call reaches the tool — the probe; the other customer hears the breaker's reply."""
+    cooldown ends (the test's clock moves), both call at once while the tool holds the
+    probe until the other has answered. Exactly one call reaches the tool — the probe;
+    the other customer hears the breaker's reply."""
     from .test_breaker_fleet import COOLDOWN_S, _drop, _Fleet, _tables
 
     ledger_table, audit_table = _tables(local_stack.aws_endpoint)
@@ -47,8 +46,8 @@ def test_across_processes_a_long_cache_does_not_send_a_call_beside_the_probe(loc
     try:
         assert fleet.turn(1, "ok") == ("resposta", 1)  # B now holds a CLOSED state
         assert [fleet.turn(0, "crash") for _ in range(3)] == [("resposta", 1)] * 3  # A opens it
-        time.sleep(COOLDOWN_S + 0.2)
-        assert sorted(fleet.together("ok")) == [("disjuntor_aberto", 0), ("resposta", 1)]
+        fleet.clock.advance(COOLDOWN_S + 0.2)
+        assert sorted(fleet.racing_a_held_probe()) == [("disjuntor_aberto", 0), ("resposta", 1)]
     finally:
         fleet.close()
         _drop(local_stack.aws_endpoint, ledger_table, audit_table)

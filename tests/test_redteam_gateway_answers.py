@@ -1,4 +1,4 @@
-"""Red-team findings on how the refund reads the gateway's answers (issue 8).
+"""Red-team findings on how the refund reads the gateway's answers.
 
 A real loopback HTTP server plays a gateway that answers outside the local
 model's two statuses; the refund runs through its real handler, the real

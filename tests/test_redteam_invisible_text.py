@@ -1,4 +1,4 @@
-"""Red-team finding on free text at the profile tool's edge (issue 8 item 3)."""
+"""Red-team finding on free text at the profile tool's edge."""
 
 from __future__ import annotations
 

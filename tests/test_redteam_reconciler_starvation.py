@@ -1,4 +1,4 @@
-"""Red-team finding on the scheduled reconciler's work list (issue 8 item 2)."""
+"""Red-team finding on the scheduled reconciler's work list."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Red team (issue 9): hostile registry rows. The how-to has a newcomer write a tool's
+"""Red team: hostile registry rows. The how-to has a newcomer write a tool's
 registry row AND its contract row by hand; a row that asks for a ledger action that
 removes or rewrites items wholesale (DeleteItem, BatchWriteItem, a wildcard...) would
 pass the contract check when the contract row asks for it too. The ledger holds the

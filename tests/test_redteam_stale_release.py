@@ -1,4 +1,4 @@
-"""Red-team finding: a release that lands after the key was retaken (issue 8 items 0-1).
+"""Red-team finding: a release that lands after the key was retaken.
 
 Real processes and the real local stack: the retry runs in its own OS process
 (tests/support/refund_process), the gateway is the loopback one, the ERP the real
@@ -68,7 +68,7 @@ def test_a_late_release_never_frees_the_reservation_of_a_retaken_key(local_stack
 
         def paused_release(**kwargs):
             # Paused after the ledger says "released": A's retry arrives now.
-            gateway.inject("processamento_lento", delay_s=4.0)
+            gateway.inject("processamento_lento", delay_s=600)  # held until released below
             retry.append(refund_process(local_stack, _event(conv_a, float(ORDER_VALUE))))
             # Paused until the retry has reserved, committed and posted -- or for 10 s,
             # if it cannot get that far while this release is pending.
@@ -83,6 +83,7 @@ def test_a_late_release_never_frees_the_reservation_of_a_retaken_key(local_stack
 
     other = refund_here(local_stack, _event(conv_b, float(ORDER_VALUE)))  # another conversation, same order
     answer_of(retry[0])
+    gateway.release()  # B has tried while A's retry was in flight, however slow this machine is
     wait_gateway_done(gateway, key_a)
     debited = sum(Decimal(d["valor"]) for d in gateway.debits())
     assert debited <= ORDER_VALUE, f"gateway debited R$ {debited} on a R$ {ORDER_VALUE} order; B got {other}"

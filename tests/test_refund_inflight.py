@@ -1,4 +1,5 @@
-"""The over-refund of issue 8, reproduced with real processes, the real gateway
+"""The in-flight over-refund (a retry while the gateway still holds the first request),
+reproduced with real processes, the real gateway
 server, the moto server and the real PostgreSQL: conversation A's POST times
 out (or its process dies) while the gateway is still processing it, then
 
@@ -32,7 +33,8 @@ from orchestrator.invokers.local import LocalContext, function_environment
 ROOT = Path(__file__).resolve().parents[1]
 ORDER, ORDER_VALUE = "4821", Decimal("189.90")
 LEASE_S = 2  # short leases, so an abandoned claim is the reconciler's within the test
-IN_FLIGHT_S = 4.0  # how long the gateway keeps A's request in flight
+IN_FLIGHT_S = 4.0  # how long the gateway keeps A's request in flight (where either outcome is accepted)
+HELD_S = 600.0  # held until the test releases it (gateway.release): a bound, never a window to hit
 FAST = {"GATEWAY_TIMEOUT_S": "1", "REFUND_CLAIM_LEASE_S": str(LEASE_S)}
 
 
@@ -153,7 +155,7 @@ def assert_books_agree(local_stack, gateway, erp, convs: list[str]) -> None:
 
 def test_retry_with_another_amount_never_frees_an_in_flight_request(local_stack, gateway, erp):
     a, b = _conv("a"), _conv("b")
-    gateway.inject("processamento_lento", delay_s=IN_FLIGHT_S)
+    gateway.inject("processamento_lento", delay_s=HELD_S)
     first = refund_here(local_stack, _event(a, 189.90))
     assert first["resultado"] == "resultado_desconhecido"
     retry = refund_here(local_stack, _event(a, 200.00))  # another amount: never sent, never frees A's
@@ -161,6 +163,7 @@ def test_retry_with_another_amount_never_frees_an_in_flight_request(local_stack,
     assert retry["dados"]["valor"] == "189.90"
     other = refund_here(local_stack, _event(b, 189.90))
     assert other["ok"] is False and other["erro"]["codigo"] == "valor_excede_saldo"
+    gateway.release()
     wait_gateway_done(gateway, refund_idempotency_key(a, ORDER))
     again = refund_here(local_stack, _event(a, 189.90))
     assert again["resultado"] == "bloqueado_por_idempotencia" and again["dados"]["resultadoOriginal"] == "executado"
@@ -171,7 +174,7 @@ def test_retry_with_another_amount_never_frees_an_in_flight_request(local_stack,
 @pytest.mark.parametrize("killed", ["first_call", "retry"])
 def test_a_killed_process_leaves_the_amount_held_until_the_gateway_answers(local_stack, gateway, erp, killed):
     a, b = _conv("a"), _conv("b")
-    gateway.inject("processamento_lento", delay_s=IN_FLIGHT_S)
+    gateway.inject("processamento_lento", delay_s=HELD_S)
     if killed == "first_call":  # A dies while its POST is in flight (no timeout of its own)
         kill_when_posted(refund_process(local_stack, _event(a, 189.90), GATEWAY_TIMEOUT_S="10"), gateway, 1)
     else:  # A's POST times out; its retry (another amount) dies mid-way
@@ -181,6 +184,7 @@ def test_a_killed_process_leaves_the_amount_held_until_the_gateway_answers(local
     assert claim.status in {ClaimStatus.SENDING, ClaimStatus.UNKNOWN, ClaimStatus.RECONCILING}, claim
     other = refund_here(local_stack, _event(b, 189.90))
     assert other["ok"] is False and other["erro"]["codigo"] == "valor_excede_saldo"
+    gateway.release()  # the gateway answers A's request now
     settle_everything(local_stack, [a, b])
     assert ledger(local_stack).get_claim(refund_idempotency_key(a, ORDER)).status is ClaimStatus.EXECUTED
     assert_books_agree(local_stack, gateway, erp, [a, b])

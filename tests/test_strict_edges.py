@@ -31,7 +31,7 @@ VALID = {
 }
 SPECS = {s.name: s for s in (EMITIR_REEMBOLSO, CONSULTAR_STATUS_PEDIDO, ATUALIZAR_CADASTRO)}
 
-# The characters the docs name (README "Entradas estritas"): bidi, zero-width, separators, C0/C1.
+# The characters the docs name (docs/architecture.md, *Free text*): bidi, zero-width, separators, C0/C1.
 DISPLAY_CONTROLS = ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069",
                     "\u200b", "\u200c", "\u200d", "\u200e", "\u200f", "\u2028", "\u2029", "\u0085", "\u009b",
                     "\x00", "\x1b", "\x7f", "\ufeff", "\ue000", "\n", "\t"]
@@ -73,7 +73,7 @@ def _assert_typed_refusal(out: dict[str, Any], tool: str) -> None:
     assert len(json.dumps(out)) < 2_000
 
 
-# -- the lax inputs of issue 8, each of which used to debit -------------------------
+# -- lax inputs pydantic's default mode coerces, each of which once debited ----------
 @pytest.mark.parametrize("change", [
     {"valor": "10_0"}, {"valor": "٣"}, {"valor": "1E+1"}, {"valor": "50"}, {"valor": True},
     {"valor": float("nan")}, {"valor": float("inf")}, {"valor": 0.30000000000000004}, {"valor": 10**13},

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from cadencia_shared.audit_anchors import LedgerAnchors
+from cadencia_shared.audit_chain import AUDIT_TABLE, AuditChain
 from cadencia_shared.ledger import Ledger
 from canal_whatsapp.models import QueuedKind, QueuedMessage
 from scripts.harness.scripted_model import ScriptedModelServer
@@ -167,8 +169,13 @@ def test_outside_the_24h_window_is_handed_off_not_resent(channel, ledger):
     assert channel.wait_until_drained()
     assert channel.api.sent_to(BRUNO) == []
     assert ledger.table.get(f"envio#{message['id']}")["status"] == "fora_da_janela"
-    events = [i["evento"] for i in ledger.history("wa-1002-20260319")]
-    assert "RESPOSTA_FORA_DA_JANELA" in events
+    # Recorded on the conversation's hash chain, like every audit record (none outside it).
+    chain = AuditChain(AUDIT_TABLE, ledger.client, anchor_table=ledger.table_name)
+    assert "RESPOSTA_FORA_DA_JANELA" in [r["evento"] for r in chain.records("wa-1002-20260319")]
+    assert LedgerAnchors(ledger.client, ledger.table_name).unchained_records("wa-1002-20260319") == {}
+    # The turn's links (anchored by its commit) and the sender's (anchored by itself): one intact chain.
+    report = chain.check("wa-1002-20260319")
+    assert (report.broken, report.unanchored) == (None, 0)
 
 
 def test_a_busy_conversation_makes_the_message_visible_again(channel, ledger):

@@ -1,9 +1,9 @@
-"""A person's reply goes out through the channel, the way the agent's replies go
-(issue 12, point 4): ``scripts/atendente.py responder`` → ``cadencia-resposta-atendente``
+"""A person's reply goes out through the channel, the way the agent's replies go:
+``scripts/atendente.py responder`` → ``cadencia-resposta-atendente``
 (orchestrator/human_reply.py) → the channel's outbox and Sender → the fake Cloud API.
 
 Each test hands a conversation to a person through the whole channel (a customer
-asks for an "atendente"; the scripted model refuses; the orchestrator hands off),
+asks for an "atendente"; the scripted model asks for a person; the orchestrator hands off),
 then runs the attendant's command as its own OS process, as a person would."""
 
 from __future__ import annotations
@@ -26,11 +26,12 @@ from scripts import atendente
 from scripts.local_stack.aws import session_client
 from scripts.local_stack.whatsapp_channel import LocalChannel
 from scripts.local_stack.whatsapp_fake import notification, text_message
+from scripts.local_stack.whatsapp_model import PERSON_TEXT
 from tests.support.whatsapp import ANA, BRUNO, day_ts, scripted_channel
 
 pytestmark = pytest.mark.stack
 ROOT = Path(__file__).resolve().parents[1]
-HANDED_OFF = "Não posso ajudar com esse pedido por aqui"
+HANDED_OFF = PERSON_TEXT  # the scripted model asks for a person (precisaDePessoa)
 
 
 def process_env() -> dict[str, str]:

@@ -46,6 +46,7 @@ def test_the_deployed_values(turn, lease):
 
 
 # -- on the local stack: a conversation held by a consumer that died mid-turn ----------------
+LEASE_LEFT_S = 12  # what is left of the dead consumer's lease once the queue first meets it
 @pytest.mark.stack
 def test_a_conversation_held_by_a_dead_consumer_is_answered_not_dead_lettered(local_stack, erp):
     import time
@@ -60,11 +61,26 @@ def test_a_conversation_held_by_a_dead_consumer_is_answered_not_dead_lettered(lo
     ledger = Ledger(local_stack.ledger_table, session_client("dynamodb", local_stack.aws_endpoint))
     with scripted_channel(local_stack, consumers=1) as ch:
         # What a consumer killed mid-turn leaves: the conversation's lease, held until it expires.
-        ledger.acquire_conversation(conversation_id="wa-1001-20260720", customer_id=1001, lease_s=12)
+        # Held (no expiry in sight) until the live consumer has met it at least once, however
+        # long the channel took to start; from then on it expires LEASE_LEFT_S later, as a
+        # dead consumer's lease does, and the queue's timing must outlast that.
+        conversation = "wa-1001-20260720"
+        ledger.acquire_conversation(conversation_id=conversation, customer_id=1001, lease_s=3600)
         message = text_message(ANA, "o outro caiu", timestamp=day_ts(140))
         assert ch.webhook.post(notification([message])) == 200
+
+        def logs() -> str:
+            return "".join(p.read_text(errors="replace") for p in Path(ch.dir).glob("consumer-*.log"))
+
+        deadline = time.monotonic() + 180
+        while "registro falhou" not in logs():
+            assert time.monotonic() < deadline, "the consumer never met the held conversation"
+            time.sleep(0.1)
+        ledger.client.update_item(
+            TableName=ledger.table_name, Key={"pk": {"S": f"conversa#{conversation}"}},
+            UpdateExpression="SET leaseAteMs = :ate",
+            ExpressionAttributeValues={":ate": {"N": str(ledger.now_ms() + LEASE_LEFT_S * 1000)}})
         sent = ch.wait_for_replies(ANA, 1, timeout_s=90)
         assert [m.body for m in sent] == [f"{ECHO_PREFIX}o outro caiu"]
         assert ch.wait_until_drained(30) and ch.queue_depth(ch.dlq_url) == 0
-        logs = "".join(p.read_text(errors="replace") for p in Path(ch.dir).glob("consumer-*.log"))
-        assert "registro falhou" in logs and ANA not in logs
+        assert ANA not in logs()

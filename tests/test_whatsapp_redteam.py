@@ -1,4 +1,4 @@
-"""The channel red-teamed the way the issue's checker will (issue 12): webhook attacks
+"""The channel red-teamed the way an outside checker would: webhook attacks
 over real HTTP against the ingress process, and storms against the whole local
 channel. Each test here was written against a defect or a claim; the defects'
 tests failed before their fix."""
@@ -56,7 +56,7 @@ CARLA = "5541991234567"  # demo customer 1003
 CUSTOMERS = {ANA: 1001, "5521998765432": 1002, CARLA: 1003}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # a test's own: the storm stops its consumers before counting
 def channel(local_stack):
     with scripted_channel(local_stack, consumers=3) as ch:
         yield ch
@@ -119,7 +119,8 @@ def test_a_concurrent_redelivery_storm_answers_each_message_once_in_turn_order(c
             channel.sqs.send_message(QueueUrl=channel.queue_url, MessageBody=body.model_dump_json(exclude_none=True),
                                      MessageGroupId=conv, MessageDeduplicationId=f"replay-{time.time_ns()}")
     assert channel.wait_until_drained(240)
-    time.sleep(2)
+    # Every consumer finishes the message in hand and exits: no send can come after the count.
+    assert channel.stop_consumers()
 
     ledger = Ledger(local_stack.ledger_table, session_client("dynamodb", local_stack.aws_endpoint))
     for wa, msgs in texts.items():

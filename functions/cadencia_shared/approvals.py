@@ -1,4 +1,4 @@
-"""Approval requests: durable ledger items a person decides (issue 10).
+"""Approval requests: durable ledger items a person decides.
 
 An approval binds ONE call: the tool, its version (hash of its input schema and
 the release), the SHA-256 of its canonical arguments, the conversation and an

@@ -7,7 +7,7 @@
 - ``conversa#{chain}`` (``cadeiaSeq``, ``cadeiaHash``): the conversation's own
   item. The orchestrator's turn already rewrites it once, in its fenced commit; that
   UpdateItem also sets the turn's last link, so a turn pays no anchor write of its
-  own (issue 14). The commit cannot be conditioned on the anchor (a commit never
+  own. The commit cannot be conditioned on the anchor (a commit never
   fails for audit bookkeeping), so whether the move is along the chain is decided
   before it (``AuditChain.head_for_commit``); the lease that precedes every commit
   returns the anchor the commit would move from, and the version fence guarantees

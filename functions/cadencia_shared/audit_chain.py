@@ -29,7 +29,7 @@ one (a tail deleted and rewritten). The anchor is written after the record: a
 writer killed in between leaves it behind (never ahead); ``verify`` accepts that,
 and ``check`` counts the links after every anchor (``unanchored``), which the
 verifier flags — a crash, or a link put by someone who moves no anchor.
-Threat model (docs/architecture.md): detected — a record deleted, edited or
+Threat model (docs/audit.md): detected — a record deleted, edited or
 reordered, a tail deleted or rewritten, a link appended without moving an anchor;
 NOT detected — an identity with a writer's grants (PutItem here AND UpdateItem on
 ``auditoria-cabeca#``: every writer role) appending as a writer does, or one that
@@ -62,7 +62,7 @@ data (CPF, phone, e-mail, address, at any depth) are MASKED — all but their la
 characters starred (``cadencia_shared.masking``) — not hashed: the trail proves
 decisions and needs no match between records, an unkeyed hash of a phone or CPF is
 reversible by enumeration, and a keyed HMAC would put a secret on every writer's path
-for a capability nobody uses (docs/architecture.md). Conversation ids are not personal
+for a capability nobody uses (docs/audit.md). Conversation ids are not personal
 here (the channel names them ``wa-{clienteId}-{day}``).
 """
 

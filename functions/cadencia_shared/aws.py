@@ -6,7 +6,7 @@ these bounds keep every AWS call inside the function's own timeout.
 botocore, not boto3: ``boto3.session.Session().client`` is botocore's
 ``create_client`` plus customizations for S3 and resources we do not use, and
 importing ``boto3`` pulls ``s3transfer`` (about as much again as botocore) into
-every cold start (issue 14). Each call builds a fresh botocore session, as
+every cold start. Each call builds a fresh botocore session, as
 boto3's ``Session()`` did: sessions are not thread-safe, the clients are.
 """
 

@@ -3,7 +3,7 @@
 Why our own and not ``boto3.dynamodb.types``: importing anything under ``boto3``
 runs ``boto3/__init__`` → ``boto3.compat`` → ``s3transfer.manager``, which costs
 about as much again as botocore itself, at every cold start of every Lambda that
-reads the ledger or the audit chain (issue 14: the orchestrator's cold import).
+reads the ledger or the audit chain (the orchestrator's cold import).
 The clients come from botocore (``aws.client``); these ~60 lines are the rest.
 
 Same mapping as boto3's TypeSerializer/TypeDeserializer (proved equal by

@@ -161,7 +161,7 @@ class ToolRequest(BaseModel):
     clienteId: CustomerId
 
 
-# -- approvals (issue 10) --------------------------------------------------------
+# -- approvals --------------------------------------------------------
 
 APPROVAL_ID_PATTERN = r"\A[0-9a-f]{32}\Z"  # ledger.approval_id: 32 hex digits
 APPROVER_PATTERN = r"\A[a-z0-9][a-z0-9._@-]{0,63}\Z"  # an operator's login, e-mail or IAM user name

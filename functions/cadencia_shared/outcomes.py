@@ -3,8 +3,8 @@
 These are wire and stored names (Lab 87's ``executado``, ``bloqueado_por_idempotencia``,
 ``bloqueado_por_teto`` first), so the strings never change; the Python names are English.
 The orchestrator uses this enum. ``ledger.AttemptResult`` and the tools' own constants
-are older spellings of the same strings, kept working until they switch to this enum
-(issue 9's later step); ``tests/test_outcomes.py`` keeps them equal meanwhile.
+are older spellings of the same strings, kept working until they switch to this enum;
+``tests/test_outcomes.py`` keeps them equal meanwhile.
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ class LedgerSettings(EnvSettings):
 
 
 class ApprovalSettings(EnvSettings):
-    """The approval policy's configuration (issue 10), read by the orchestrator's
+    """The approval policy's configuration, read by the orchestrator's
     confirmation gate and by whoever records decisions (scripts/aprovar.py)."""
 
     # Above this amount (R$) a refund needs a person; unset: the tool's catalog default.

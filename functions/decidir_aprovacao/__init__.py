@@ -1,1 +1,1 @@
-"""``cadencia-decidir-aprovacao``: lists, shows and decides approval requests (issue 10)."""
+"""``cadencia-decidir-aprovacao``: lists, shows and decides approval requests."""

@@ -36,7 +36,7 @@ _MODELS: dict[str, type[BaseModel]] = {"decidir": DecisionRequest, "listar": Pen
 class DecisionSettings(EnvSettings):
     # The orchestrator to resume; empty: do not resume (the local stack resumes in-process).
     resume_function: str = Field(ORCHESTRATOR_FUNCTION_NAME, alias="RESUME_FUNCTION")
-    # The hash-chained audit table (issue 11): decisions and refusals are appended there.
+    # The hash-chained audit table: decisions and refusals are appended there.
     audit_table: str | None = Field(None, alias="AUDIT_TABLE")
 
 

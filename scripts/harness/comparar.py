@@ -1,6 +1,10 @@
 """Compare the two runs of prova.sh: the side-by-side table and the chart.
 
     python -m scripts.harness.comparar resultado-minima.json resultado-producao.json --grafico FILE.png
+    python -m scripts.harness.comparar resultados/resultado-minima.json resultados/resultado-producao.json --write-docs
+
+``--write-docs`` stores the compared figures in docs/results/prova.json and rewrites docs/prova.md's
+generated block from them (scripts/doc_blocks.py), after a run of ``scripts/prova.sh``.
 
 Exit status 1 when the production design shows any duplicate debit, or when a
 minimal run's real debits differ from its executed refund calls (which would mean
@@ -28,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="result files written by provocar_laco.py")
     p.add_argument("--grafico", dest="chart", metavar="GRAFICO", type=Path,
                    help="PNG chart of refund calls and real debits per conversation")
+    p.add_argument("--write-docs", action="store_true",
+                   help="store the figures in docs/results/prova.json and rewrite docs/prova.md's block")
     args = p.parse_args(argv)
     summaries = [report.load_summary(path) for path in args.result_files]
     report.print_summary(console, summaries)
@@ -47,6 +53,11 @@ def main(argv: list[str] | None = None) -> int:
                 failed = True
     if not failed:
         console.print("[green]production: zero duplicate debits; minimal: one real debit per refund call[/]")
+    if args.write_docs:
+        from scripts import doc_blocks
+
+        for written in doc_blocks.store("prova", report.stored_summaries(summaries)):
+            console.print(f"wrote {written}")
     return 1 if failed else 0
 
 

@@ -33,6 +33,8 @@ def orchestrator_environment(state: Any, *, model_env: dict[str, str], tool_envs
         "TOOL_INVOKER": "local",
         "LOCAL_TOOL_ENVIRONMENTS": str(tool_envs_file),
         "EVENT_BUS_NAME": HANDOFF_BUS_NAME,  # hand-offs reach the local bus and its queue
+        # The turns' spans, one JSON line each (orchestrator.tracing; docs/model-cost.md).
+        "TRACE_MODE": "jsonl", "TRACE_FILE": str(Path(state.directory) / "traces.jsonl"),
     }
 
 

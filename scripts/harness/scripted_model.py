@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from .prompt_cache import CacheRequestError, PromptCache
 from .scenario import Scenario
 
 # Probability that a conversation has one message where the model never stops
@@ -134,7 +135,8 @@ class InsistentPolicy:
             "content": content,
             "stop_reason": stop_reason,
             "stop_sequence": None,
-            "usage": {"input_tokens": 900 + 40 * n, "output_tokens": 60, "cache_creation_input_tokens": 0,
+            # Replaced by the server's accounting of the request (ScriptedModelServer).
+            "usage": {"input_tokens": 0, "output_tokens": 0, "cache_creation_input_tokens": 0,
                       "cache_read_input_tokens": 0},
         }
 
@@ -179,12 +181,16 @@ def _read(messages: list[dict[str, Any]]) -> _Seen:
 
 
 class ScriptedModelServer:
-    """``POST /v1/messages`` on 127.0.0.1, answering for the active conversation."""
+    """``POST /v1/messages`` on 127.0.0.1, answering for the active conversation, with the
+    Messages API's token accounting (``cache``: prompt caching included; one cache for
+    every conversation, as the API's is one organization's)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cache: PromptCache | None = None) -> None:
         self._policy: InsistentPolicy | None = None
         self._lock = threading.Lock()
         self.requests = 0
+        self.cache = cache if cache is not None else PromptCache()
+        self.usages: list[dict[str, Any]] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -202,7 +208,13 @@ class ScriptedModelServer:
                         return self._send(400, {"type": "error", "error": {
                             "type": "invalid_request_error", "message": "no active conversation"}})
                     answer = policy.respond(body)
-                self._send(200, answer)
+                    try:
+                        usage = server.cache.account(body, answer["content"]).as_json()
+                    except CacheRequestError as err:
+                        return self._send(400, {"type": "error", "error": {
+                            "type": "invalid_request_error", "message": str(err)}})
+                    server.usages.append(usage)
+                self._send(200, {**answer, "usage": usage})
 
             def _send(self, status: int, body: dict[str, Any]) -> None:
                 raw = json.dumps(body, ensure_ascii=False).encode()

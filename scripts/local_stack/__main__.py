@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from rich.console import Console
 from rich.table import Table
@@ -14,6 +16,7 @@ from rich.table import Table
 from . import emf, stack
 
 console = Console()
+T = TypeVar("T")
 
 
 def _progress(message: str) -> None:
@@ -90,21 +93,32 @@ def cmd_metrics(_: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_reconcile(_: argparse.Namespace) -> int:
-    """One pass of the scheduled reconciler against the running local stack."""
-    from conciliar_reembolsos.handler import build
+def _on_the_reconciler(work: Callable[[Any], T]) -> T | None:
+    """The reconciler function's start-up on the running local stack, shared by its two
+    commands (the pass and the books' audit): its own environment (its DB user, its
+    tables), a table or lease given in the environment winning (a pass over a test's
+    private ledger), and its metrics into the stack's sink. ``work`` gets the function's
+    ``ReconcilerSettings``; None (and a message) when the stack is down."""
     from conciliar_reembolsos.settings import ReconcilerSettings
     from orchestrator.invokers.local import function_environment
 
     state = stack.load()
     if state is None:
         console.print("local stack: [yellow]down[/] (run: scripts/local-stack up)")
-        return 3
+        return None
     env = state.reconciler_environment()
-    # A table or lease given in the environment wins (a pass over a test's private ledger).
     env.update({k: os.environ[k] for k in ("LEDGER_TABLE", "REFUND_CLAIM_LEASE_S") if k in os.environ})
     with emf.capture_emf(state.metrics_file), function_environment(env):
-        report = build(ReconcilerSettings.from_env()).run_pass(progress=_progress)
+        return work(ReconcilerSettings.from_env())
+
+
+def cmd_reconcile(_: argparse.Namespace) -> int:
+    """One pass of the scheduled reconciler against the running local stack."""
+    from conciliar_reembolsos.handler import build
+
+    report = _on_the_reconciler(lambda settings: build(settings).run_pass(progress=_progress))
+    if report is None:
+        return 3
     table = Table(title="reconciliation pass")
     for col in ("chaveIdempotencia", "pedidoId", "before", "result", "age (s)"):
         table.add_column(col)
@@ -118,17 +132,10 @@ def cmd_reconcile(_: argparse.Namespace) -> int:
 def cmd_audit(_: argparse.Namespace) -> int:
     """One pass of the books' consistency audit against the running local stack."""
     from conciliar_reembolsos.handler import build_audit
-    from conciliar_reembolsos.settings import ReconcilerSettings
-    from orchestrator.invokers.local import function_environment
 
-    state = stack.load()
-    if state is None:
-        console.print("local stack: [yellow]down[/] (run: scripts/local-stack up)")
+    report = _on_the_reconciler(lambda settings: build_audit(settings).run(progress=_progress))
+    if report is None:
         return 3
-    env = state.reconciler_environment()
-    env.update({k: os.environ[k] for k in ("LEDGER_TABLE", "REFUND_CLAIM_LEASE_S") if k in os.environ})
-    with emf.capture_emf(state.metrics_file), function_environment(env):
-        report = build_audit(ReconcilerSettings.from_env()).run(progress=_progress)
     table = Table(title="books audit")
     for col in ("divergência", "pedidoId", "chaveIdempotencia", "reparado"):
         table.add_column(col)

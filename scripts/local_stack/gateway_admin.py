@@ -7,6 +7,7 @@ money comes from what the orchestrator or a handler *believes* happened.
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from typing import Any
 
@@ -33,6 +34,19 @@ class GatewayAdmin:
 
     def inject(self, mode: str, *, times: int = 1, delay_s: float = 0.0) -> None:
         self._call("POST", "/_admin/falhas", {"modo": mode, "vezes": times, "atraso_s": delay_s})
+
+    def release(self) -> None:
+        """End every held ``processamento_lento`` now: its refunds are decided and debited."""
+        self._call("POST", "/_admin/liberar", {})
+
+    def wait_for_debit(self, key: str, timeout_s: float = 120) -> bool:
+        """Whether ``key`` was debited within ``timeout_s`` (a bound, never a window to hit)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if any(d["idempotencyKey"] == key for d in self.debits()):
+                return True
+            time.sleep(0.05)
+        return False
 
     def debits_for(self, prefix: str) -> list[dict[str, Any]]:
         return [d for d in self.debits() if d["idempotencyKey"].startswith(prefix)]

@@ -39,7 +39,7 @@ IDEMPOTENCY_KEY_MAX = 255  # Stripe's limit on an Idempotency-Key (characters)
 
 FAULT_MODES = {
     "latencia",  # sleep atraso_s, then behave normally
-    "processamento_lento",  # hold the key in flight for atraso_s, then debit (409 to a POST meanwhile)
+    "processamento_lento",  # hold the key in flight for atraso_s (or until released), then debit (409 meanwhile)
     "erro_500",  # 500 without debiting
     "erro_500_apos_debito",  # debit, then answer 500 (the client cannot know)
     "timeout_apos_debito",  # debit, then stall past the client's read timeout
@@ -66,6 +66,9 @@ class GatewayState:
     faults: list[Fault] = field(default_factory=list)
     calls: dict[str, int] = field(default_factory=lambda: {"reembolso": 0, "consulta": 0, "nao_autorizado": 0})
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Ends every held "processamento_lento" now (/_admin/liberar): a test holds a key in
+    # flight for as long as it needs, instead of guessing a delay a loaded machine outlasts.
+    released: threading.Event = field(default_factory=threading.Event)
 
     def next_fault(self, *, lookup: bool = False) -> Fault | None:
         """The next injected fault for this kind of call (refunds and lookups queue apart)."""
@@ -91,6 +94,7 @@ class GatewayState:
             self.in_flight.clear()
             self.debits.clear()
             self.faults.clear()
+            self.released.set()  # nothing stays held past a reset (the next hold clears it)
             for k in self.calls:
                 self.calls[k] = 0
             if self.debits_file is not None:
@@ -190,6 +194,11 @@ class _Handler(BaseHTTPRequestHandler):
                 self.state.faults.append(
                     Fault(body["modo"], int(body.get("vezes", 1)), float(body.get("atraso_s", 0)))
                 )
+                if body["modo"] == "processamento_lento":
+                    self.state.released.clear()
+            return self._send(200, {"ok": True})
+        if url.path == "/_admin/liberar":
+            self.state.released.set()
             return self._send(200, {"ok": True})
         if url.path == "/_admin/reset":
             self.state.reset()
@@ -262,7 +271,7 @@ class _Handler(BaseHTTPRequestHandler):
         """Decide and store the refund (a real debit unless declined); frees the key."""
         try:
             if fault and fault.mode == "processamento_lento":
-                time.sleep(fault.delay_s)  # the key stays in flight: a POST meanwhile gets 409
+                self.state.released.wait(fault.delay_s)  # the key stays in flight: a POST meanwhile gets 409
             refund = {
                 "id": "rb_" + secrets.token_hex(8),
                 "status": "recusado" if fault and fault.mode == "recusar" else "aprovado",

@@ -255,6 +255,21 @@ class LocalChannel:
         for _ in range(n):
             self._spawn("consumer", env, "--queue-url", self.queue_url, "--resend-queue-url", self.resend_url)
 
+    def stop_consumers(self, timeout_s: float = 300) -> bool:
+        """Ask every consumer to stop (SIGTERM: each finishes the message in hand, then
+        exits) and wait for them: after it nothing more is sent — a test counts the
+        replies then, not after a pause it hopes is long enough. False: one did not exit."""
+        consumers = [p for p in self.procs if "consumer" in p.args and p.poll() is None]
+        for proc in consumers:
+            proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for proc in consumers:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                return False
+        return True
+
     def __enter__(self) -> LocalChannel:
         sm = session_client("secretsmanager", self.state.aws_endpoint)
         for key, value in (("app-secret", self.app_secret), ("verify-token", self.verify_token),

@@ -1,23 +1,44 @@
 """A scripted chat model for the channel (served by the harness's Messages-API server).
 
-Stateless: every answer depends only on the request. The customer's last text
-decides: "pedido 4821" (any order number) → it calls ``consultar_status_pedido``
-and then reports what the tool answered; "atendente" → it refuses (stop reason
-``refusal``), which the orchestrator hands to a person (scripts/atendente.py answers);
-anything else → it answers quoting the customer's text, so tests can see which
-message each reply belongs to.
+It does what the real model does, deterministically from the customer's Portuguese
+text, through the real tool-use protocol (``tool_use`` blocks, then the
+``responder_cliente`` final answer when the orchestrator offers it):
+
+- "pedido 4821" → ``consultar_status_pedido``, then the status it answered;
+- "quero reembolso do pedido 4821" (optionally "de R$ 50,00") → without an amount it
+  reads the order's value with ``consultar_status_pedido`` first; then
+  ``emitir_reembolso``; then it says what the tool answered, declaring the refund in
+  ``acoes`` only when the tool answered ``executado`` (or "already emitted"). Asked
+  again after a refusal or a failure, it calls again — the controls decide;
+- "muda meu email para x@y.com" (telefone, endereço) → ``atualizar_cadastro``;
+- "quero falar com um atendente" → a final answer with ``precisaDePessoa``;
+- "já caiu o reembolso?" → from the conversation's own facts: the last
+  ``emitir_reembolso`` result in its history (the orchestrator sends the history the
+  ledger keeps), never a lookup of an order it does not need;
+- anything else → it answers quoting the customer's text, so tests can see which
+  message each reply belongs to.
+
+Stateless: every answer depends only on the request. An answer the output contract
+sends back is followed by one that claims nothing.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
-import re
 from typing import Any
 
-_ORDER = re.compile(r"pedido\D{0,3}(\d{3,12})", re.IGNORECASE)
-_PERSON = re.compile(r"atendente", re.IGNORECASE)
+from .whatsapp_intents import (PROFILE_TOOL, REFUND_TOOL, REPLY_TOOL, STATUS_TOOL, Call, Conversation, Intent,
+                               amount_in, intent_of, order_in, profile_changes, reais, read)
+
 ECHO_PREFIX = "Recebi: "
+PERSON_TEXT = "Certo! Vou chamar um atendente da Cadência para continuar com você por aqui."
+NOT_FOUND = "Não encontrei esse pedido no seu cadastro. Pode conferir o número?"
+NO_REFUND_HERE = ("Nesta conversa ainda não pedimos nenhum reembolso. Se quiser um, me diga o número do "
+                  "pedido.")
+CANNOT_CONFIRM = "Não consigo confirmar isso por aqui agora. Se preferir, peça para falar com um atendente."
+ASK_ORDER = "Claro! Qual é o número do pedido que você quer reembolsar?"
+_EXECUTED, _ALREADY = "executado", "bloqueado_por_idempotencia"
+_UNSETTLED = frozenset({"resultado_desconhecido", "em_processamento"})
 
 
 class ChatPolicy:
@@ -25,29 +46,105 @@ class ChatPolicy:
         self._ids = itertools.count(1)
 
     def respond(self, request: dict[str, Any]) -> dict[str, Any]:
-        messages = request.get("messages", [])
-        last_text, tool_result = _last_turn(messages)
-        match = _ORDER.search(last_text)
-        if _PERSON.search(last_text) and tool_result is None:
-            return self._envelope([], "refusal")
-        if match and tool_result is None:
-            return self._envelope([{"type": "text", "text": "Vou consultar o seu pedido."},
-                                   {"type": "tool_use", "id": f"toolu_chat_{next(self._ids):06d}",
-                                    "name": "consultar_status_pedido", "input": {"pedidoId": match.group(1)}}],
-                                  "tool_use")
-        structured = any(tool.get("name") == "responder_cliente" for tool in request.get("tools", []))
-        if tool_result is not None:
-            return self._final(_describe(tool_result), structured)
-        return self._final(f"{ECHO_PREFIX}{last_text}", structured)
+        seen = read(request.get("messages", []))
+        structured = any(tool.get("name") == REPLY_TOOL for tool in request.get("tools", []))
+        if seen.refused_answers:
+            return self._final(CANNOT_CONFIRM, structured)
+        intent = intent_of(seen.last_text)
+        if intent is Intent.PERSON:
+            return self._final(PERSON_TEXT, structured, needs_person=True)
+        if intent is Intent.REFUND:
+            return self._refund(seen, structured)
+        if intent is Intent.REFUND_DONE:
+            return self._refund_done(seen, structured)
+        if intent is Intent.PROFILE:
+            return self._profile(seen, structured)
+        if intent is Intent.STATUS:
+            return self._status(seen, structured)
+        return self._final(f"{ECHO_PREFIX}{seen.last_text}", structured)
 
-    def _final(self, text: str, structured: bool) -> dict[str, Any]:
+    # -- the flows ---------------------------------------------------------------
+    def _status(self, seen: Conversation, structured: bool) -> dict[str, Any]:
+        order = order_in(seen.last_text)
+        if not seen.turn:
+            return self._call("Vou consultar o seu pedido.", STATUS_TOOL, {"pedidoId": order})
+        last = seen.turn[-1]
+        if last.result is not None and last.result.get("ok") and last.data.get("status"):
+            return self._final(f"Seu pedido {last.data.get('pedidoId', order)} está com status: "
+                               f"{last.data['status']}.", structured, orders=[str(order)])
+        return self._final(NOT_FOUND if _unknown_order(last) else _not_now(last), structured)
+
+    def _refund(self, seen: Conversation, structured: bool) -> dict[str, Any]:
+        order, asked = order_in(seen.last_text), amount_in(seen.last_text)
+        if order is None:
+            return self._final(ASK_ORDER, structured)
+        if not seen.turn:
+            if asked is None:  # the order's value is the default: read it first
+                return self._call("Vou conferir o valor do pedido.", STATUS_TOOL, {"pedidoId": order})
+            return self._call("Vou solicitar o reembolso.", REFUND_TOOL, {"pedidoId": order, "valor": float(asked)})
+        last = seen.turn[-1]
+        if last.name == STATUS_TOOL:
+            value = last.data.get("valorPedido") if last.result and last.result.get("ok") else None
+            if value is None:
+                return self._final(NOT_FOUND if _unknown_order(last) else _not_now(last), structured)
+            return self._call("Vou solicitar o reembolso.", REFUND_TOOL, {"pedidoId": order, "valor": float(value)})
+        return self._refund_answer(last, structured)
+
+    def _refund_done(self, seen: Conversation, structured: bool) -> dict[str, Any]:
+        """"Já caiu?": what this conversation's last refund call answered."""
+        order = order_in(seen.last_text)
+        refunds = [c for c in seen.calls if c.name == REFUND_TOOL and c.result is not None
+                   and (order is None or c.input.get("pedidoId") == order)]
+        if not refunds:
+            return self._final(NO_REFUND_HERE, structured)
+        if seen.turn:
+            return self._refund_answer(seen.turn[-1], structured)
+        if refunds[-1].outcome in _UNSETTLED:
+            # Not final when it was said: the same request again is answered with the claim
+            # as it stands now (reconciled with the gateway first), never re-debited.
+            return self._call("Vou conferir o reembolso.", REFUND_TOOL, refunds[-1].input)
+        return self._refund_answer(refunds[-1], structured)
+
+    def _refund_answer(self, call: Call, structured: bool) -> dict[str, Any]:
+        order = str(call.input.get("pedidoId"))
+        done = call.outcome == _EXECUTED or (call.outcome == _ALREADY
+                                               and call.data.get("resultadoOriginal") == _EXECUTED)
+        if done and not call.is_error:
+            value = call.data.get("valor", call.input.get("valor"))
+            return self._final(f"O reembolso de {reais(value)} do pedido {order} foi emitido. Ele aparece na "
+                               "sua fatura em alguns dias.", structured, orders=[order],
+                               actions=[{"tipo": "reembolso_emitido", "pedidoId": order, "valor": float(value)}])
+        if _unknown_order(call):
+            return self._final(NOT_FOUND, structured)
+        return self._final(f"Ainda não consigo confirmar o reembolso do pedido {order}. {_not_now(call)}",
+                           structured, orders=[order])
+
+    def _profile(self, seen: Conversation, structured: bool) -> dict[str, Any]:
+        if not seen.turn:
+            return self._call("Vou atualizar o seu cadastro.", PROFILE_TOOL,
+                              {"campos": profile_changes(seen.last_text)})
+        last = seen.turn[-1]
+        if last.result is not None and last.result.get("ok") and not last.is_error:
+            fields = " e ".join(_FIELD_NAMES.get(name, name) for name in sorted(last.input.get("campos", {})))
+            return self._final(f"Pronto: atualizei o seu {fields} no cadastro.", structured,
+                               actions=[{"tipo": "cadastro_atualizado"}])
+        return self._final(f"Não consegui atualizar o seu cadastro. {_not_now(last)}", structured)
+
+    # -- Messages-API bodies -------------------------------------------------------
+    def _call(self, preface: str, tool: str, tool_input: dict[str, Any]) -> dict[str, Any]:
+        return self._envelope([{"type": "text", "text": preface},
+                               {"type": "tool_use", "id": f"toolu_chat_{next(self._ids):06d}",
+                                "name": tool, "input": tool_input}], "tool_use")
+
+    def _final(self, text: str, structured: bool, *, needs_person: bool = False, orders: list[str] | None = None,
+               actions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """The answer as the orchestrator's output contract asks (a responder_cliente
-        call claiming no action) when it offers that tool; plain text otherwise."""
+        call) when it offers that tool; plain text otherwise."""
         if not structured:
             return self._envelope([{"type": "text", "text": text}], "end_turn")
-        answer = {"texto": text, "precisaDePessoa": False, "pedidos": [], "acoes": []}
+        answer = {"texto": text, "precisaDePessoa": needs_person, "pedidos": orders or [], "acoes": actions or []}
         return self._envelope([{"type": "tool_use", "id": f"toolu_chat_{next(self._ids):06d}",
-                                "name": "responder_cliente", "input": answer}], "tool_use")
+                                "name": REPLY_TOOL, "input": answer}], "tool_use")
 
     def _envelope(self, content: list[dict[str, Any]], stop_reason: str) -> dict[str, Any]:
         return {"id": f"msg_chat_{next(self._ids):06d}", "type": "message", "role": "assistant",
@@ -55,28 +152,13 @@ class ChatPolicy:
                 "stop_sequence": None, "usage": {"input_tokens": 500, "output_tokens": 40}}
 
 
-def _last_turn(messages: list[dict[str, Any]]) -> tuple[str, dict[str, Any] | None]:
-    """The customer's last text, and the tool result that followed it (if any)."""
-    text, result = "", None
-    for message in messages:
-        content = message["content"] if isinstance(message["content"], list) else [
-            {"type": "text", "text": message["content"]}]
-        for block in content:
-            if message["role"] == "user" and block.get("type") == "text":
-                text, result = block["text"], None
-            elif message["role"] == "user" and block.get("type") == "tool_result":
-                result = block
-    return text, result
+_FIELD_NAMES = {"email": "e-mail", "telefone": "telefone", "endereco": "endereço"}
 
 
-def _describe(result: dict[str, Any]) -> str:
-    raw = result.get("content")
-    raw = raw[0].get("text", "") if isinstance(raw, list) and raw else raw
-    try:
-        payload = json.loads(raw or "{}")
-    except ValueError:
-        payload = {}
-    data = payload.get("dados") or {}
-    if payload.get("ok") and data.get("status"):
-        return f"Seu pedido {data.get('pedidoId', '')} está com status: {data['status']}."
-    return "Não encontrei esse pedido no seu cadastro. Pode conferir o número?"
+def _unknown_order(call: Call) -> bool:
+    return ((call.result or {}).get("erro") or {}).get("codigo") == "pedido_nao_encontrado"
+
+
+def _not_now(call: Call) -> str:
+    """Why a call did not do it, in the words its tool (or the control that refused it) used."""
+    return call.message or "Tente de novo daqui a pouco."

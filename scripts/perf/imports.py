@@ -5,7 +5,7 @@ at load time, read from ``python -X importtime`` (a third-party module whose
 parent in the import tree is first-party code, or the top). Both are timed in
 fresh interpreters (``-c``: a CPU clock around the import statement), alternately,
 median of N pairs.
-The orchestrator is also compared with ``anthropic`` alone (issue 14's goal).
+The orchestrator is also compared with ``anthropic`` alone (the orchestrator's import goal: docs/performance.md).
 """
 
 from __future__ import annotations

@@ -33,3 +33,28 @@ def per_million(m: Measurement) -> float:
                + calls.get("events.PutEvents", 0) * EVENTBRIDGE_EVENT
                + m.log_bytes * LOGS_PER_BYTE)
     return dollars * 1e6
+
+
+# -- the model, per million tokens (USD) --------------------------------------------------
+# Anthropic's list prices for Claude Sonnet 4.5 and Claude Haiku 4.5, standard tier, as
+# shown on Anthropic's pricing page (platform.claude.com/docs/en/about-claude/pricing),
+# read 2026-12-05. Cache multipliers (same page): a read 0.1× input, a 5-minute write
+# 1.25×, a 1-hour write 2×. Bedrock lists the same prices for these models in us-east-1.
+MODEL_PRICES_AS_OF = "Anthropic list prices (platform.claude.com pricing page), read 2026-12-05"
+MODEL_PRICES = {  # name: (input $/MTok, output $/MTok)
+    "Claude Sonnet 4.5": (3.00, 15.00),
+    "Claude Haiku 4.5": (1.00, 5.00),
+}
+CACHE_READ, CACHE_WRITE_5M, CACHE_WRITE_1H = 0.1, 1.25, 2.0
+# Lambda duration, x86, us-east-1: $ per GB-second (the orchestrator has 1,024 MB: infra/channel.py).
+LAMBDA_GB_SECOND = 0.0000166667
+ORCHESTRATOR_GB = 1.0
+
+
+def model_dollars(price: tuple[float, float], billed_input: float, output_tokens: float) -> float:
+    """$ for ``billed_input`` input-token equivalents (cache multipliers applied) and output."""
+    return (billed_input * price[0] + output_tokens * price[1]) / 1e6
+
+
+def lambda_dollars(seconds: float) -> float:
+    return seconds * ORCHESTRATOR_GB * LAMBDA_GB_SECOND

@@ -1,4 +1,4 @@
-"""The figures as Markdown tables (README.md includes the output of a full run)."""
+"""The figures as Markdown tables (docs/reliability.md's generated block, rendered from the stored run)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ from scripts.local_stack import stack
 from . import leaks, scenarios
 from .fleet import Fleet
 from .scenarios import Reconciler, Tally
+from .truth import Verdicts
 from .world import CUSTOMER, Timing, World
 
 Progress = Callable[[str], None]
@@ -69,6 +72,18 @@ class Figures:
                 "crashes": [tally(t) for t in self.crashes], "races": [tally(t) for t in self.races],
                 "storms": [tally(t) for t in self.storms], "hostile": [asdict(h) for h in self.hostile],
                 "leaks": asdict(self.leaks) if self.leaks else None}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Figures:
+        """``to_json``'s output back (docs/reliability.md's block is rendered from the stored run)."""
+        def tally(t: dict[str, Any]) -> Tally:
+            verdicts = Verdicts(Counter(t["verdicts"]["counts"]), list(t["verdicts"]["false_answers"]))
+            return Tally(**dict(t, totals=[Decimal(v) for v in t["totals"]], verdicts=verdicts))
+
+        return cls(**dict(data, crashes=[tally(t) for t in data["crashes"]], races=[tally(t) for t in data["races"]],
+                          storms=[tally(t) for t in data["storms"]],
+                          hostile=[HostileRow(**h) for h in data["hostile"]],
+                          leaks=leaks.LeakReport(**data["leaks"]) if data["leaks"] else None))
 
 
 def _rows_changed(before: dict[str, list], after: dict[str, list]) -> int:

@@ -35,7 +35,7 @@ HANDLERS = {**{t.function_name: t.handler.rsplit(".", 1)[0] for t in TOOLS.value
             "cadencia-resposta-atendente": "orchestrator.human_reply_handler"}
 # Imported by a dependency, not by our code: pydantic's EmailStr imports email_validator.
 IMPORTED_BY_A_DEPENDENCY = {"email-validator"}
-# Only the profile tool validates e-mails and phone numbers (issue 14: each tool asset
+# Only the profile tool validates e-mails and phone numbers (each tool asset
 # carries only what its own handler imports).
 PROFILE_ONLY = ("phonenumbers", "email_validator", "dns")
 

@@ -1,4 +1,4 @@
-"""Each tool's circuit opening is alarmed (issue 11, point 2): on the synthesized
+"""Each tool's circuit opening is alarmed: on the synthesized
 template, one CloudWatch alarm per registry row on ``TransicoesDoDisjuntor`` with
 exactly that tool's ``Ferramenta`` and ``Estado=aberto`` dimensions — what
 ``orchestrator/breaker.py`` emits on a trip — notifying the stack's alarm topic."""

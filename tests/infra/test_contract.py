@@ -518,7 +518,7 @@ def test_no_role_may_update_or_delete_an_audit_record(all_synths, variant):
                                for a in actions), stmt
     if Ids.AUDIT_TABLE in synth.template["Resources"]:
         # the writers: the orchestrator, the WhatsApp queue's consumer (the same loop), a
-        # person's reply, the approval decisions (issue 10's audit records), and every tool
+        # person's reply, the approval decisions (their audit records), and every tool
         # whose registry row appends to the chain (the profile tool) — counted from the
         # registry, so a fourth tool that appends is one row, not an edit here
         tools_appending = sum(tool.appends_audit for tool in TOOLS.values())

@@ -99,7 +99,7 @@ CONTRACT_ROW = '''    ToolRole("consultar_rastreio", "consultar_rastreio", "cade
              db_privileges=("SELECT (id, cliente_id, codigo_rastreio) ON pedidos",)),
 '''
 
-DERIVED = {"sql/grants.sql", "sql/revoke.sql", ".importlinter", "README.md"}
+DERIVED = {"sql/grants.sql", "sql/revoke.sql", ".importlinter", "docs/access-matrix.md"}
 
 
 def _copy_tree(dst: Path) -> None:

@@ -3,7 +3,7 @@ deployed resource: CloudFormation replaces a resource whose logical id changes,
 and the ledger, the secrets and the database must never be replaced.
 
 ``logical_ids.json`` holds every logical id of the four synthesized variants as
-they were before the split (issue 9); a change to it is a deliberate decision
+they were before the split; a change to it is a deliberate decision
 that a reviewer sees in the diff, with the resources it replaces."""
 
 from __future__ import annotations

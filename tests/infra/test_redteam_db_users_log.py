@@ -1,4 +1,4 @@
-"""Red-team finding on the DB-users custom resource's first log line (issue 8 item 3/5)."""
+"""Red-team finding on the DB-users custom resource's first log line."""
 
 from __future__ import annotations
 

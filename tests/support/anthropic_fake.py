@@ -4,6 +4,9 @@ Responses are real Messages-API JSON (``tests/fixtures/messages``), decoded by
 the SDK itself, so the orchestrator sees exactly what it would see from Claude.
 anthropic 2.x uses ``httpx2``: the transport is ``httpx2.MockTransport``.
 Every request body is recorded so tests can assert what was sent to the model.
+Given a ``PromptCache`` (scripts/harness/prompt_cache.py), each answer's ``usage`` is
+the Messages API's accounting of that request (cache reads and writes included), and
+a request the API would refuse for its ``cache_control`` gets the API's 400.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from typing import Any
 
 import anthropic
 import httpx2
+
+from scripts.harness.prompt_cache import CacheRequestError, PromptCache
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "messages"
 _ids = itertools.count(1)
@@ -73,10 +78,12 @@ class ScriptedModel:
     function of the request body returning one of those.
     """
 
-    def __init__(self, *steps: Step, default: Step | None = None) -> None:
+    def __init__(self, *steps: Step, default: Step | None = None, cache: PromptCache | None = None) -> None:
         self.steps: deque[Step] = deque(steps)
         self.default = default
+        self.cache = cache
         self.requests: list[dict[str, Any]] = []
+        self.usages: list[dict[str, Any]] = []  # what each 200 answer billed (with ``cache``)
 
     def then(self, *steps: Step) -> ScriptedModel:
         self.steps.extend(steps)
@@ -95,6 +102,14 @@ class ScriptedModel:
         if isinstance(step, tuple):
             status, body, headers = step
             return httpx2.Response(status, json=body, headers=headers)
+        if self.cache is not None:
+            try:
+                usage = self.cache.account(payload, step.get("content", [])).as_json()
+            except CacheRequestError as err:
+                return httpx2.Response(400, json={"type": "error", "error": {
+                    "type": "invalid_request_error", "message": str(err)}})
+            step = {**step, "usage": usage}
+            self.usages.append(usage)
         return httpx2.Response(200, json=step)
 
     def sdk(self) -> anthropic.Anthropic:

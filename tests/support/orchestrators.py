@@ -48,9 +48,15 @@ class CountingInvoker:
         return Invocation(InvocationStatus.OK, payload={**payload, "ferramenta": tool.name})
 
 
+# The protocol tests read the messages sent as the history holds them: no cache marks,
+# unless a test asks for them (the caching itself: tests/test_model_cost_ratios.py,
+# tests/test_prompt_caching_requests.py).
+NO_CACHE_ENV = {"PROMPT_CACHE_PREFIX_TTL": "off", "PROMPT_CACHE_TTL": "off"}
+
+
 def settings(**env: str) -> OrchestratorSettings:
     return OrchestratorSettings.from_env({"MODEL_PROVIDER": "anthropic", "TOOL_INVOKER": "local",
-                                         "AWS_REGION": "us-east-1", **env})
+                                         "AWS_REGION": "us-east-1", **NO_CACHE_ENV, **env})
 
 
 def build(model: ScriptedModel, ledger: Ledger, invoker: ToolInvoker, *,

@@ -101,6 +101,6 @@ __all__ = [
     "Ledger", "LedgerError", "LedgerTable", "RefundClaim", "RefundClaims",
     "StaleConversation", "approval_id", "approval_pk", "clip_detail", "refund_idempotency_key",
     "require_retired_indexes", "table_definition",
-    # the inbound dedupe, on the conversation item (issue 14)
+    # the inbound dedupe, on the conversation item
     "MessageAnswered", "MessageInProgress", "REPLIES_KEPT",
 ]

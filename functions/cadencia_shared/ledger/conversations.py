@@ -61,7 +61,7 @@ CANCELLATION_ATTRIBUTE = "cancelamentoSolicitadoEm"
 class ConversationStatus(StrEnum):
     ACTIVE = "ativa"
     WAITING_HUMAN = "aguardando_humano"
-    WAITING_APPROVAL = "aguardando_aprovacao"  # a call awaits a person's decision (issue 10)
+    WAITING_APPROVAL = "aguardando_aprovacao"  # a call awaits a person's decision
 
 
 class ConversationBusy(LedgerError):
@@ -95,6 +95,8 @@ class ConversationState:
     chain_anchor: Head | None = None  # the audit chain's head as of the last commit (audit_anchors)
     # Attempt keys known to be at the ceiling (the ``exhausted`` module): the retry ceiling's hint.
     exhausted: dict[str, int] = field(default_factory=dict)
+    # The model's cost of the committed turns, in millionths of a USD (the cost budget).
+    cost_micro_usd: int = 0
 
     @classmethod
     def from_item(cls, conversation_id: str, item: dict[str, Any], *, owner: str,
@@ -111,6 +113,7 @@ class ConversationState:
             answered=AnsweredMessages.from_item(item),
             chain_anchor=conversation_anchor(item),
             exhausted=exhausted_from_item(item),
+            cost_micro_usd=int(item.get(COST_ATTRIBUTE, 0)),
         )
 
     def has_answered(self, message_id: str) -> bool:
@@ -154,14 +157,19 @@ class Conversations(ConversationCancellation, Protocol):
     def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]] | EncodedHistory,
                             status: ConversationStatus, reply: dict[str, Any] | None = None,
                             cancelled: bool = False, chain_head: Head | None = None,
-                            exhausted: Mapping[str, int] | None = None) -> ConversationState: ...
+                            exhausted: Mapping[str, int] | None = None,
+                            cost_micro_usd: int = 0) -> ConversationState: ...
 
     def release_conversation(self, state: ConversationState) -> None: ...
 
 
+COST_ATTRIBUTE = "custoModeloMicroUsd"
+
+
 def _commit_update(table: LedgerTable, state: ConversationState, history: EncodedHistory,
                    status: ConversationStatus, cancelled: bool, reply: dict[str, Any] | None,
-                   chain_head: Head | None, exhausted: Mapping[str, int] | None = None) -> dict[str, Any]:
+                   chain_head: Head | None, exhausted: Mapping[str, int] | None = None,
+                   cost_micro_usd: int = 0) -> dict[str, Any]:
     values: dict[str, Any] = {
         ":m": compressed_json(history.messages, encoded=history.encoded), ":st": status.value,
         ":um": 1, ":zero": 0, ":agora": table.iso(), ":v": state.version, ":dono": state.owner}
@@ -188,6 +196,9 @@ def _commit_update(table: LedgerTable, state: ConversationState, history: Encode
     if exhausted:  # the retry ceiling's hint rides on the commit too (no write of its own)
         waiting += f", {EXHAUSTED_ATTRIBUTE} = :tetos"
         values[":tetos"] = dict(exhausted)
+    if cost_micro_usd > 0:  # the turn's model cost, added by the fenced commit (no write of its own)
+        waiting += f", {COST_ATTRIBUTE} = if_not_exists({COST_ATTRIBUTE}, :zero) + :custo"
+        values[":custo"] = cost_micro_usd
     # An operator's cancellation wins over whatever the turn decided: the commit
     # of a turn that did not end as cancelled is refused while one is pending;
     # the cancelled turn's commit consumes it.
@@ -294,14 +305,16 @@ class ConversationStore:
     def commit_conversation(self, state: ConversationState, *, messages: list[dict[str, Any]] | EncodedHistory,
                             status: ConversationStatus, reply: dict[str, Any] | None = None,
                             cancelled: bool = False, chain_head: Head | None = None,
-                            exhausted: Mapping[str, int] | None = None) -> ConversationState:
+                            exhausted: Mapping[str, int] | None = None,
+                            cost_micro_usd: int = 0) -> ConversationState:
         """Write the new state and release the lease, fenced on (version, owner) —
         and, when the lease claimed a message, mark it answered with ``reply`` in the
         same UpdateItem: the state and "this message was answered" commit together
         or not at all (so a redelivery can neither be lost nor run twice). ``exhausted``:
         the turn's exhausted attempt keys (``ExhaustedAttempts.numbers``), stored with it."""
         history = messages if isinstance(messages, EncodedHistory) else EncodedHistory.of(messages)
-        update = _commit_update(self.table, state, history, status, cancelled, reply, chain_head, exhausted)
+        update = _commit_update(self.table, state, history, status, cancelled, reply, chain_head, exhausted,
+                                cost_micro_usd)
         try:
             self.table.client.update_item(**update)
         except ClientError as err:

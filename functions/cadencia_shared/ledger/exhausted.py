@@ -7,7 +7,7 @@ n >= the ceiling, every later attempt is refused. A record "key k has reached n"
 can therefore never let a call through that the counter would refuse — it can
 only refuse earlier than needed, and it cannot even do that, because it holds
 only numbers the counter really returned. Deciding the refusal from it saves the
-counter's write (issue 14: a ceiling refusal costs the lease, its one audit link
+counter's write (a ceiling refusal costs the lease, its one audit link
 and the commit — 3 writes).
 
 Where it lives: an attribute of the conversation item (``EXHAUSTED_ATTRIBUTE``, a

@@ -1,6 +1,6 @@
 """Inbound-message dedupe, kept on the conversation item: each message is processed once.
 
-There is no item per message (issue 14: it cost a PutItem and turned the commit into
+There is no item per message (it cost a PutItem and turned the commit into
 a two-item transaction). The conversation item carries:
 
 - ``emProcessamento``: the key of the message the current lease is working on;

@@ -1,16 +1,16 @@
-"""README's access matrix is exactly what infra/contract.py renders."""
+"""docs/access-matrix.md's matrix is exactly what infra/contract.py renders."""
 
 from pathlib import Path
 
 from infra import contract
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "access-matrix.md"
 
 
-def test_readme_access_matrix_equals_the_contract():
-    block = contract.readme_block(README.read_text())
+def test_the_docs_access_matrix_equals_the_contract():
+    block = contract.doc_block(DOC.read_text())
     assert block == contract.render_markdown(), (
-        "README.md's access matrix is out of date: run `.venv/bin/python -m infra.contract --write-readme`")
+        "docs/access-matrix.md's matrix is out of date: run `.venv/bin/python -m infra.contract --write-doc`")
 
 
 def test_the_matrix_names_every_role_and_grant():
