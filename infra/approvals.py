@@ -39,7 +39,8 @@ APPROVAL_EXPIRY_RATE_MINUTES = 5  # a customer hears of an expiry at most this l
 
 def approval_environment(config: StackConfig) -> dict[str, str]:
     """The policy's configuration: the orchestrator's gate and the decision Lambda read the same."""
-    return {"APROVADORES": config.approvers, "APROVACAO_LIMITE_REAIS": config.approval_threshold}
+    return {"APROVADORES": config.approvers, "APROVACAO_LIMITE_REAIS": config.approval_threshold,
+            "APROVACAO_DUPLA_ACIMA_REAIS": config.two_person_amount}
 
 
 def add_approval_decisions(stack: CadenciaStack) -> lambda_.Function:

@@ -84,6 +84,8 @@ class StackConfig:
     # so every call that needs approval is refused) and the refund threshold in R$.
     approvers: str = ""
     approval_threshold: str = "500"
+    # Above this amount in R$ an approval needs two distinct people (cadencia_shared.approval_policy).
+    two_person_amount: str = "2000.00"
 
     @property
     def uses_bedrock(self) -> bool:
@@ -260,6 +262,7 @@ def from_context(get: Callable[[str], Any]) -> StackConfig:
                                                  "unsettledRefundAlarmMinutes"),
         approvers=_approvers(opt("approvers", "")),
         approval_threshold=_amount(opt("approvalThreshold", "500")),
+        two_person_amount=_two_person_amount(opt("twoPersonAmount", "2000.00")),
     )
 
 
@@ -279,6 +282,15 @@ def _amount(value: Any) -> str:
         return str(ApprovalSettings.from_env({"APROVACAO_LIMITE_REAIS": str(value)}).threshold)
     except ValueError:
         raise ConfigError(f"context approvalThreshold={value!r}: expected an amount in R$") from None
+
+
+def _two_person_amount(value: Any) -> str:
+    from cadencia_shared.approval_policy import PolicySettings
+
+    try:
+        return str(PolicySettings.from_env({"APROVACAO_DUPLA_ACIMA_REAIS": str(value)}).two_person_above)
+    except ValueError:
+        raise ConfigError(f"context twoPersonAmount={value!r}: expected an amount in R$") from None
 
 
 def _positive(value: Any, key: str) -> int:

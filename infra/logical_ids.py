@@ -61,6 +61,10 @@ class Ids:
     WHATSAPP_HUMAN_REPLY_FUNCTION = "WhatsAppHumanReplyFunction"
     WHATSAPP_HUMAN_REPLY_ROLE = "WhatsAppHumanReplyRole"
     WHATSAPP_HUMAN_REPLY_LOG_GROUP = "WhatsAppHumanReplyLogGroup"
+    OPERATOR_POOL = "OperatorUserPool"
+    OPERATOR_POOL_CLIENT = "OperatorConsoleClient"
+    OPERATOR_API = "OperatorApi"
+    OPERATOR_API_LOG_GROUP = "OperatorApiAccessLogs"
 
     # A tool's resources are named after its package: ``EmitirReembolsoFunction``...
     @staticmethod

@@ -26,7 +26,14 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from cadencia_shared.catalog import GATEWAY_SECRET_NAME, ORCHESTRATOR_FUNCTION_NAME, TOOLS, ToolSpec
+from cadencia_shared.catalog import (
+    DECISION_FUNCTION_NAME,
+    GATEWAY_SECRET_NAME,
+    ORCHESTRATOR_FUNCTION_NAME,
+    TOOLS,
+    ToolSpec,
+)
+from canal_whatsapp.settings import HUMAN_REPLY_FUNCTION_NAME
 
 from . import base, contract
 from .approvals import add_approval_decisions
@@ -39,6 +46,7 @@ from .handoffs import add_handoff_bus
 from .ledger import Ledger
 from .monitoring import DASHBOARD_NAME, Monitoring, tool_metric
 from .network import Network
+from .operator_api import add_operator_api
 from .orchestrator_function import ORCHESTRATOR_TIMEOUT_S, RETRY_CEILING, Orchestrator, bedrock_arns
 from .packaging import BuiltAsset
 from .payment_gateway import gateway_secret
@@ -92,6 +100,9 @@ class CadenciaStack(Stack):
         self.reconciler = add_refund_reconciler(self)
         add_whatsapp_channel(self)
         self.decisions = add_approval_decisions(self)
+        # The operators' HTTP API in front of the decisions and the person's reply (JWT authorizer).
+        self.operator_api = add_operator_api(self, {DECISION_FUNCTION_NAME: self.decisions,
+                                                    HUMAN_REPLY_FUNCTION_NAME: self.whatsapp_human_reply})
         add_control_alarms(self)
         # every turn runner, the approval decisions and each tool that audits append to the same hash chain
         self.audit_table = add_audit_table(self, self.orchestrator, self.whatsapp_consumer,

@@ -110,13 +110,14 @@ class HumanReplies:
     sender: Sender
     lease_s: int = 30
 
-    def reply(self, request: HumanReplyRequest, *, time_left_s: Callable[[], float] | None = None
-              ) -> HumanReplyOutcome:
+    def reply(self, request: HumanReplyRequest, *, time_left_s: Callable[[], float] | None = None,
+              author: dict[str, str] | None = None) -> HumanReplyOutcome:
+        """``author``: who replies, as the audit records it (``identity.Person.audit``)."""
         current = self.ledger.read_conversation(request.conversaId)
         if current is None:  # nothing is written for nobody
             raise HumanReplyRefused("conversa_inexistente", "Conversa não encontrada.")
         rid = reply_id(request.conversaId, customer_side_messages(current.messages), request.texto)
-        written, repeated = self._write_once(request, current, rid)
+        written, repeated = self._write_once(request, current, rid, author or {})
         if not written:  # no channel address: the text is in the history only
             return HumanReplyOutcome(rid, NOT_SENT_NO_CHANNEL, repeated)
         outgoing = OutgoingReply(key=rid, conversation_id=request.conversaId, phone_number_id=written["phoneNumberId"],
@@ -129,8 +130,8 @@ class HumanReplies:
             status = SEND_ELSEWHERE
         return HumanReplyOutcome(rid, status, repeated)
 
-    def _write_once(self, request: HumanReplyRequest, current: ConversationState, rid: str
-                    ) -> tuple[dict[str, Any], bool]:
+    def _write_once(self, request: HumanReplyRequest, current: ConversationState, rid: str,
+                    author: dict[str, str]) -> tuple[dict[str, Any], bool]:
         """The reply in the conversation's history exactly once; returns where it goes
         (as decided when it was written) and whether it had been written before.
 
@@ -153,7 +154,7 @@ class HumanReplies:
             raise HumanReplyRefused("conversa_ocupada",
                                     "A conversa está sendo processada agora; tente de novo em instantes.") from None
         try:
-            return self._commit(request, state, rid), False
+            return self._commit(request, state, rid, author), False
         except BaseException:
             # Fenced: a written reply is never turned back (the release fails after a commit).
             self.ledger.release_conversation(state)
@@ -176,7 +177,8 @@ class HumanReplies:
         contact = self.contacts.find(request.conversaId)
         return {} if contact is None else {"para": contact.wa_id, "phoneNumberId": contact.phone_number_id}
 
-    def _commit(self, request: HumanReplyRequest, state: ConversationState, rid: str) -> dict[str, Any]:
+    def _commit(self, request: HumanReplyRequest, state: ConversationState, rid: str,
+                author: dict[str, str]) -> dict[str, Any]:
         contact = self.contacts.find(request.conversaId)
         written = {} if contact is None else {"para": contact.wa_id, "phoneNumberId": contact.phone_number_id}
         try:
@@ -195,7 +197,7 @@ class HumanReplies:
                                                         "confira a conversa e tente de novo.") from None
         self.ledger.append_audit(conversation_id=request.conversaId, event="ATENDENTE_RESPONDEU",
                                  details={"respostaId": rid, "caracteres": len(request.texto),
-                                           "canal": "whatsapp" if written else NOT_SENT_NO_CHANNEL})
+                                           "canal": "whatsapp" if written else NOT_SENT_NO_CHANNEL, **author})
         return written
 
 

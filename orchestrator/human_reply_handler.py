@@ -1,7 +1,8 @@
 """Lambda entry point of ``cadencia-resposta-atendente`` (thin: parse, wire, run).
 
-The attendant's tooling (``scripts/atendente.py responder``) invokes it; the person
-needs only ``lambda:InvokeFunction`` on it, never the Cloud API's access token. Its
+Behind the HTTP API (``POST /conversas/{conversaId}/respostas``, a JWT authorizer in
+front) the attendant is the authorizer's verified person (``human_reply_api``); a direct
+invocation is the break-glass path, audited as such. Its
 role may read and write the ledger's conversation, inbound, outbox and address items,
 append to the audit chain and read the access token — nothing else (infra/contract.py).
 It never calls the model nor a tool, so its asset carries neither.
@@ -17,6 +18,7 @@ from pydantic import Field
 from cadencia_shared.audit_chain import AuditChain
 from cadencia_shared.aws import AwsSettings, client
 from cadencia_shared.handler import strict_handler
+from cadencia_shared.identity import VIA_BREAK_GLASS, is_api_event
 from cadencia_shared.ledger import Ledger
 from cadencia_shared.observability import logger_for
 from cadencia_shared.settings import EnvSettings, LedgerSettings
@@ -25,6 +27,7 @@ from canal_whatsapp.delivery import Sender
 from canal_whatsapp.outbox import Outbox
 from canal_whatsapp.settings import SenderSettings
 
+from . import human_reply_api
 from .human_reply import HumanReplies, HumanReplyRefused, HumanReplyRequest
 
 logger = logger_for("resposta_atendente")
@@ -66,10 +69,19 @@ def _refused(refused: HumanReplyRefused) -> dict[str, Any]:
     return {"ok": False, "erro": {"codigo": refused.code, "mensagem": refused.message}}
 
 
+def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
+    if is_api_event(event):  # through the HTTP API: the attendant is the authorizer's
+        return human_reply_api.handle(event, context, replies, logger)
+    # A direct invocation: the break-glass path (only the role the contract names may
+    # invoke this function directly), audited as such.
+    return _direct(event, context)
+
+
 @strict_handler(model=HumanReplyRequest, logger=logger, invalid=_invalid, refusal=HumanReplyRefused,
                 refused=_refused)
-def lambda_handler(request: HumanReplyRequest, context: LambdaContext) -> dict[str, Any]:
-    outcome = replies().reply(request, time_left_s=lambda: context.get_remaining_time_in_millis() / 1000)
+def _direct(request: HumanReplyRequest, context: LambdaContext) -> dict[str, Any]:
+    outcome = replies().reply(request, time_left_s=lambda: context.get_remaining_time_in_millis() / 1000,
+                              author={"via": VIA_BREAK_GLASS})
     # The text and the recipient are never logged: the reply id and the outcome are enough.
     logger.info("reply handled", extra={"respostaId": outcome.reply_id, "envio": outcome.delivery,
                                         "repetida": outcome.repeated})

@@ -47,6 +47,9 @@ ALLOWED: dict[str, frozenset[str]] = {
                                            "ferramenta", "pedidoId", "valor", "expiraEmMs"}),
     # The person's-reply Lambda's event (cadencia-resposta-atendente).
     "orchestrator/human_reply.py": frozenset({"conversaId", "texto"}),
+    # The operators' HTTP API bodies (POST .../respostas, POST .../decisao).
+    "orchestrator/human_reply_api.py": frozenset({"texto"}),
+    "functions/decidir_aprovacao/api.py": frozenset({"decisao", "justificativa", "valorAprovado"}),
     # The channel's queue message and webhook payload.
     "functions/canal_whatsapp/models.py": frozenset({"tipo", "mensagemId", "conversaId", "clienteId", "mensagem",
                                                      "motivo"}),

@@ -7,6 +7,8 @@ import os
 import socket
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import boto3
@@ -38,7 +40,15 @@ def test_up_status_down_leaves_nothing_behind(tmp_path):
     assert up.returncode == 0, up.stdout + up.stderr
     assert "applying sql/schema.sql" in up.stdout  # progress is shown
     state = json.loads((tmp_path / "state.json").read_text())
+    api = json.loads((tmp_path / "api.json").read_text())  # the operators' API and its OpenID issuer
     try:
+        assert api["api"] in up.stdout and api["emissor"] in up.stdout
+        assert "ana" in up.stdout and "aprovadores" in up.stdout and "atendentes" in up.stdout  # the demo users
+        with urllib.request.urlopen(f"{api['emissor']}/jwks.json", timeout=10) as resp:
+            assert json.load(resp)["keys"][0]["alg"] == "RS256"
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{api['api']}/aprovacoes", timeout=10)
+        assert refused.value.code == 401
         status = _cli(["status"], env)
         assert status.returncode == 0, status.stdout
         # It serves: the ledger table, the secret, the gateway, PostgreSQL with demo data.
@@ -63,10 +73,11 @@ def test_up_status_down_leaves_nothing_behind(tmp_path):
     assert down.returncode == 0, down.stdout + down.stderr
     assert "stopped cleanly" in down.stdout
     ports = [int(state["aws_endpoint"].rsplit(":", 1)[1]), int(state["gateway_url"].rsplit(":", 1)[1]),
-             state["postgres"]["port"]]
+             state["postgres"]["port"], int(api["api"].rsplit(":", 1)[1]), int(api["emissor"].rsplit(":", 1)[1])]
     assert [p for p in ports if _port_open(p)] == []
     assert not Path(state["postgres"]["data_dir"]).exists()
     assert not stack._alive(state["server_pid"])  # gone (or an exited zombie awaiting its reaper)
+    assert not stack._alive(api["pid"]) and not (tmp_path / "api.json").exists()
     assert _cli(["status"], env).returncode == 3  # down
 
 

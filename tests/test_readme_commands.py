@@ -220,7 +220,7 @@ def _programs_in_templates() -> list[str]:
 
 
 def test_the_template_blocks_name_programs() -> None:
-    assert {"scripts/aprovar", "scripts/atendente"} <= set(_programs_in_templates())
+    assert {"scripts/console", "scripts/atendente"} <= set(_programs_in_templates())
 
 
 @pytest.mark.parametrize("program", _programs_in_templates())

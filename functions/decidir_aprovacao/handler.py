@@ -15,15 +15,18 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, Field
 
+from cadencia_shared import approval_policy
 from cadencia_shared.audit_chain import AuditChain
 from cadencia_shared.aws import AwsSettings, client
 from cadencia_shared.catalog import ORCHESTRATOR_FUNCTION_NAME
 from cadencia_shared.handler import InvalidEvent, parse_event
+from cadencia_shared.identity import is_api_event
 from cadencia_shared.ledger import Ledger
 from cadencia_shared.models import DecisionRequest, ExpireRequest, PendingListRequest, ShowRequest
 from cadencia_shared.observability import logger_for
 from cadencia_shared.settings import ApprovalSettings, EnvSettings, LedgerSettings
 
+from . import api
 from .logic import Request, handle
 
 logger = logger_for("decidir_aprovacao")
@@ -48,6 +51,10 @@ def parse(event: Any) -> Request:
 
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
+    if is_api_event(event):  # through the HTTP API: the person is the authorizer's
+        return _api(event, context)
+    # A direct invocation: the break-glass path (only the role the contract names may
+    # invoke this function directly); its decisions are audited as such (logic.handle).
     try:
         request = parse(event)
     except InvalidEvent as err:
@@ -61,8 +68,21 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     chain = AuditChain(settings.audit_table, dynamodb, anchor_table=ledger_table) if settings.audit_table else None
     ledger = Ledger(ledger_table, dynamodb, audit_chain=chain)
     answer = handle(request, ledger, approvers=ApprovalSettings.from_env().approvers,
-                    resume=_resume_port(settings, aws))
+                    resume=_resume_port(settings, aws), policy=approval_policy.PolicySettings.from_env())
     logger.info("approval request handled", extra={"acao": request.acao, "ok": answer["ok"]})
+    return answer
+
+
+def _api(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    aws = AwsSettings.from_env()
+    settings = DecisionSettings.from_env()
+    dynamodb = client("dynamodb", aws)
+    ledger_table = LedgerSettings.from_env().table_name
+    chain = AuditChain(settings.audit_table, dynamodb, anchor_table=ledger_table) if settings.audit_table else None
+    ledger = Ledger(ledger_table, dynamodb, audit_chain=chain)
+    app = api.build(ledger, resume=_resume_port(settings, aws), policy=approval_policy.PolicySettings.from_env())
+    answer: dict[str, Any] = app.resolve(event, context)
+    logger.info("api request handled", extra={"rota": event.get("routeKey"), "status": answer.get("statusCode")})
     return answer
 
 

@@ -3,6 +3,7 @@ are passed in).
 
 A decision is ONE conditional write (``ApprovalStore.decide``): single-use,
 refused when expired, already decided, or by someone not on ``APROVADORES``.
+This module is the direct-invocation (break-glass) path; ``api.py`` is the HTTP API's.
 Only after it is recorded is the conversation resumed; the resume is a separate,
 repeatable step (the orchestrator's), so a lost resume is retried, never a
 second decision.
@@ -14,7 +15,9 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from cadencia_shared import approval_policy
 from cadencia_shared.approvals import ApprovalRecord, ApprovalStore, DecisionRefused
+from cadencia_shared.identity import APPROVERS, VIA_BREAK_GLASS, break_glass_person
 from cadencia_shared.ledger import Ledger
 from cadencia_shared.masking import mask_arguments, mask_identifier
 from cadencia_shared.models import DecisionRequest, ExpireRequest, PendingListRequest, ShowRequest
@@ -38,8 +41,9 @@ def masked(record: ApprovalRecord, now_ms: int) -> dict[str, Any]:
     }
 
 
-def handle(request: Request, ledger: Ledger, *, approvers: frozenset[str],
-           resume: Callable[[str], None]) -> dict[str, Any]:
+def handle(request: Request, ledger: Ledger, *, approvers: frozenset[str], resume: Callable[[str], None],
+           policy: approval_policy.PolicySettings | None = None) -> dict[str, Any]:
+    policy = policy or approval_policy.PolicySettings()
     store = ApprovalStore(ledger)
     now = ledger.now_ms()
     if isinstance(request, PendingListRequest):
@@ -61,23 +65,39 @@ def handle(request: Request, ledger: Ledger, *, approvers: frozenset[str],
                                 details={"aprovacaoId": record.id, "status": record.status.value, "vinculada": False})
             return _error("aprovacao_invalida")
         return {"ok": True, "aprovacao": masked(record, now)}
+    # A direct invocation is the break-glass path: the named approver must be on the
+    # deploy's list, the same policy applies (two people above its amount), and the
+    # audit says which path it came by.
+    if request.aprovador not in approvers:
+        refused = DecisionRefused("aprovador_nao_autorizado", store.get(request.aprovacaoId))
+        return _refused(ledger, request, refused, resume)
+    person = break_glass_person(request.aprovador, approvers, APPROVERS)
     try:
-        record = store.decide(request.aprovacaoId, approve=request.decisao == "aprovar", approver=request.aprovador,
-                              justification=request.justificativa, allowed_approvers=approvers)
+        decided = approval_policy.decide(ledger, request.aprovacaoId, person=person,
+                                         approve=request.decisao == "aprovar", justification=request.justificativa,
+                                         approved_amount=None, settings=policy)
     except DecisionRefused as refused:
-        ledger.append_audit(conversation_id=refused.record.conversation_id if refused.record else None,
-                            event="DECISAO_DE_APROVACAO_RECUSADA",
-                            details={"aprovacaoId": request.aprovacaoId, "motivo": refused.reason,
-                                     "aprovador": request.aprovador})
-        if refused.reason == "aprovacao_expirada":
-            resume(request.aprovacaoId)  # a late decision unsticks the conversation: it is closed and told
-        return _error(refused.reason)
+        return _refused(ledger, request, refused, resume)
+    record = decided.record
     # The justification stays on the record (the model reads it on a denial), not in the audit.
     ledger.append_audit(conversation_id=record.conversation_id, event="APROVACAO_DECIDIDA",
                         details={"aprovacaoId": record.id, "status": record.status.value,
-                                 "aprovador": record.decided_by, "argumentosSha256": record.arguments_sha256})
-    resume(record.id)
-    return {"ok": True, "aprovacao": masked(record, now)}
+                                 "resultado": decided.outcome, "aprovador": request.aprovador,
+                                 "argumentosSha256": record.arguments_sha256, **person.audit()})
+    if decided.outcome != approval_policy.AWAITING_SECOND:
+        resume(record.id)
+    return {"ok": True, "resultado": decided.outcome, "aprovacao": masked(record, now)}
+
+
+def _refused(ledger: Ledger, request: DecisionRequest, refused: DecisionRefused,
+             resume: Callable[[str], None]) -> dict[str, Any]:
+    ledger.append_audit(conversation_id=refused.record.conversation_id if refused.record else None,
+                        event="DECISAO_DE_APROVACAO_RECUSADA",
+                        details={"aprovacaoId": request.aprovacaoId, "motivo": refused.reason,
+                                 "aprovador": request.aprovador, "via": VIA_BREAK_GLASS})
+    if refused.reason == "aprovacao_expirada":
+        resume(request.aprovacaoId)  # a late decision unsticks the conversation: it is closed and told
+    return _error(refused.reason)
 
 
 def _error(code: str) -> dict[str, Any]:

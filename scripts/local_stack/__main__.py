@@ -1,4 +1,5 @@
-"""``python -m scripts.local_stack up|down|status|metrics|reconcile|audit``."""
+"""``python -m scripts.local_stack up|down|status|metrics|reconcile|audit`` (``up`` also starts the
+operators' API: an OpenID issuer and an API adapter, docs/operators.md)."""
 
 from __future__ import annotations
 
@@ -26,10 +27,34 @@ def cmd_up(_: argparse.Namespace) -> int:
     with console.status("starting the local stack…"):
         state = stack.up(_progress)
     console.print(f"state: {Path(state.directory) / 'state.json'}")
+    from . import console_api
+
+    with console.status("starting the operators' API (OpenID issuer and API adapter)…"):
+        api = console_api.start(state)
+    console.print(f"API dos operadores: {api['api']}   emissor OpenID: {api['emissor']} "
+                  f"(client_id {console_api.LOCAL_AUDIENCE})")
+    table = Table(title="usuários de demonstração (scripts/local_stack/demo_users.json)")
+    for col in ("usuário", "senha", "grupos"):
+        table.add_column(col)
+    for row in console_api.demo_users():
+        table.add_row(*row)
+    console.print(table)
+    return 0
+
+
+def cmd_api(args: argparse.Namespace) -> int:
+    from . import console_api
+
+    console_api.run_foreground(Path(args.ready_file))
     return 0
 
 
 def cmd_down(_: argparse.Namespace) -> int:
+    state = stack.load()
+    if state is not None:
+        from . import console_api
+
+        console_api.stop(Path(state.directory))
     leftovers = stack.down(_progress)
     return 1 if leftovers else 0
 
@@ -143,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--ready-file", required=True)
     serve.add_argument("--debits-file", required=True)
     serve.set_defaults(func=cmd_serve)
+    api = sub.add_parser("api", help=argparse.SUPPRESS)
+    api.add_argument("--ready-file", required=True)
+    api.set_defaults(func=cmd_api)
     args = parser.parse_args(argv)
     return args.func(args)
 
