@@ -251,9 +251,9 @@ def test_a_crash_after_the_erp_update_before_the_claim_settles_is_reconciled_onc
     assert left.status is ClaimStatus.SENDING and left.key in {c.key for c in ledger.unsettled_claims()}
     assert erp.execute("SELECT valor_reembolsado FROM pedidos WHERE id = '4821'").fetchone() == (Decimal("45.00"),)
     # The dead owner's lease is over: the tool's own ledger reads an injected clock.
-    from orchestrator.invokers.local import function_environment
     from emitir_reembolso import handler as refund_handler
     from emitir_reembolso.settings import RefundSettings
+    from orchestrator.invokers.local import function_environment
 
     with function_environment(tools.environment(EMITIR_REEMBOLSO)):
         wired = refund_handler.adapters(RefundSettings.from_env())

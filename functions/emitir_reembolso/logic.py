@@ -31,7 +31,6 @@ money is one transition, reachable only on a definitive answer.
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Callable
 from dataclasses import dataclass
 
