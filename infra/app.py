@@ -94,6 +94,7 @@ def build_app(context: Mapping[str, Any] | None = None, *, outdir: str | None = 
               progress: Callable[[str], None] = _stderr) -> tuple[cdk.App, CadenciaStack, StackConfig]:
     app = cdk.App(context=dict(context or {}), outdir=outdir, analytics_reporting=False)
     config = from_context(app.node.try_get_context)
+    config.check_reservations()  # before minutes of packaging, not at CloudFormation's update
     assets = packaging.build_all(asset_specs(), progress, allow_unverified_db_tls=config.allow_unverified_db_tls) \
         if config.deploy_functions else {}
     stack = CadenciaStack(app, contract.STACK_NAME, config=config, assets=assets)

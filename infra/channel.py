@@ -163,7 +163,7 @@ def _ingress(stack: CadenciaStack, queue: sqs.Queue, secrets: dict[str, secretsm
         vpc=stack.vpc, vpc_subnets=stack.with_egress, security_groups=[sg],
         # The URL is public: its concurrency is bounded so a flood of forged requests
         # (each answered 401) cannot take the account's concurrency.
-        reserved_concurrent_executions=20 if stack.config.reserved_concurrency else None,
+        reserved_concurrent_executions=stack.config.ingress_concurrency if stack.config.reserved_concurrency else None,
     )
     if stack.db_users is not None:
         fn.node.add_dependency(stack.db_users)

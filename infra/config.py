@@ -8,11 +8,20 @@ silently deploying something else.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from cadencia_shared.catalog import TOOLS
+from infra.capacity import (
+    BUSIEST_HOUR_SHARE,
+    DEFAULT_ACCOUNT_CONCURRENCY,
+    DEFAULT_MONTHLY_TURNS,
+    TURN_SECONDS,
+    UNRESERVED_MINIMUM,
+    orchestrators_needed,
+)
 from orchestrator.settings import OrchestratorSettings
 
 PROVIDERS = ("anthropic", "bedrock")
@@ -75,7 +84,12 @@ class StackConfig:
     # Reserved concurrency per tool: each registry row's default, unless overridden.
     tool_concurrency: Mapping[str, int] = field(default_factory=lambda: {
         name: spec.reserved_concurrency for name, spec in TOOLS.items()})
-    orchestrator_concurrency: int = 20  # bounds model spend and ledger load
+    # Each orchestrator (API and WhatsApp) reserves this many: sized by infra/capacity.py from
+    # ``monthlyTurns`` unless ``orchestratorConcurrency`` names it; also bounds model spend.
+    orchestrator_concurrency: int = 20
+    ingress_concurrency: int = 20  # the public WhatsApp URL: a flood of forged requests stays bounded
+    reconciler_concurrency: int = 1
+    account_concurrency: int = DEFAULT_ACCOUNT_CONCURRENCY
     # Refund reconciler (infra/reconciler.py): how often a pass runs, and after how
     # long a refund still unsettled with the gateway raises the alarm.
     reconciler_rate_minutes: int = 5
@@ -86,6 +100,23 @@ class StackConfig:
     approval_threshold: str = "500"
     # Above this amount in R$ an approval needs two distinct people (cadencia_shared.approval_policy).
     two_person_amount: str = "2000.00"
+
+    def total_reserved(self) -> int:
+        """Every function's reservation in this stack (0 when reservations are off)."""
+        if not self.reserved_concurrency:
+            return 0
+        return (2 * self.orchestrator_concurrency + sum(self.tool_concurrency.values())
+                + self.ingress_concurrency + self.reconciler_concurrency)
+
+    def check_reservations(self) -> None:
+        """Refused at synth: CloudFormation would fail the function update mid-deploy."""
+        room = self.account_concurrency - UNRESERVED_MINIMUM
+        if self.total_reserved() > room:
+            raise ConfigError(
+                f"reserved concurrency {self.total_reserved()} (2 x orchestratorConcurrency "
+                f"{self.orchestrator_concurrency} + tools + ingress + reconciler) exceeds accountConcurrency "
+                f"{self.account_concurrency} - {UNRESERVED_MINIMUM} kept unreserved: request a Lambda "
+                "concurrency quota increase and pass it as -c accountConcurrency=...")
 
     @property
     def uses_bedrock(self) -> bool:
@@ -256,7 +287,9 @@ def from_context(get: Callable[[str], Any]) -> StackConfig:
         teardown=_choice(opt, "teardown", TEARDOWN_PHASES, ""),
         allow_unverified_db_tls=_bool(opt("allowUnverifiedDbTls", False), "allowUnverifiedDbTls"),
         tool_concurrency=_tool_concurrency(opt),
-        orchestrator_concurrency=int(opt("orchestratorConcurrency", 20)),
+        orchestrator_concurrency=_orchestrator_concurrency(opt),
+        account_concurrency=_whole(opt("accountConcurrency", DEFAULT_ACCOUNT_CONCURRENCY), "accountConcurrency",
+                                   minimum=UNRESERVED_MINIMUM + 1),
         reconciler_rate_minutes=_positive(opt("reconcilerRateMinutes", 5), "reconcilerRateMinutes"),
         unsettled_refund_alarm_minutes=_positive(opt("unsettledRefundAlarmMinutes", 30),
                                                  "unsettledRefundAlarmMinutes"),
@@ -291,6 +324,37 @@ def _two_person_amount(value: Any) -> str:
         return str(PolicySettings.from_env({"APROVACAO_DUPLA_ACIMA_REAIS": str(value)}).two_person_above)
     except ValueError:
         raise ConfigError(f"context twoPersonAmount={value!r}: expected an amount in R$") from None
+
+
+def _whole(value: Any, key: str, *, minimum: int) -> int:
+    text = str(value).strip()
+    number = int(text) if text.isdecimal() and not isinstance(value, (bool, float)) else -1
+    if number < minimum:
+        raise ConfigError(f"context {key}={value!r}: expected a whole number >= {minimum}")
+    return number
+
+
+def _orchestrator_concurrency(opt: Lookup) -> int:
+    """``orchestratorConcurrency`` as given, or sized from ``monthlyTurns`` (infra/capacity.py)."""
+    explicit, turns = opt("orchestratorConcurrency"), opt("monthlyTurns")
+    seconds = _fraction(opt("turnSeconds", TURN_SECONDS), "turnSeconds", 0.1, 900)
+    share = _fraction(opt("busiestHourShare", BUSIEST_HOUR_SHARE), "busiestHourShare", 1 / 24, 1)
+    if explicit is not None:
+        if turns is not None:
+            raise ConfigError("give monthlyTurns (the reservation sized from it) or orchestratorConcurrency, not both")
+        return _whole(explicit, "orchestratorConcurrency", minimum=1)
+    monthly = _whole(DEFAULT_MONTHLY_TURNS if turns is None else turns, "monthlyTurns", minimum=1)
+    return orchestrators_needed(monthly, turn_seconds=seconds, busiest_hour_share=share)
+
+
+def _fraction(value: Any, key: str, low: float, high: float) -> float:
+    try:
+        number = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        number = math.nan
+    if not low <= number <= high:  # NaN fails both
+        raise ConfigError(f"context {key}={value!r}: expected a number from {low:.3g} to {high:.3g}")
+    return number
 
 
 def _positive(value: Any, key: str) -> int:

@@ -70,7 +70,7 @@ def add_refund_reconciler(stack: CadenciaStack) -> lambda_.Function:
                      "RECONCILER_BATCH": str(RECONCILER_BATCH)},
         placement=Placement(stack.vpc, stack.with_egress, (refund.security_group,)),
         # One pass at a time; a missed or failed pass is simply the next one.
-        reserved_concurrency=1 if cfg.reserved_concurrency else None,
+        reserved_concurrency=cfg.reconciler_concurrency if cfg.reserved_concurrency else None,
         retry_attempts=0,
     ), stack.assets)
     depends_on(fn, stack.db_users)

@@ -206,3 +206,89 @@ def test_a_successful_call_on_a_healthy_circuit_writes_nothing_and_a_success_sti
     writes.clear()
     one_successful_call()
     assert writes == ["UpdateItem"] and store.read(spec.name).failures == 0
+
+
+def test_a_first_refund_settles_its_claim_with_the_erp_already_updated_in_one_write(tools, gateway, erp, call_log,
+                                                                                     mocked_aws):
+    """The ERP's refund commits before the claim's last write, which then says both
+    "executed" and "the ERP agrees" (and leaves the reconciler's list): one UpdateItem
+    fewer than settling, then flagging. A crash between the two leaves the claim
+    SENDING, which a repeat or the reconciler settles by re-sending the same request
+    (test_a_crash_after_the_erp_update_before_the_claim_settles_is_reconciled_once)."""
+    event = _event()
+    assert tools(EMITIR_REEMBOLSO, event)["resultado"] == "executado"
+    assert call_log.count("UpdateItem") == 2, call_log.calls  # SENDING, then EXECUTED + erpAtualizado
+    ledger: Ledger = mocked_aws["ledger"]
+    claim = ledger.get_claim(refund_idempotency_key(event["conversaId"], "4821"))
+    assert claim.status is ClaimStatus.EXECUTED and claim.erp_updated
+    assert claim.key not in {c.key for c in ledger.unsettled_claims()}
+    assert erp.execute("SELECT valor_reembolsado FROM pedidos WHERE id = '4821'").fetchone() == (Decimal("50.00"),)
+
+
+def test_a_crash_after_the_erp_update_before_the_claim_settles_is_reconciled_once(tools, gateway, erp, mocked_aws,
+                                                                                  monkeypatch):
+    """The process dies after the ERP's COMMIT and before the claim's final write: the
+    claim still says SENDING (a request may have left). After its lease, a repeat takes
+    it over, re-sends the same request (the gateway replays its approval) and the ERP's
+    once-per-key update adds nothing: one debit, the order refunded once."""
+    class Died(BaseException):
+        pass
+
+    event = _event(valor=45.0)
+    ledger: Ledger = mocked_aws["ledger"]
+    real_settle = Ledger.settle_claim
+
+    def dies_on_executed(self, claim, status, **kwargs):
+        if status is ClaimStatus.EXECUTED:
+            raise Died()
+        return real_settle(self, claim, status, **kwargs)
+
+    monkeypatch.setattr(Ledger, "settle_claim", dies_on_executed)
+    with pytest.raises(Died):
+        tools(EMITIR_REEMBOLSO, event)
+    monkeypatch.setattr(Ledger, "settle_claim", real_settle)
+    key = refund_idempotency_key(event["conversaId"], "4821")
+    left = ledger.get_claim(key)
+    assert left.status is ClaimStatus.SENDING and left.key in {c.key for c in ledger.unsettled_claims()}
+    assert erp.execute("SELECT valor_reembolsado FROM pedidos WHERE id = '4821'").fetchone() == (Decimal("45.00"),)
+    # The dead owner's lease is over: the tool's own ledger reads an injected clock.
+    from emitir_reembolso import handler as refund_handler
+    from emitir_reembolso.settings import RefundSettings
+    from orchestrator.invokers.local import function_environment
+
+    with function_environment(tools.environment(EMITIR_REEMBOLSO)):
+        wired = refund_handler.adapters(RefundSettings.from_env())
+    monkeypatch.setattr(wired.ledger.table, "clock", lambda: (left.lease_until_ms + 1000) / 1000)
+    again = tools(EMITIR_REEMBOLSO, event)
+    assert again["resultado"] == "bloqueado_por_idempotencia", again
+    assert again["dados"]["resultadoOriginal"] == "executado"
+    assert len(gateway.debits()) == 1
+    assert erp.execute("SELECT valor_reembolsado FROM pedidos WHERE id = '4821'").fetchone() == (Decimal("45.00"),)
+    settled = ledger.get_claim(key)
+    assert settled.status is ClaimStatus.EXECUTED and settled.erp_updated
+
+
+def test_a_process_sigkilled_between_the_erp_commit_and_the_claim_write_debits_and_refunds_once(local_stack, gateway,
+                                                                                                 erp):
+    """The same crash point as a real OS process killed there; the repeat and the
+    scheduled reconciler race to settle it after the lease: one debit, one ERP refund."""
+    from tests.test_refund_inflight import _dynamodb, reconcile_pass
+
+    event = _event(valor=35.0)
+    dead = refund_process(local_stack, event, REFUND_PROCESS_DIE_AT="before_executed_ledger", **FAST)
+    dead.wait(timeout=60)
+    assert dead.returncode == -signal.SIGKILL
+    key = refund_idempotency_key(event["conversaId"], "4821")
+    ledger = Ledger(local_stack.function_environment(EMITIR_REEMBOLSO)["LEDGER_TABLE"], _dynamodb(local_stack))
+    assert ledger.get_claim(key).status is ClaimStatus.SENDING
+    assert erp.execute("SELECT valor_reembolsado FROM pedidos WHERE id = '4821'").fetchone() == (Decimal("35.00"),)
+    time.sleep(int(FAST["REFUND_CLAIM_LEASE_S"]) + 0.5)  # the dead owner's lease is over (a sleep only outlasts it)
+    repeat = refund_process(local_stack, event, **FAST)
+    reconcile_pass(local_stack)
+    after = answer_of(repeat)
+    assert after["resultado"] in {"bloqueado_por_idempotencia", "em_processamento"}, after
+    claim = ledger.get_claim(key)
+    assert claim.status is ClaimStatus.EXECUTED and claim.erp_updated
+    assert len(gateway.debits()) == 1
+    assert erp.execute("SELECT valor_reembolsado FROM pedidos WHERE id = '4821'").fetchone() == (Decimal("35.00"),)
+    assert erp.execute("SELECT count(*) FROM reembolsos WHERE chave_idempotencia = %s", (key,)).fetchone() == (1,)

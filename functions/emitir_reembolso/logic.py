@@ -30,6 +30,7 @@ money is one transition, reachable only on a definitive answer.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -331,20 +332,28 @@ class RefundService:
                                                  gateway_transaction=refund.transaction_id if refund else None)
                 self.orders.release(key=claim.key, order_id=claim.order_id)
             return mark_released(self.ledger, claim)
-        claim = self.ledger.settle_claim(
-            claim, nxt.to,
-            gateway_transaction=refund.transaction_id if refund else None,
-            detail=heard.detail,
+        settle = functools.partial(
+            self.ledger.settle_claim, claim, nxt.to,
+            gateway_transaction=refund.transaction_id if refund else None, detail=heard.detail,
             # The gateway's record is the truth about the amount it debited.
-            amount=refund.amount if refund is not None and nxt.money is Money.APPLY else None,
-        )
-        if nxt.money is Money.APPLY:
-            if refund is not None and not refund.replayed:
-                count_for_tool(Metric.REAL_REFUNDS, TOOL)
+            amount=refund.amount if refund is not None and nxt.money is Money.APPLY else None)
+        if nxt.money is not Money.APPLY:
+            return settle()
+        if refund is not None and not refund.replayed:
+            count_for_tool(Metric.REAL_REFUNDS, TOOL)
+        # The ERP first, then one claim write that says "executed" and "the ERP agrees"
+        # (one write fewer than settling, then flagging). The ERP's update is once per
+        # key, so a crash between the two is safe: the claim still says a request may
+        # have left (SENDING or RECONCILING), and whoever takes it over re-sends the same
+        # request, hears the replayed approval and lands here again, adding nothing.
+        try:
             with self.orders.transaction():
-                self.orders.apply_executed(key=claim.key, order_id=claim.order_id, amount=claim.amount)
-            claim = self.ledger.mark_erp_updated(claim)
-        return claim
+                self.orders.apply_executed(key=claim.key, order_id=claim.order_id,
+                                           amount=refund.amount if refund is not None else claim.amount)
+        except Exception:
+            settle()  # the ERP failed: the ledger still proves the debit, listed for the repair
+            raise
+        return settle(erp_updated=True)
 
 
 def answer_from_claim(claim: RefundClaim | None, customer_id: int, now_ms: int) -> ToolResponse | None:

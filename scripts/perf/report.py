@@ -8,7 +8,8 @@ from . import pricing
 from .aws_count import UNITS_RULE
 from .measure import Measurement
 
-NAMES = {"status": "status query", "primeiro_reembolso": "first refund",
+NAMES = {"status": "status query", "status_disjuntor_frio": "status query, breaker state cold (read first)",
+         "primeiro_reembolso": "first refund",
          "reembolso_duplicado": "duplicate refund", "recusa_pelo_teto": "5th attempt, refused by the ceiling"}
 DESIGNS = {"cadencia": "this project", "lab87": "Lab 87"}
 WRITE_CALLS = ("PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems")
@@ -68,9 +69,16 @@ def goals_table(results: list[Measurement]) -> list[str]:
 
     status, first, dup_tool = ours("status"), ours("primeiro_reembolso"), ours("reembolso_duplicado", "ferramenta")
     status_tool, ceiling = ours("status", "ferramenta"), ours("recusa_pelo_teto")
+    # Runs stored before the cold measurement existed render without its row.
+    cold = next((m for m in results if (m.design, m.scenario, m.scope) == ("cadencia", "status_disjuntor_frio",
+                                                                            "turno")), None)
     rows = [
         ("status turn: write units", "≤ 4", status.aws.total_write_units, status.aws.total_write_units <= 4),
         ("status turn: AWS calls", "≤ 4", status.aws_calls(), status.aws_calls() <= 4),
+        *([("status turn, breaker state cold: AWS calls / read units", "warm + 1 GetItem",
+            f"{cold.aws_calls()} / {_units(cold.aws.read_units)}",
+            cold.aws_calls() == status.aws_calls() + 1
+            and cold.aws.calls["dynamodb.GetItem"] == status.aws.calls["dynamodb.GetItem"] + 1)] if cold else []),
         ("first refund turn: write units", "≤ 8", first.aws.total_write_units, first.aws.total_write_units <= 8),
         ("duplicate refund (tool): AWS calls besides its invocation / SQL statements", "1 read / 0",
          f"{_own_calls(dup_tool)} / {dup_tool.sql.statements}",

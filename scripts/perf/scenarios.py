@@ -32,7 +32,7 @@ from .aws_count import AwsCounter
 from .measure import Measurement, measuring
 
 STATUS, REFUND = "consultar_status_pedido", "emitir_reembolso"
-SCENARIOS = ("status", "primeiro_reembolso", "reembolso_duplicado", "recusa_pelo_teto")
+SCENARIOS = ("status", "status_disjuntor_frio", "primeiro_reembolso", "reembolso_duplicado", "recusa_pelo_teto")
 CUSTOMER = 8800
 ORDER_VALUE = Decimal("120.00")
 SCRIPTED_MODEL = "cadencia-roteirizado"
@@ -144,6 +144,21 @@ class Bench:
                                   mensagem="bench")
             return orch.tool_round.run(request, [block], Deadline(lambda: 60_000), set())
 
+    def breaker_states(self) -> list[Any]:
+        """The circuit-state caches of this process's built orchestrators (one per environment)."""
+        from orchestrator.breaker import CircuitBreaker
+
+        return [control.states for orch in orchestrator_handler._built.values()
+                for control in orch.tool_round.controls if isinstance(control, CircuitBreaker)]
+
+    def breaker(self, *, warm: bool, tool: str = STATUS) -> None:
+        """Warm: the tool's state read just now, as in an environment that called it within
+        ``DISJUNTOR_CACHE_S``; cold: forgotten, as in a new environment or after the window."""
+        for states in self.breaker_states():
+            states.forget(tool)
+            if warm:
+                states.read(tool)
+
     def run_cadencia(self) -> None:
         warm = self.new_order()
         self.turn("bench-aquecimento", 0, [[status_call(warm), refund_call(warm)]])  # clients, secret cache
@@ -172,9 +187,12 @@ class Bench:
         conversa = "bench-turno-1"
         plan = [[], [status_call(order)], [refund_call(order)], [refund_call(order)],
                 [refund_call(order), refund_call(order)], [refund_call(order)]]
+        # The same status turn (second message of a conversation), cold, then warm: they
+        # differ by the breaker's read alone.
+        self.turn("bench-turno-frio", 0, plan)
+        self.status_turns("bench-turno-frio", 1, plan, warm=False)
         self.turn(conversa, 0, plan)  # the conversation exists before the measured turns
-        with self.measure("cadencia", "status", "turno"):
-            self.turn(conversa, 1, plan)
+        self.status_turns(conversa, 1, plan)
         with self.measure("cadencia", "primeiro_reembolso", "turno"):
             self.turn(conversa, 2, plan)
         with self.measure("cadencia", "reembolso_duplicado", "turno"):
@@ -183,6 +201,14 @@ class Bench:
         with self.measure("cadencia", "recusa_pelo_teto", "turno"):
             reply = self.turn(conversa, 5, plan)
         assert reply["motivo"] == "teto", reply
+
+    def status_turns(self, conversa: str, index: int, plan: list[list[tuple[str, dict[str, Any]]]], *,
+                     warm: bool = True) -> None:
+        """A status turn with the breaker's state kept from a call just before (warm: no
+        read) or not (cold: one strongly consistent GetItem before the call)."""
+        self.breaker(warm=warm)
+        with self.measure("cadencia", "status" if warm else "status_disjuntor_frio", "turno"):
+            self.turn(conversa, index, plan)
 
     # -- Lab 87 ----------------------------------------------------------------------------
     def run_lab87(self) -> None:

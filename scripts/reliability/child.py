@@ -113,10 +113,10 @@ def install_seam(point: str | None, marker: Path) -> None:
         _wrap(PaymentGatewayClient, "refund", marker=marker, when="before", kill=False)
     elif point == "after_debit":  # the gateway answered the debit; nothing recorded yet
         _wrap(PaymentGatewayClient, "refund", marker=marker, when="after")
-    elif point == "after_settle":  # the ledger says executed; the ERP does not know yet
+    elif point == "after_erp":  # the ERP transaction committed; the claim still says a send may have left
+        _wrap(Ledger, "settle_claim", marker=marker, when="before", condition=_settled_as_executed)
+    elif point == "after_settle":  # the ledger says executed, ERP agreeing; nothing answered yet
         _wrap(Ledger, "settle_claim", marker=marker, when="after", condition=_settled_as_executed)
-    elif point == "after_erp":  # the ERP transaction committed; the ledger flag is not set
-        _wrap(Ledger, "mark_erp_updated", marker=marker, when="before")
     elif point == "retry_dies":
         _die_after_release_or_before_answering(marker)
     else:

@@ -27,8 +27,8 @@ CRASH_POINTS = {
     "after_secret": "after the gateway secret is read",
     "during_gateway": "during the gateway call (request held by the gateway)",
     "after_debit": "after the debit, before the ledger settle",
-    "after_settle": "after the ledger settle, before the ERP",
-    "after_erp": "after the ERP commit, before the ledger's ERP flag",
+    "after_erp": "after the ERP commit, before the ledger settle",
+    "after_settle": "after the ledger settle (executed, ERP agreeing), before the answer",
 }
 RACE_VARIANTS = {
     "other_amount": "A's retry asks another amount (R$ 150.00, refused), then B asks",

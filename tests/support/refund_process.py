@@ -43,10 +43,27 @@ def _die_after_release_ledger() -> None:
     Ledger.settle_claim = settle_then_die  # type: ignore[method-assign]
 
 
+def _die_before_executed_ledger() -> None:
+    """SIGKILL after the ERP's COMMIT of an executed refund, before the claim's final write."""
+    from cadencia_shared.ledger import ClaimStatus, Ledger
+
+    settle = Ledger.settle_claim
+
+    @wraps(settle)
+    def die_before_executed(self: Any, claim: Any, status: Any, **kwargs: Any) -> Any:
+        if status is ClaimStatus.EXECUTED:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return settle(self, claim, status, **kwargs)
+
+    Ledger.settle_claim = die_before_executed  # type: ignore[method-assign]
+
+
 def main() -> None:
     point = os.environ.get(DIE_AT)
     if point == "after_release_ledger":
         _die_after_release_ledger()
+    elif point == "before_executed_ledger":
+        _die_before_executed_ledger()
     elif point:
         raise SystemExit(f"unknown crash point {point!r}")
     event = json.loads(sys.argv[1])

@@ -155,7 +155,8 @@ class RefundClaims(Protocol):
                      status: ClaimStatus = ClaimStatus.IN_PROGRESS) -> RefundClaim: ...
 
     def settle_claim(self, claim: RefundClaim, status: ClaimStatus, *, gateway_transaction: str | None = None,
-                     detail: str | None = None, amount: Decimal | None = None) -> RefundClaim: ...
+                     detail: str | None = None, amount: Decimal | None = None,
+                     erp_updated: bool = False) -> RefundClaim: ...
 
     def mark_erp_updated(self, claim: RefundClaim) -> RefundClaim: ...
 
@@ -175,11 +176,16 @@ class _ClaimUpdate:
         self.values[placeholder] = value
 
 
-def _settlement(claim: RefundClaim, status: ClaimStatus, now: str, optional: dict[str, Any]) -> _ClaimUpdate:
-    """The fenced write of a transition; ``optional`` maps attribute → value (None: unchanged)."""
+def _settlement(claim: RefundClaim, status: ClaimStatus, now: str, optional: dict[str, Any],
+                erp_updated: bool = False) -> _ClaimUpdate:
+    """The fenced write of a transition; ``optional`` maps attribute → value (None: unchanged).
+    ``erp_updated``: the ERP already committed what this status means, so the same write
+    says so and takes the claim out of the reconciler's list (``mark_erp_updated``'s job)."""
     update = _ClaimUpdate(["#st = :st", "atualizadoEm = :agora"], {"#st": "status", "#pend": GSI_UNSETTLED_PARTITION},
                           {":st": status.value, ":agora": now, ":dono": claim.owner})
-    if status in _KEEPS_ITS_VISIT:
+    if erp_updated:
+        update.add("erpAtualizado = :sim", ":sim", True)
+    elif status in _KEEPS_ITS_VISIT:
         # Written (fenced on ``dono``) by the owner whose claim or retake wrote
         # ``visitadoEm`` moments ago — a send recorded, the gateway's answer heard:
         # moving it again would barely change the reconciler's order but cost the
@@ -199,6 +205,10 @@ def _settlement(claim: RefundClaim, status: ClaimStatus, now: str, optional: dic
         if value is not None:
             update.add(f"{attribute} = :v{index}", f":v{index}", value)
     return update
+
+
+def _expression(update: _ClaimUpdate, erp_updated: bool) -> str:
+    return "SET " + ", ".join(update.sets) + (" REMOVE #pend" if erp_updated else "")
 
 
 def _settled(claim: RefundClaim, status: ClaimStatus, now: str, gateway_transaction: str | None,
@@ -281,25 +291,30 @@ class ClaimStore:
         return new
 
     def settle_claim(self, claim: RefundClaim, status: ClaimStatus, *, gateway_transaction: str | None = None,
-                     detail: str | None = None, amount: Decimal | None = None) -> RefundClaim:
+                     detail: str | None = None, amount: Decimal | None = None,
+                     erp_updated: bool = False) -> RefundClaim:
         """Record a transition, fenced on the claim's owner (raises ClaimLost). The
-        claim stays in the reconciler's sparse index: only ``mark_erp_updated`` takes
-        it out, once the ERP agrees with a final or released status."""
+        claim stays in the reconciler's sparse index until the ERP agrees with a final
+        or released status: ``mark_erp_updated`` after the ERP's COMMIT, or this very
+        write with ``erp_updated`` when that COMMIT came first (an executed refund)."""
+        if erp_updated and status is not ClaimStatus.EXECUTED and status not in SETTLED_CLAIM_STATUSES:
+            raise ValueError(f"the ERP has nothing to agree with in {status}")
         now = self.table.iso()
         detail = None if detail is None else clip_detail(detail)
         update = _settlement(claim, status, now, {"transacaoGateway": gateway_transaction, "detalhe": detail,
-                                                  "valor": amount})
+                                                  "valor": amount}, erp_updated)
         try:
             self.table.client.update_item(
                 TableName=self.table.name, Key=self.table.key(claim_pk(claim.key)),
-                UpdateExpression="SET " + ", ".join(update.sets), ConditionExpression="dono = :dono",
+                UpdateExpression=_expression(update, erp_updated), ConditionExpression="dono = :dono",
                 ExpressionAttributeNames=update.names, ExpressionAttributeValues=serialize(update.values),
             )
         except ClientError as err:
             if condition_failed(err):
                 raise ClaimLost(claim.key) from None
             raise
-        return _settled(claim, status, now, gateway_transaction, detail, amount)
+        settled = _settled(claim, status, now, gateway_transaction, detail, amount)
+        return replace(settled, erp_updated=True) if erp_updated else settled
 
     def unsettled_claims(self, *, limit: int = 100) -> list[RefundClaim]:
         """Refund claims not yet settled with the gateway, least recently visited
