@@ -34,7 +34,7 @@ class TurnMetric:
 
 # No response bills more tokens of one kind than this (context windows and output
 # limits are far below it); a larger figure from a broken proxy counts as this, so it
-# still spends every budget but stays a float and fits a DynamoDB number (an int of
+# still spends the turn's token budget (and $300 at $3/MTok) but stays a float and fits a DynamoDB number (an int of
 # 40 digits made the commit fail, 400 digits the pricing: the turn died uncommitted).
 MAX_COUNT = 100_000_000
 
