@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import texts
 from .steps import Ending, HandOff, Reply
+from .usage import count
 
 if TYPE_CHECKING:
     from .model import Deadline
@@ -96,7 +97,7 @@ class TurnBudget:
         if usage is None:
             return
         for name in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
-            self.tokens += getattr(usage, name, None) or 0
+            self.tokens += count(usage, name)  # never negative, NaN or unbounded (orchestrator.usage)
 
     def figures(self) -> dict[str, int | float]:
         """For the audit record of an interrupted turn (counts only, no content)."""

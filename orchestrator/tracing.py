@@ -85,8 +85,8 @@ class JsonlTracer(Tracer):
                 out.write(line)
 
 
-class XRayTracer(Tracer):  # pragma: no cover - needs the X-Ray daemon of a Lambda
-    def __init__(self) -> None:
+class XRayTracer(Tracer):
+    def __init__(self) -> None:  # pragma: no cover - Powertools' Tracer is a no-op outside a Lambda
         from aws_lambda_powertools import Tracer as PowertoolsTracer
 
         self.tracer = PowertoolsTracer(service="orchestrator")
@@ -94,13 +94,24 @@ class XRayTracer(Tracer):  # pragma: no cover - needs the X-Ray daemon of a Lamb
     @contextmanager
     def span(self, name: str, attributes: Attributes | None = None) -> Iterator[Span]:
         span = Span(dict(attributes or {}))
+        failed: BaseException | None = None
         with self.tracer.provider.in_subsegment(f"## {name}") as subsegment:
             try:
                 yield span
+            except BaseException as err:
+                # Caught inside the subsegment: X-Ray's would record ``str(err)``, which may
+                # name a conversation or echo a customer's text. The type only, as in JSONL.
+                failed, span.status = err, "ERROR"
+                span.attributes["error.type"] = type(err).__name__
+                fault = getattr(subsegment, "add_fault_flag", None)  # X-Ray's; not in Powertools' protocol
+                if fault is not None:
+                    fault()
             finally:
                 for key, value in span.attributes.items():
                     # int and float are numbers.Number at run time (registered ABCs), which mypy cannot see.
                     subsegment.put_annotation(key.replace(".", "_"), value)  # type: ignore[arg-type]
+        if failed is not None:
+            raise failed
 
 
 def tracer_from_env(environ: dict[str, str] | None = None) -> Tracer:

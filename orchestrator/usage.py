@@ -32,11 +32,19 @@ class TurnMetric:
     CALLS = "ChamadasAoModelo"
 
 
-def _int(usage: Any, name: str) -> int:
+# No response bills more tokens of one kind than this (context windows and output
+# limits are far below it); a larger figure from a broken proxy counts as this, so it
+# still spends the turn's token budget (and $300 at $3/MTok) but stays a float and fits a DynamoDB number (an int of
+# 40 digits made the commit fail, 400 digits the pricing: the turn died uncommitted).
+MAX_COUNT = 100_000_000
+
+
+def count(usage: Any, name: str) -> int:
     """A count from ``usage``; anything but a non-negative int counts 0 (a negative
-    figure from a broken proxy must never give budget back)."""
+    figure from a broken proxy must never give budget back), capped at ``MAX_COUNT``."""
     value = getattr(usage, name, None)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    return min(value, MAX_COUNT) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
 
 
 @dataclass
@@ -57,11 +65,11 @@ class TurnUsage:
         self.latency_s += latency_s
         if usage is None:
             return 0.0
-        written = _int(usage, "cache_creation_input_tokens")
+        written = count(usage, "cache_creation_input_tokens")
         creation = getattr(usage, "cache_creation", None)
-        one_hour = min(written, _int(creation, "ephemeral_1h_input_tokens")) if creation is not None else 0
-        fresh, read, output = _int(usage, "input_tokens"), _int(usage, "cache_read_input_tokens"), \
-            _int(usage, "output_tokens")
+        one_hour = min(written, count(creation, "ephemeral_1h_input_tokens")) if creation is not None else 0
+        fresh, read, output = count(usage, "input_tokens"), count(usage, "cache_read_input_tokens"), \
+            count(usage, "output_tokens")
         billed = fresh + CACHE_READ * read + CACHE_WRITE_5M * (written - one_hour) + CACHE_WRITE_1H * one_hour
         cost = (billed * self.input_price + output * self.output_price) / 1e6
         self.input_tokens += fresh
