@@ -98,6 +98,13 @@ def reply_id(conversation_id: str, customer_side_count: int, text: str) -> str:
     return REPLY_ID_PREFIX + digest
 
 
+def reply_position(state: ConversationState) -> int:
+    """Where a person's reply stands: the customer messages answered, ever (a history cut
+    never lowers it, so the same text after a later message is a new reply). A
+    conversation stored before the counter was kept counts its history's entries."""
+    return state.customer_messages or customer_side_messages(state.messages)
+
+
 def customer_side_messages(messages: list[dict[str, Any]]) -> int:
     """How many ``user`` entries the history holds (a person's reply adds none)."""
     return sum(1 for message in messages if message.get("role") == "user")
@@ -116,7 +123,7 @@ class HumanReplies:
         current = self.ledger.read_conversation(request.conversaId)
         if current is None:  # nothing is written for nobody
             raise HumanReplyRefused("conversa_inexistente", "Conversa não encontrada.")
-        rid = reply_id(request.conversaId, customer_side_messages(current.messages), request.texto)
+        rid = reply_id(request.conversaId, reply_position(current), request.texto)
         written, repeated = self._write_once(request, current, rid, author or {})
         if not written:  # no channel address: the text is in the history only
             return HumanReplyOutcome(rid, NOT_SENT_NO_CHANNEL, repeated)
@@ -191,7 +198,8 @@ class HumanReplies:
             # expires, while the number lives only where the ledger's TTL removes it
             # (``contato#``, ``envio#``: docs/architecture.md, personal data).
             stored = {"canal": "whatsapp"} if written else {}
-            self.ledger.commit_conversation(state, messages=messages, status=state.status, reply=stored)
+            self.ledger.commit_conversation(state, messages=messages, status=state.status, reply=stored,
+                                            customer_message=False)
         except (CancellationPending, StaleConversation):
             raise HumanReplyRefused("conversa_ocupada", "A conversa mudou enquanto a resposta era gravada; "
                                                         "confira a conversa e tente de novo.") from None

@@ -96,17 +96,28 @@ def ledger_for(target: str) -> Ledger:
     return chained_ledger(LEDGER_TABLE, dynamodb_client(local=target == "local"))
 
 
+def reply_positions(messages: list[dict[str, Any]], customer_messages: int) -> list[int]:
+    """For each history entry, the position a person's reply written there had
+    (``human_reply.reply_position``): the conversation's customer-message counter less the
+    customer texts after it; for a conversation stored before the counter, the ``user``
+    entries up to it. A position it cannot know (a cut or a resume in between) shows no status."""
+    if not customer_messages:
+        return [sum(1 for m in messages[: i + 1] if m["role"] == "user") for i in range(len(messages))]
+    texts = [m["role"] == "user" and (isinstance(m["content"], str) or any(
+        isinstance(b, dict) and b.get("type") == "text" for b in m["content"])) for m in messages]
+    return [customer_messages - sum(texts[i + 1:]) for i in range(len(messages))]
+
+
 def masked_history(messages: list[dict[str, Any]],
-                   person_reply_status: Callable[[int, str], str | None] = lambda _n, _t: None
-                   ) -> list[tuple[str, str]]:
-    """``person_reply_status``: for an agent-turn text and the number of customer-side
-    (``user``) entries before it (what the person's reply id counts), the send status of the
-    person's reply with that text (None: not a person's reply), so a reply written but not
-    sent shows."""
+                   person_reply_status: Callable[[int, str], str | None] = lambda _n, _t: None,
+                   positions: list[int] | None = None) -> list[tuple[str, str]]:
+    """``person_reply_status``: for an agent-turn text and its reply position
+    (``reply_positions``), the send status of the person's reply with that text (None: not a
+    person's reply), so a reply written but not sent shows."""
     lines = []
-    customer_side = 0
-    for message in messages:
-        customer_side += message["role"] == "user"
+    positions = positions if positions is not None else reply_positions(messages, 0)
+    for index, message in enumerate(messages):
+        customer_side = positions[index]
         content = message["content"] if isinstance(message["content"], list) else [
             {"type": "text", "text": message["content"]}]
         for block in content:
@@ -210,7 +221,9 @@ def main(argv: list[str] | None = None) -> int:
             status = outbox.status(reply_id(conversation_id, customer_side, text))
             return None if status is None else status.value
 
-        for role, text in masked_history(state.messages if state else [], person_reply_status):
+        messages = state.messages if state else []
+        positions = reply_positions(messages, state.customer_messages if state else 0)
+        for role, text in masked_history(messages, person_reply_status, positions):
             console.print(f"[bold]{role}[/]: {escape(text)}", highlight=False)
         return 0
     if args.comando == "devolver":

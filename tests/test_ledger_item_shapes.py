@@ -265,7 +265,8 @@ def test_a_conversation_and_its_inbound_message(world: World):
     state = led.commit_conversation(state, messages=[{"role": "user", "content": "olá"}],
                                     status=ConversationStatus.WAITING_HUMAN, reply={"texto": "ok"})
     answered = {"respondidas": {"M": {"2i9_jWFxxLN8": {"N": "1800000001"}}},
-                "respostas": {"B": {"2i9_jWFxxLN8": {"v": 1, "r": {"texto": "ok"}}}}}
+                "respostas": {"B": {"2i9_jWFxxLN8": {"v": 1, "r": {"texto": "ok"}}}},
+                "mensagensDoCliente": {"N": "1"}}  # customer messages answered, ever (never cut)
     waiting = {**CONVERSATION_COMMON, "status": {"S": "aguardando_humano"}, "versao": {"N": "2"},
                "turnos": {"N": "1"}, "atualizadoEm": at(1), "mensagensZ": {"B": [{"role": "user", "content": "olá"}]},
                "pendencia": {"S": "humano"}, "registradoEm": at(1), "visitadoEm": at(1), **answered}

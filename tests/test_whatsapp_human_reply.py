@@ -21,7 +21,7 @@ import pytest
 from cadencia_shared.audit_chain import AUDIT_TABLE, AuditChain
 from cadencia_shared.ledger import ConversationStatus, Ledger
 from canal_whatsapp.conversation import conversation_id
-from orchestrator.human_reply import customer_side_messages, reply_id
+from orchestrator.human_reply import reply_id, reply_position
 from scripts import atendente
 from scripts.local_stack.aws import session_client
 from scripts.local_stack.whatsapp_channel import LocalChannel
@@ -89,7 +89,7 @@ def person_texts(ledger: Ledger, conv: str, text: str) -> int:
 
 def outbox_key(ledger: Ledger, conv: str, text: str) -> str:
     """The outbox key of ``text`` as the person's reply to the conversation as it stands now."""
-    return f"envio#{reply_id(conv, customer_side_messages(ledger.read_conversation(conv).messages), text)}"
+    return f"envio#{reply_id(conv, reply_position(ledger.read_conversation(conv)), text)}"
 
 
 def outbox(ledger: Ledger, conv: str, text: str) -> dict:

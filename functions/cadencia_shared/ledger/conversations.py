@@ -97,6 +97,8 @@ class ConversationState:
     exhausted: dict[str, int] = field(default_factory=dict)
     # The model's cost of the committed turns, in millionths of a USD (the cost budget).
     cost_micro_usd: int = 0
+    # Customer messages answered, ever: a history cut never lowers it (a person's reply id).
+    customer_messages: int = 0
 
     @classmethod
     def from_item(cls, conversation_id: str, item: dict[str, Any], *, owner: str,
@@ -114,6 +116,7 @@ class ConversationState:
             chain_anchor=conversation_anchor(item),
             exhausted=exhausted_from_item(item),
             cost_micro_usd=int(item.get(COST_ATTRIBUTE, 0)),
+            customer_messages=int(item.get(CUSTOMER_MESSAGES_ATTRIBUTE, 0)),
         )
 
     def has_answered(self, message_id: str) -> bool:
@@ -158,18 +161,19 @@ class Conversations(ConversationCancellation, Protocol):
                             status: ConversationStatus, reply: dict[str, Any] | None = None,
                             cancelled: bool = False, chain_head: Head | None = None,
                             exhausted: Mapping[str, int] | None = None,
-                            cost_micro_usd: int = 0) -> ConversationState: ...
+                            cost_micro_usd: int = 0, customer_message: bool = True) -> ConversationState: ...
 
     def release_conversation(self, state: ConversationState) -> None: ...
 
 
 COST_ATTRIBUTE = "custoModeloMicroUsd"
+CUSTOMER_MESSAGES_ATTRIBUTE = "mensagensDoCliente"
 
 
 def _commit_update(table: LedgerTable, state: ConversationState, history: EncodedHistory,
                    status: ConversationStatus, cancelled: bool, reply: dict[str, Any] | None,
                    chain_head: Head | None, exhausted: Mapping[str, int] | None = None,
-                   cost_micro_usd: int = 0) -> dict[str, Any]:
+                   cost_micro_usd: int = 0, counted: bool = False) -> dict[str, Any]:
     values: dict[str, Any] = {
         ":m": compressed_json(history.messages, encoded=history.encoded), ":st": status.value,
         ":um": 1, ":zero": 0, ":agora": table.iso(), ":v": state.version, ":dono": state.owner}
@@ -190,6 +194,8 @@ def _commit_update(table: LedgerTable, state: ConversationState, history: Encode
         after = state.answered.with_answer(state.message_key, reply, table.now_ms() // 1000, state.version)
         waiting += f", {ANSWERED_ATTRIBUTE} = :respondidas, {REPLIES_ATTRIBUTE} = :respostas"
         values[":respondidas"], values[":respostas"] = after.answered, after.stored_replies()
+    if counted:  # a customer's message answered (a person's reply, deduped the same way, is not one)
+        waiting += f", {CUSTOMER_MESSAGES_ATTRIBUTE} = if_not_exists({CUSTOMER_MESSAGES_ATTRIBUTE}, :zero) + :um"
     if chain_head is not None:  # the audit chain's anchor rides on the commit (audit_anchors)
         waiting += f", {CONVERSATION_SEQ} = :cs, {CONVERSATION_HASH} = :ch"
         values[":cs"], values[":ch"] = conversation_anchor_values(chain_head)
@@ -306,15 +312,16 @@ class ConversationStore:
                             status: ConversationStatus, reply: dict[str, Any] | None = None,
                             cancelled: bool = False, chain_head: Head | None = None,
                             exhausted: Mapping[str, int] | None = None,
-                            cost_micro_usd: int = 0) -> ConversationState:
+                            cost_micro_usd: int = 0, customer_message: bool = True) -> ConversationState:
         """Write the new state and release the lease, fenced on (version, owner) —
         and, when the lease claimed a message, mark it answered with ``reply`` in the
         same UpdateItem: the state and "this message was answered" commit together
         or not at all (so a redelivery can neither be lost nor run twice). ``exhausted``:
         the turn's exhausted attempt keys (``ExhaustedAttempts.numbers``), stored with it."""
         history = messages if isinstance(messages, EncodedHistory) else EncodedHistory.of(messages)
+        counted = bool(state.message_key) and customer_message
         update = _commit_update(self.table, state, history, status, cancelled, reply, chain_head, exhausted,
-                                cost_micro_usd)
+                                cost_micro_usd, counted)
         try:
             self.table.client.update_item(**update)
         except ClientError as err:
@@ -325,6 +332,7 @@ class ConversationStore:
             raise StaleConversation(state.conversation_id) from None
         return replace(state, messages=history.messages, status=status, version=state.version + 1,
                        turns=state.turns + 1, message_key="", chain_anchor=chain_head or state.chain_anchor,
+                       customer_messages=state.customer_messages + counted,
                        exhausted=dict(exhausted) if exhausted else state.exhausted)
 
     def _cancelled_under_our_lease(self, state: ConversationState) -> bool:

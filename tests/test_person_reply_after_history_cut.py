@@ -1,20 +1,7 @@
-"""Repro (not collected): a person's reply is silently dropped when the history cut
-brought the customer-message count back to what it was at an earlier reply.
-
-``orchestrator.human_reply.reply_id`` = SHA-256(conversation, number of ``user`` messages
-in the STORED history, text). The turn's history cut (``HISTORICO_MAX_MENSAGENS``, per
-turn or stepped by ``HISTORICO_APOS_CORTE``) is stored with the commit, so the count stops
-growing (per-turn cut: it stays at the cap) or falls and climbs back (stepped cut). The
-attendant's templated greeting at the next hand-off gets the id of the first one: taken
-for a re-run (``repeated=True``), it is not written in the history (the model never
-reads it) and, on WhatsApp, its outbox record (keyed by that id) is already sent, so
-the customer never receives it. Without a cut the count only grows: no collision.
-
-Fix (not small): a monotonic customer-message counter on the conversation item,
-incremented by each customer turn's commit and never by a cut, used by ``reply_id``
-instead of counting the stored history.
-Run: .venv/bin/python -m pytest tests/repro/repro_persons_reply_lost_after_history_cut.py
-"""
+"""A person's reply is never taken for an earlier one after the history cut brought the
+customer-message count back to what it was then: the reply's position is the conversation's
+customer-message counter (``ConversationState.customer_messages``), which a cut never lowers,
+not the number of ``user`` entries in the stored (cut) history."""
 
 from __future__ import annotations
 
