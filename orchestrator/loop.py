@@ -231,8 +231,8 @@ class Orchestrator:
                 return _Outcome(messages, ConversationStatus.ACTIVE, expired, "aprovacao_expirada")
             return _Outcome(messages, ConversationStatus.WAITING_APPROVAL, texts.STILL_AWAITING_APPROVAL,
                             "aguardando_aprovacao")
-        check = ReplyCheck(req.conversaId, req.clienteId, LedgerEvidence(self.ledger, ceiling=self.settings.ceiling),
-                           self.settings.output_contract_attempts)
+        evidence = LedgerEvidence(self.ledger, ceiling=self.settings.ceiling, release=self.settings.approval.release)
+        check = ReplyCheck(req.conversaId, req.clienteId, evidence, self.settings.output_contract_attempts)
         turn = _TurnState(req, deadline, history.trim(messages, self.settings.history_max_messages),
                           self._budget(), check, exhausted)
         while True:
@@ -263,6 +263,7 @@ class Orchestrator:
                                                          "tentativas": err.attempts})
             return step_for_model_error(err)
         turn.budget.add_usage(response.usage)
+        turn.check.transcript = turn.messages  # the tool results a statement is checked against
         return next_step(response, turn.check)
 
     def _apply(self, turn: _TurnState, step: Step) -> _Outcome | None:

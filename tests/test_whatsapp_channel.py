@@ -76,7 +76,10 @@ def test_a_customer_is_answered_in_context_through_the_whole_channel(channel, le
     assert channel.webhook.post(notification([first])) == 200
     assert channel.webhook.post(notification([second])) == 200
     sent = channel.wait_for_replies(ANA, 2)
-    assert _bodies(sent) == [f"{ECHO_PREFIX}Olá, bom dia", "Seu pedido 4821 está com status: entregue."]
+    # The status sentence is the code's, from the status tool's result (money_sentences).
+    assert _bodies(sent) == [f"{ECHO_PREFIX}Olá, bom dia",
+                             "Consultei o seu pedido.\n\nSituação do pedido 4821: entregue; código de rastreio: "
+                             "BR123456789."]
     assert [m.context_message_id for m in sent] == [first["id"], second["id"]]
     assert {m.phone_number_id for m in sent} == {BUSINESS_PHONE_NUMBER_ID}
     state = ledger.read_conversation("wa-1001-20260312")
@@ -273,7 +276,7 @@ def test_conversa_py_chats_as_a_customer_through_the_channel(local_stack, erp):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout
-    assert "Seu pedido 6200 está com status: entregue." in out
+    assert "Situação do pedido 6200: entregue; código de rastreio: BR555000111." in out
     assert "redelivery absorvida" in out
     assert "só consigo ler mensagens de texto" in out
     assert out.count("Seu pedido 6200") == 1

@@ -61,10 +61,10 @@ def test_a_conversation_held_by_a_dead_consumer_is_answered_not_dead_lettered(lo
     with scripted_channel(local_stack, consumers=1) as ch:
         # What a consumer killed mid-turn leaves: the conversation's lease, held until it expires.
         ledger.acquire_conversation(conversation_id="wa-1001-20260720", customer_id=1001, lease_s=12)
-        message = text_message(ANA, "o outro caiu", timestamp=day_ts(140))
+        message = text_message(ANA, "o outro travou", timestamp=day_ts(140))
         assert ch.webhook.post(notification([message])) == 200
         sent = ch.wait_for_replies(ANA, 1, timeout_s=90)
-        assert [m.body for m in sent] == [f"{ECHO_PREFIX}o outro caiu"]
+        assert [m.body for m in sent] == [f"{ECHO_PREFIX}o outro travou"]
         assert ch.wait_until_drained(30) and ch.queue_depth(ch.dlq_url) == 0
         logs = "".join(p.read_text(errors="replace") for p in Path(ch.dir).glob("consumer-*.log"))
         assert "registro falhou" in logs and ANA not in logs

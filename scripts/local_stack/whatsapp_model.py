@@ -18,6 +18,7 @@ from typing import Any
 _ORDER = re.compile(r"pedido\D{0,3}(\d{3,12})", re.IGNORECASE)
 _PERSON = re.compile(r"atendente", re.IGNORECASE)
 ECHO_PREFIX = "Recebi: "
+STATUS_LEAD = "Consultei o seu pedido."
 
 
 class ChatPolicy:
@@ -37,15 +38,19 @@ class ChatPolicy:
                                   "tool_use")
         structured = any(tool.get("name") == "responder_cliente" for tool in request.get("tools", []))
         if tool_result is not None:
+            if structured and _order_read(tool_result):  # the status sentence is the code's (a typed statement)
+                return self._final(STATUS_LEAD, structured, [{"tipo": "status_do_pedido",
+                                                              "pedidoId": _order_read(tool_result)}])
             return self._final(_describe(tool_result), structured)
         return self._final(f"{ECHO_PREFIX}{last_text}", structured)
 
-    def _final(self, text: str, structured: bool) -> dict[str, Any]:
+    def _final(self, text: str, structured: bool, statements: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """The answer as the orchestrator's output contract asks (a responder_cliente
-        call claiming no action) when it offers that tool; plain text otherwise."""
+        call: free text, and typed statements the code renders) when it offers that
+        tool; plain text otherwise."""
         if not structured:
             return self._envelope([{"type": "text", "text": text}], "end_turn")
-        answer = {"texto": text, "precisaDePessoa": False, "pedidos": [], "acoes": []}
+        answer = {"texto": text, "precisaDePessoa": False, "declaracoes": statements or []}
         return self._envelope([{"type": "tool_use", "id": f"toolu_chat_{next(self._ids):06d}",
                                 "name": "responder_cliente", "input": answer}], "tool_use")
 
@@ -69,13 +74,24 @@ def _last_turn(messages: list[dict[str, Any]]) -> tuple[str, dict[str, Any] | No
     return text, result
 
 
-def _describe(result: dict[str, Any]) -> str:
+def _payload(result: dict[str, Any]) -> dict[str, Any]:
     raw = result.get("content")
     raw = raw[0].get("text", "") if isinstance(raw, list) and raw else raw
     try:
         payload = json.loads(raw or "{}")
     except ValueError:
         payload = {}
+    return payload if isinstance(payload, dict) else {}
+
+
+def _order_read(result: dict[str, Any]) -> str | None:
+    payload = _payload(result)
+    data = payload.get("dados") or {}
+    return str(data["pedidoId"]) if payload.get("ok") and data.get("status") and data.get("pedidoId") else None
+
+
+def _describe(result: dict[str, Any]) -> str:
+    payload = _payload(result)
     data = payload.get("dados") or {}
     if payload.get("ok") and data.get("status"):
         return f"Seu pedido {data.get('pedidoId', '')} está com status: {data['status']}."
