@@ -31,7 +31,9 @@ _MONEY_STEMS = (
     "brl", "usd", "dolar", "dollar", "bucks", "contos", "pila", "caiu", "cair", "reembolso",
 )
 # Whole words only ("Caio" is a name, "caixa" a box): money that "fell" into an account.
-_MONEY_WORDS = frozenset({"cai", "caira", "caindo", "caiam", "cairam", "conta", "pila", "real"})
+_MONEY_WORDS = frozenset({"cai", "caira", "caindo", "caiam", "cairam", "pila", "real"})
+# An account, not "me conta" (tell me): "na conta", "sua conta", "em conta"...
+_ACCOUNT = re.compile(r"\b(?:na|nas|sua|tua|minha|em|pra|para a|da|de sua|bancaria) contas?\b|\bcontas? (?:bancaria|corrente)")
 _NOT_MONEY = ("acredit", "valoriz", "pagina", "bancad", "caix")  # "acredito", "página"
 _FUZZY_LEMMAS = ("reembolso", "reembolsado", "estorno", "estornado", "devolucao", "devolvido", "ressarcimento",
                  "dinheiro", "credito", "creditado", "pagamento", "deposito", "depositado", "transferencia",
@@ -40,7 +42,7 @@ _DONE = re.compile(
     r"\A(?:(?:realiz|process|emit|conclu|efetu|aprov|estorn|devolv|credit|deposit|envi|liber|confirm|pag|"
     r"execut|efetiv|finaliz|autoriz|resolv|solicit|registr|acion|encaminh)(?:ad[oa]s?|id[oa]s?|ei|amos|emos|imos|"
     r"ou|eu|iu)|feit[oa]s?|fiz|fizemos|fez|pront[oa]s?|sucesso|caiu|saiu|"
-    r"voltou|voltaram|resolvido|garantid[oa]|done|processed|issued|completed|approved|sent|confirmed|"
+    r"voltou|voltaram|volta|voltam|voltara|voltarao|retorn\w*|providenci\w*|resolvi|resolvemos|resolvido|garantid[oa]|done|processed|issued|completed|approved|sent|confirmed|"
     r"succe\w*)\Z")
 _EMOJI = set("✅✔☑✓✔💰💸💵💴💶💷💳🤑🏦🪙💲👍👌🎉🙌🆗🥳🤝")
 _CURRENCY = re.compile(r"(?:r|us|u)?\$|€|£|¥|\b(?:brl|usd|eur)\b")
@@ -58,9 +60,14 @@ _CHANGE = re.compile(r"\A(?:atualiz|alter|mud|troc|modific|salv|corrig|registr|c
 _STATUS = re.compile(r"\A(?:entreg|envi|despach|postad|postei|transit|rastrei|rastream|previs|cheg|camin|cancel|"
                      r"separa|fatur|expedi|transportad|deliver|shipp|tracking|arriv|saiu|sai|aguardando)")
 _ORDER_NOUN = re.compile(r"\A(?:pedido|pedidos|compra|compras|encomenda|order|package|pacote)\Z")
-_QUESTION_START = re.compile(r"\A(?:qual|quais|quer|queres|deseja|gostaria|pode|poderia|podes|posso|como|onde|"
-                             r"quando|voce quer|voce deseja|voce gostaria|me (?:passa|informa|diz|confirma)|"
-                             r"could|would|what|which|do you)\b")
+_QUESTION_START = re.compile(r"\A(?:e |and )?(?:qual|quais|quer|queres|deseja|gostaria|pode|poderia|podes|posso|como|"
+                             r"onde|quando|consegue|sabe|voce (?:quer|deseja|gostaria|consegue|pode|sabe)|"
+                             r"me (?:passa|informa|diz|confirma)|could|would|what|which|when|do you|can you)\b")
+# A bare confirmation, with no noun ("Já foi!", "Tudo certo!", "Já está lá"): after a
+# question about money it is a money claim, and the detector does not see the question.
+_AFFIRM = re.compile(r"\A\s*sim\b|\bfoi sim\b|\b(?:tudo (?:certo|ok|resolvido|pronto|certinho)|ja (?:esta|ta|foi|era|vai|vem)\b(?! (?:verificando|"
+                     r"vendo|olhando|consultando|analisando))|esta la|ta la|disponivel|(?:esta|ta|fica) (?:no seu nome|com voce|na sua mao)|all set|it'?s done|"
+                     r"went through|on (?:its|the) way)\b")
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?\n]*")
 _WORD = re.compile(r"[a-z0-9]+(?:[-'][a-z0-9]+)*|[$€£¥]")
 
@@ -107,6 +114,20 @@ def _is_money_word(word: str) -> bool:
     return False
 
 
+_GOODS = frozenset({"produto", "produtos", "item", "itens", "mercadoria", "pacote", "encomenda", "product", "goods"})
+
+
+def _money_words(words: list[str]) -> bool:
+    """Any money word; "devolver o produto" (a return of goods) is not one."""
+    for i, word in enumerate(words):
+        if not _is_money_word(word):
+            continue
+        goods = word.startswith(("devolv", "devolu", "troca")) and _GOODS & set(words[i + 1:i + 5])
+        if not goods:
+            return True
+    return False
+
+
 def _spaced_out(text: str) -> list[str]:
     """"r e e m b o l s o", "r.e.e.m.b": runs of single letters, joined."""
     return ["".join(run.split()) for run in re.findall(r"(?:\b[a-z]\b[\s.\-_*]*){4,}", text)]
@@ -133,15 +154,25 @@ def _near(words: list[str], first: re.Pattern[str], second: re.Pattern[str], win
 
 def _strong(sentence: str, words: list[str]) -> bool:
     """A currency mark, an amount or order id, or a done word: never the model's to say."""
-    return _CURRENCY.search(sentence) is not None or _numbers(words) or any(_DONE.match(w) for w in words)
+    marks = (_CURRENCY, _ACCOUNT, _AFFIRM)
+    return (any(m.search(sentence) is not None for m in marks) or _numbers(words)
+            or any(_DONE.match(w) for w in words))
+
+
+def _hard(sentence: str, words: list[str]) -> bool:
+    """Never in the model's words, question or not: currency, amounts, order ids."""
+    return _CURRENCY.search(sentence) is not None or _numbers(words)
 
 
 def _sentence_findings(sentence: str) -> set[str]:
     words = _WORD.findall(sentence) + _spaced_out(sentence)
-    strong = _strong(sentence, words)
     question = sentence.rstrip().endswith("?") and _QUESTION_START.match(sentence.strip()) is not None
+    money = _money_words(words)
+    # In a question that offers or asks, a done word alone claims nothing ("quando fez a
+    # compra?"); beside a money word it may ("posso confirmar que o reembolso foi feito?").
+    strong = _strong(sentence, words) if not question or money else _hard(sentence, words)
     found = set()
-    if strong or (not question and any(_is_money_word(w) for w in words)):
+    if strong or (not question and money):
         found.add(MONEY)
     if question and not strong:
         return found
