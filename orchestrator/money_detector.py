@@ -33,7 +33,7 @@ _MONEY_STEMS = (
 # Whole words only ("Caio" is a name, "caixa" a box): money that "fell" into an account.
 _MONEY_WORDS = frozenset({"cai", "caira", "caindo", "caiam", "cairam", "pila", "real"})
 # An account, not "me conta" (tell me): "na conta", "sua conta", "em conta"...
-_ACCOUNT = re.compile(r"\b(?:na|nas|sua|tua|minha|em|pra|para a|da|de sua|bancaria) contas?\b|\bcontas? (?:bancaria|corrente)")
+_ACCOUNT = re.compile(r"\b(?:na|nas|sua|tua|minha|em|pra|para a|da|de sua|bancaria) contas?\b|\bcontas? (?:bancaria|corrente)", re.ASCII)
 _NOT_MONEY = ("acredit", "valoriz", "pagina", "bancad", "caix")  # "acredito", "página"
 _FUZZY_LEMMAS = ("reembolso", "reembolsado", "estorno", "estornado", "devolucao", "devolvido", "ressarcimento",
                  "dinheiro", "credito", "creditado", "pagamento", "deposito", "depositado", "transferencia",
@@ -45,7 +45,7 @@ _DONE = re.compile(
     r"voltou|voltaram|volta|voltam|voltara|voltarao|retorn\w*|providenci\w*|resolvi|resolvemos|resolvido|garantid[oa]|done|processed|issued|completed|approved|sent|confirmed|"
     r"succe\w*)\Z")
 _EMOJI = set("✅✔☑✓✔💰💸💵💴💶💷💳🤑🏦🪙💲👍👌🎉🙌🆗🥳🤝")
-_CURRENCY = re.compile(r"(?:r|us|u)?\$|€|£|¥|\b(?:brl|usd|eur)\b")
+_CURRENCY = re.compile(r"(?:r|us|u)?\$|€|£|¥|\b(?:brl|usd|eur)\b", re.ASCII)
 _TIME_UNITS = frozenset({"dia", "dias", "hora", "horas", "h", "min", "minuto", "minutos", "semana", "semanas",
                          "mes", "meses", "uteis", "days", "hours", "weeks"})
 _NUMBER_WORDS = re.compile(
@@ -55,7 +55,7 @@ _NUMBER_WORDS = re.compile(
     r"ten|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand)\Z")
 _PROFILE_NOUN = re.compile(r"\A(?:cadastr|endereco|enderco|endereç|telefone|telefne|celular|fone|e-?mail|email|"
                            r"cep|address|phone|rua|avenida|numero)")
-_CHANGE = re.compile(r"\A(?:atualiz|alter|mud|troc|modific|salv|corrig|registr|cadastr|substitu|edit|updat|"
+_CHANGE = re.compile(r"\A(?:atualiz|alter|mud|troc|troq|modific|salv|corrig|registr|cadastr|substitu|edit|updat|"
                      r"chang|inclu|adicion|coloq|coloc|novo|nova)")
 _STATUS = re.compile(r"\A(?:entreg|envi|despach|postad|postei|transit|rastrei|rastream|previs|cheg|camin|cancel|"
                      r"separa|fatur|expedi|transportad|deliver|shipp|tracking|arriv|saiu|sai|aguardando)")
@@ -67,16 +67,35 @@ _QUESTION_START = re.compile(r"\A(?:e |and )?(?:qual|quais|quer|queres|deseja|go
 # question about money it is a money claim, and the detector does not see the question.
 _AFFIRM = re.compile(r"\A\s*sim\b|\bfoi sim\b|\b(?:tudo (?:certo|ok|resolvido|pronto|certinho)|ja (?:esta|ta|foi|era|vai|vem)\b(?! (?:verificando|"
                      r"vendo|olhando|consultando|analisando))|esta la|ta la|disponivel|(?:esta|ta|fica) (?:no seu nome|com voce|na sua mao)|all set|it'?s done|"
-                     r"went through|on (?:its|the) way)\b")
+                     r"went through|on (?:its|the) way)\b", re.ASCII)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?\n]*")
 _WORD = re.compile(r"[a-z0-9]+(?:[-'][a-z0-9]+)*|[$€£¥]")
 
 
-def normalized(text: str) -> str:
-    """Lowercase, no accents, no invisible characters ("reem\u200bbolso" is "reembolso")."""
+# Cyrillic and Greek letters that look Latin ("rеembolso" with a Cyrillic е).
+_CONFUSABLES = str.maketrans("аеорсухіјѕԁԛԝАВЕКМНОРСТХІЈЅαβεικνορτυχΑΒΕΗΙΚΜΝΟΡΤΥΧ",
+                             "aeopcyxijsdqwABEKMHOPCTXIJSabeiknoptuxABEHIKMNOPTYX")
+
+
+def normalized(text: str, invisible: str = "") -> str:
+    """Lowercase, no accents, look-alike letters folded, glued words split at a case
+    change ("kTudo certo"); invisible characters (format, control) replaced by
+    ``invisible``: removed, "reem\u200bbolso" is "reembolso"; a space, "x\x14Tudo" is two words."""
+    text = _split_case(text.translate(_CONFUSABLES))
     decomposed = unicodedata.normalize("NFKD", text)
-    kept = (ch for ch in decomposed if unicodedata.category(ch) not in ("Mn", "Cf", "Cc") or ch == "\n")
+    kept = (ch if unicodedata.category(ch) not in ("Cf", "Cc") or ch == "\n" else invisible
+            for ch in decomposed if unicodedata.category(ch) != "Mn")
     return re.sub(r"[ \t]+", " ", "".join(kept).lower())
+
+
+def _split_case(text: str) -> str:
+    out = []
+    for i, ch in enumerate(text):
+        prev, nxt = text[i - 1] if i else "", text[i + 1] if i + 1 < len(text) else ""
+        if ch.isupper() and ((prev.islower()) or (prev.isupper() and nxt.islower())):
+            out.append(" ")
+        out.append(ch)
+    return "".join(out)
 
 
 def _edits(a: str, b: str, limit: int) -> int:
@@ -129,8 +148,16 @@ def _money_words(words: list[str]) -> bool:
 
 
 def _spaced_out(text: str) -> list[str]:
-    """"r e e m b o l s o", "r.e.e.m.b": runs of single letters, joined."""
-    return ["".join(run.split()) for run in re.findall(r"(?:\b[a-z]\b[\s.\-_*]*){4,}", text)]
+    """"r e e m b o l s o", "r.e.e.m.b": runs of single letters, joined; a run that
+    holds a money stem anywhere counts as that stem (a deliberate spelling)."""
+    out = []
+    for run in re.findall(r"(?:\b[a-z]\b[\s.\-_*]*){4,}", text):
+        joined = "".join(run.split())
+        out.append(joined)
+        out += [word for stem, word in (("reembols", "reembolso"), ("estorn", "estorno"), ("devolv", "devolvido"),
+                                        ("dinheir", "dinheiro"), ("credit", "credito"), ("feit", "feito"),
+                                        ("pago", "pago")) if stem in joined]
+    return out
 
 
 def _numbers(words: list[str]) -> bool:
@@ -190,12 +217,13 @@ def _record_and_status(words: list[str], strong: bool) -> set[str]:
 
 def findings(text: str) -> set[str]:
     """The kinds of statement the free text makes (empty: it may be delivered)."""
-    flat = normalized(text)
     # Per sentence, for the question exemption; a claim split across sentences is
-    # still caught ("Seu reembolso. Saiu!": the done word alone is flagged).
+    # still caught ("Seu reembolso. Saiu!": the done word alone is flagged). Read
+    # twice: invisible characters removed, and read as spaces.
     found: set[str] = set()
-    for sentence in _SENTENCE.findall(flat) or [flat]:
-        found |= _sentence_findings(sentence)
+    for flat in {normalized(text), normalized(text, " ")}:
+        for sentence in _SENTENCE.findall(flat) or [flat]:
+            found |= _sentence_findings(sentence)
     if any(ch in _EMOJI for ch in text):  # a confirmation emoji, anywhere
         found.add(MONEY)
     return found
