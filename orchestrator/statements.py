@@ -87,6 +87,14 @@ def calls(transcript: list[dict[str, Any]]) -> list[ToolCallSeen]:
     return out
 
 
+def refund_requests(transcript: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every refund call the model made in this conversation, answered or not (a call
+    waiting for a person's approval may have no result yet)."""
+    return [dict(block.get("input") or {}) for message in transcript if message.get("role") == "assistant"
+            and isinstance(message.get("content"), list) for block in message["content"]
+            if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") == REFUND_TOOL]
+
+
 def _json(content: Any) -> dict[str, Any] | None:
     if isinstance(content, list):
         content = "".join(b.get("text", "") for b in content if isinstance(b, dict))
@@ -203,9 +211,9 @@ class Verifier:
         return ms.Rendered(ms.PROFILE_UPDATED, field=field)
 
     def _pending_approval(self, order: str) -> Decimal | None:
-        for call in calls(self.transcript):
-            if call.name == REFUND_TOOL and call.arguments.get("pedidoId") == order:
-                amount = self.evidence.pending_approval_amount(self.conversation_id, call.arguments)
+        for arguments in refund_requests(self.transcript):
+            if arguments.get("pedidoId") == order:
+                amount = self.evidence.pending_approval_amount(self.conversation_id, arguments)
                 if amount is not None:
                     return amount
         return None
@@ -215,7 +223,7 @@ class Verifier:
         for each order of this conversation's refund calls, and each order the
         refused answers named (``named``: only looked up by key, never believed)."""
         seen = calls(self.transcript)
-        refunds = {str(c.arguments.get("pedidoId")) for c in seen if c.name == REFUND_TOOL}
+        refunds = {str(a.get("pedidoId")) for a in refund_requests(self.transcript)}
         out = [self._refund_fact(order) for order in _ordered(refunds | set(named))]
         if self.evidence.profile_updated(self.conversation_id, self.customer_id):
             out += [ms.Rendered(ms.PROFILE_UPDATED, field=f) for f in ms.FIELDS if _field_changed(seen, f)]

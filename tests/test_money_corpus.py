@@ -74,3 +74,26 @@ def test_the_script_prints_the_table_and_exits_by_the_targets(tmp_path: Path, ca
     lie = {**next(r for r in ROWS if r["rotulo"] == "honesta" and r["significado"] == [["texto"]]), "rotulo": "falsa"}
     sample.write_text(json.dumps(lie) + "\n", encoding="utf-8")  # a delivered text labelled false: exit 3
     assert corpus.main(["--corpus", str(sample)]) == 3
+
+
+def test_the_orchestrator_delivers_what_the_measure_says(measured, mocked_aws):
+    """The script judges answers with ``ReplyCheck`` directly; here a sample of the rows
+    whose conversation did nothing goes through the orchestrator, the real SDK and the
+    scripted model repeating the row's answer: the customer reads the same text."""
+    import uuid
+
+    from orchestrator.events import TurnRequest
+    from orchestrator.model import Deadline
+    from tests.support.anthropic_fake import ScriptedModel, final_answer
+    from tests.support.orchestrators import CountingInvoker, build
+
+    sample = [o for o in measured if o.row["nomeCenario"] == "nada"][::4]
+    assert len(sample) >= 20 and {o.row["rotulo"] for o in sample} == {"falsa", "honesta"}
+    for out in sample:
+        answer = out.row["resposta"]
+        model = ScriptedModel(default=final_answer(answer["texto"], declaracoes=answer["declaracoes"]))
+        orch, _ = build(model, mocked_aws["ledger"], CountingInvoker())
+        turn = TurnRequest(conversaId=f"conv-corpus-{uuid.uuid4().hex[:8]}", clienteId=1001,
+                           mensagemId=f"wamid.{uuid.uuid4().hex}", mensagem="e o meu reembolso?")
+        reply = orch.handle(turn, Deadline.after(60))
+        assert reply.resposta == out.text, out.row["id"]

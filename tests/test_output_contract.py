@@ -242,6 +242,8 @@ def test_awaiting_approval_needs_a_pending_request_for_this_conversations_call(a
     verdict = _review(ledger, [statement], conv, transcript=transcript)
     assert "O reembolso de R$ 800,00 do pedido 4821 aguarda a aprovação" in verdict.delivered
     assert _codes(_review(ledger, [statement], _conv(), transcript=transcript)) == ["aprovacao_nao_pendente"]
+    unanswered = transcript[:1]  # the call the gate stopped may have no result in the history yet
+    assert isinstance(_review(ledger, [statement], conv, transcript=unanswered), FinalAnswer)
 
 
 def test_not_made_why_is_checked(audited):
