@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 MONEY, PROFILE, STATUS = "dinheiro_no_texto", "cadastro_no_texto", "status_no_texto"
 
@@ -116,6 +117,7 @@ def _edits(a: str, b: str, limit: int) -> int:
     return prev[-1]
 
 
+@lru_cache(maxsize=4096)  # the fuzzy match is the detector's cost; words repeat
 def _is_money_word(word: str) -> bool:
     word = word.replace("-", "").replace("'", "")
     if word.startswith(_NOT_MONEY):
@@ -127,8 +129,9 @@ def _is_money_word(word: str) -> bool:
     if len(word) >= 4 and any(stem.startswith(word) for stem in ("reembolso", "estorno", "devoluc", "ressarc",
                                                                 "refund", "dinheiro", "credito", "pagamento")):
         return True  # an abbreviation: "reemb", "estor", "dinh"
-    if len(word) >= 5:
-        return any(_edits(word, lemma, 2 if len(lemma) >= 8 else 1) <= (2 if len(lemma) >= 8 else 1)
+    if len(word) >= 5:  # a typo rarely changes both of the first two letters: the cheap filter first
+        return any((word[0] == lemma[0] or word[1] == lemma[1] or word[:2] == lemma[1::-1])
+                   and _edits(word, lemma, 2 if len(lemma) >= 8 else 1) <= (2 if len(lemma) >= 8 else 1)
                    for lemma in _FUZZY_LEMMAS)
     return False
 
