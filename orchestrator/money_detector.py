@@ -41,8 +41,8 @@ _FUZZY_LEMMAS = ("reembolso", "reembolsado", "estorno", "estornado", "devolucao"
                  "refunded", "cartao")
 _DONE = re.compile(
     r"\A(?:(?:realiz|process|emit|conclu|efetu|aprov|estorn|devolv|credit|deposit|envi|liber|confirm|pag|"
-    r"execut|efetiv|finaliz|autoriz|resolv|solicit|registr|acion|encaminh)(?:ad[oa]s?|id[oa]s?|ei|amos|emos|imos|"
-    r"ou|eu|iu)|feit[oa]s?|fiz|fizemos|fez|pront[oa]s?|sucesso|caiu|saiu|"
+    r"execut|efetiv|finaliz|autoriz|resolv|solicit|registr|acion|encaminh|mand|cuid)(?:ad[oa]s?|id[oa]s?|ei|i|"
+    r"amos|emos|imos|ou|eu|iu)|feit[oa]s?|fiz|fizemos|fez|pront[oa]s?|sucesso|caiu|saiu|"
     r"voltou|voltaram|volta|voltam|voltara|voltarao|retorn\w*|providenci\w*|resolvi|resolvemos|resolvido|garantid[oa]|done|processed|issued|completed|approved|sent|confirmed|"
     r"succe\w*)\Z")
 _EMOJI = set("✅✔☑✓✔💰💸💵💴💶💷💳🤑🏦🪙💲👍👌🎉🙌🆗🥳🤝")
@@ -63,10 +63,10 @@ _STATUS = re.compile(r"\A(?:entreg|envi|despach|postad|postei|transit|rastrei|ra
 _ORDER_NOUN = re.compile(r"\A(?:pedido|pedidos|compra|compras|encomenda|order|package|pacote)\Z")
 _QUESTION_START = re.compile(r"\A(?:e |and )?(?:qual|quais|quer|queres|deseja|gostaria|pode|poderia|podes|posso|como|"
                              r"onde|quando|consegue|sabe|voce (?:quer|deseja|gostaria|consegue|pode|sabe)|"
-                             r"me (?:passa|informa|diz|confirma)|could|would|what|which|when|do you|can you)\b")
+                             r"me (?:passa|informa|diz|confirma|conta)|could|would|what|which|when|do you|can you)\b")
 # A bare confirmation, with no noun ("Já foi!", "Tudo certo!", "Já está lá"): after a
 # question about money it is a money claim, and the detector does not see the question.
-_AFFIRM = re.compile(r"\A\s*sim\b|\bfoi sim\b|\b(?:tudo (?:certo|ok|resolvido|pronto|certinho)|ja (?:esta|ta|foi|era|vai|vem)\b(?! (?:verificando|"
+_AFFIRM = re.compile(r"\A[^a-z0-9]*sim\b|\bfoi sim\b|\b(?:tudo (?:certo|ok|resolvido|pronto|certinho)|ja (?:esta|ta|foi|era|vai|vem)\b(?! (?:verificando|"
                      r"vendo|olhando|consultando|analisando))|esta la|ta la|disponivel|(?:esta|ta|fica) (?:no seu nome|com voce|na sua mao)|all set|it'?s done|"
                      r"went through|on (?:its|the) way)\b", re.ASCII)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?\n]*")
