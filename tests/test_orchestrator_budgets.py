@@ -74,12 +74,12 @@ def test_the_tool_call_budget_refuses_the_call_past_it_and_hands_off(mocked_aws,
 
 def test_within_the_tool_call_budget_nothing_is_refused(mocked_aws, capsys):
     ledger = mocked_aws["ledger"]
-    model = ScriptedModel(tool_uses(_status("1"), _status("2"), _status("3")), text_reply("Tudo certo."))
+    model = ScriptedModel(tool_uses(_status("1"), _status("2"), _status("3")), text_reply("Posso ajudar em algo mais?"))
     invoker = CountingInvoker()
     orch, _ = build(model, ledger, invoker, MAX_FERRAMENTAS_POR_TURNO="3")
     reply = orch.handle(_request("conv-budget-tools-ok"), Deadline.after(60))
     assert invoker.calls["consultar_status_pedido"] == 3
-    assert (reply.status, reply.motivo, reply.resposta) == ("ativa", "resposta", "Tudo certo.")
+    assert (reply.status, reply.motivo, reply.resposta) == ("ativa", "resposta", "Posso ajudar em algo mais?")
     assert _limit_records(ledger, "conv-budget-tools-ok") == [] and _limit_metrics(capsys.readouterr().out) == []
 
 

@@ -126,10 +126,10 @@ def test_tool_use_runs_the_tool_and_sends_the_result_back(mocked_aws):
 
 
 def test_pause_turn_is_continued(mocked_aws):
-    model = ScriptedModel(fixture("pause_turn"), text_reply("Tudo certo."))
+    model = ScriptedModel(fixture("pause_turn"), text_reply("Posso ajudar em algo mais?"))
     orch, _ = build(model, mocked_aws["ledger"], CountingInvoker())
     reply = orch.handle(_turn("conv-pause"), Deadline.after(60))
-    assert reply.resposta == "Tudo certo."
+    assert reply.resposta == "Posso ajudar em algo mais?"
     assert model.requests[1]["messages"][-1] == {"role": "assistant", "content": [
         {"type": "text", "text": "Estou conferindo as informações"}]}
 
@@ -164,8 +164,8 @@ def test_context_window_exceeded_trims_once_then_hands_off(mocked_aws):
     orch.handle(_turn("conv-ctx", "primeira"), Deadline.after(60))
     orch.handle(_turn("conv-ctx", "segunda"), Deadline.after(60))
 
-    model.then(fixture("context_window_exceeded"), text_reply("Resumindo: tudo certo."))
-    assert orch.handle(_turn("conv-ctx", "terceira"), Deadline.after(60)).resposta == "Resumindo: tudo certo."
+    model.then(fixture("context_window_exceeded"), text_reply("Resumindo: posso ajudar em algo mais?"))
+    assert orch.handle(_turn("conv-ctx", "terceira"), Deadline.after(60)).resposta == "Resumindo: posso ajudar em algo mais?"
     before, after = model.requests[-2]["messages"], model.requests[-1]["messages"]
     assert len(after) < len(before)  # trimmed before retrying, whole turns only
     assert after[0]["role"] == "user" and after[-1]["content"][-1]["text"] == "terceira"
