@@ -154,7 +154,7 @@ class Resumer:
         # asked for): a decision of another one (an older request, another call of the
         # same response) never runs in its place.
         waiting = (state.status is ConversationStatus.WAITING_APPROVAL
-                   and approval_lifecycle.awaited_approval(state.messages) == record.id)
+                   and record.answers(approval_lifecycle.awaited_approval(state.messages)))
         if not expiring:
             return waiting
         # Closed whatever the conversation does now; it is told only when it waits on this one.

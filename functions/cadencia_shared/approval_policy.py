@@ -28,7 +28,7 @@ from decimal import Decimal
 from botocore.exceptions import ClientError
 from pydantic import Field
 
-from .approvals import ApprovalRecord, ApprovalStatus, ApprovalStore, DecisionRefused
+from .approvals import REPLACES_ATTRIBUTE, ApprovalRecord, ApprovalStatus, ApprovalStore, DecisionRefused
 from .catalog import TOOLS
 from .identity import APPROVERS, Person
 from .ledger import ConversationStatus, Ledger, approval_pk
@@ -36,7 +36,7 @@ from .ledger.table import condition_failed, serialize
 from .settings import EnvSettings
 
 FIRST_APPROVAL = "primeiraAprovacao"
-REPLACES = "substitui"  # on a lower amount's request: the request it replaces
+REPLACES = REPLACES_ATTRIBUTE
 AMOUNT_PATTERN = re.compile(r"\A(0|[1-9][0-9]{0,9})(\.[0-9]{1,2})?\Z")
 AWAITING_SECOND = "aguardando_segundo_aprovador"
 

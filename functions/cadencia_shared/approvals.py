@@ -21,14 +21,12 @@ Pending items carry ``pendencia = aprovacao`` (the ledger's sparse index): the
 operators' list is a Query. A denied item leaves the index; an approved one moves
 to ``aprovacao_aprovada`` until it is consumed or closed (the expiry sweep's).
 
-What people are shown about a request (the amount an operator decides on, the one
-the customer is told, the one the audit records) is DERIVED from the bound
-arguments, never read from a stored copy: ``ApprovalRecord.amount`` is the tool's
-amount argument. A record is ``intact`` only when its arguments hash to its digest,
-its id is the id of (conversation, tool, version, digest) and the stored ``valor``
-copy equals the argument; a record that is not intact binds nothing, is never
-decided nor consumed (both writes are conditioned on the fields checked), and is
-shown to an operator as ``invalida``.
+What people are shown about a request (the amount an operator decides on, the one the customer is
+told, the one the audit records) is DERIVED from the bound arguments: ``ApprovalRecord.amount`` is
+the tool's amount argument. A record is ``intact`` only when its arguments hash to its digest, its id
+is the id of (conversation, tool, version, digest, attempt) and the stored ``valor`` copy equals the
+argument; one that is not intact binds nothing, is never decided nor consumed (both writes are
+conditioned on the fields checked), and is shown to an operator as ``invalida``.
 """
 
 from __future__ import annotations
@@ -68,13 +66,11 @@ class ApprovalStatus(StrEnum):
     APPROVED = "aprovada"
     DENIED = "negada"
     CONSUMED = "consumida"  # the approved call was handed to the tool (its idempotency key guards the rest)
-    # Closed by its conversation's cancellation while pending or approved-but-unused:
-    # it authorises nothing; the same call asked again is a fresh request.
-    VOIDED = "anulada"
-    # Closed undecided (or approved and unused) after its expiry; the customer was told.
-    EXPIRED = "expirada"
+    VOIDED = "anulada"  # closed by a cancellation (or replaced) while open: authorises nothing
+    EXPIRED = "expirada"  # closed undecided (or approved and unused) after its expiry; customer told
 
 
+REPLACES_ATTRIBUTE = "substitui"  # on a lower amount's request (the approval policy's): the one it replaces
 # Statuses a new request for the same call replaces (the old one authorises nothing);
 # a denied or consumed record is never replaced.
 REPLACEABLE = (ApprovalStatus.VOIDED, ApprovalStatus.EXPIRED)
@@ -114,6 +110,11 @@ class ApprovalRecord:
     attempt_number: int | None = None
     # The arguments hash to the digest, the id binds them, the stored amount copy agrees.
     intact: bool = True
+    replaces: str | None = None  # a lower amount's request: the awaited request it stands for
+
+    def answers(self, awaited: str | None) -> bool:
+        """Whether this is the request a conversation awaiting ``awaited`` acts on."""
+        return awaited is not None and awaited in (self.id, self.replaces)
 
     def expired(self, now_ms: int) -> bool:
         return now_ms >= self.expires_at_ms
@@ -144,7 +145,7 @@ class ApprovalRecord:
             reason=item["motivo"], status=ApprovalStatus(item["status"]), created_at=item["criadoEm"],
             expires_at_ms=int(item["expiraEmMs"]), decided_by=item.get("decididoPor"),
             justification=item.get("justificativa"), decided_at=item.get("decididoEm"), intact=intact,
-            attempt_number=attempt or None,
+            attempt_number=attempt or None, replaces=item.get(REPLACES_ATTRIBUTE),
         )
 
     def stored_fields(self) -> dict[str, Any]:
@@ -292,7 +293,7 @@ class ApprovalStore:
         # The conversation must still be waiting for this decision: not cancelled (a
         # cancellation voids its approvals), not with a person. A cancellation landing
         # after this read is caught where it is consumed (the approval is voided then).
-        elsewhere = self._conversation_moved_on(current.conversation_id, approval)
+        elsewhere = self._conversation_moved_on(current)
         if elsewhere is not None:
             raise DecisionRefused(elsewhere, current)
         values = {":pendente": ApprovalStatus.PENDING.value, ":st": status.value, ":por": approver,
@@ -320,17 +321,17 @@ class ApprovalStore:
         assert record is not None
         return record
 
-    def _conversation_moved_on(self, conversation_id: str, approval: str) -> str | None:
+    def _conversation_moved_on(self, record: ApprovalRecord) -> str | None:
         """Why a decision may not be recorded for this conversation now (None: it may):
         it must wait for THIS request (the last its history asked for), or the decision
         would approve a call no resume runs."""
-        if self.ledger.cancellation_pending(conversation_id):
+        if self.ledger.cancellation_pending(record.conversation_id):
             return "conversa_cancelada"
-        state = self.ledger.read_conversation(conversation_id)
+        state = self.ledger.read_conversation(record.conversation_id)
         if state is not None and state.status is ConversationStatus.WAITING_HUMAN:
             return "conversa_com_atendente"
         if (state is None or state.status is not ConversationStatus.WAITING_APPROVAL
-                or awaited_approval(state.messages) != approval):
+                or not record.answers(awaited_approval(state.messages))):
             return "conversa_nao_aguarda_aprovacao"
         return None
 
