@@ -176,9 +176,11 @@ def _unknown_order(call: Call) -> bool:
 
 
 def _not_executed(call: Call, order: str) -> dict[str, Any]:
-    """The typed statement of a refund call that did not execute, from its outcome."""
-    if call.outcome in _UNSETTLED:
+    """The typed statement of a refund call that did not execute, from its outcome (a
+    repeat answered from its claim: the claim's own outcome)."""
+    outcome = call.data.get("resultadoOriginal") if call.outcome == _ALREADY else call.outcome
+    if outcome in _UNSETTLED:
         return {"tipo": "reembolso_sem_confirmacao", "pedidoId": order}
-    if call.outcome == _DECLINED:
+    if outcome == _DECLINED:
         return {"tipo": "reembolso_recusado_pelo_gateway", "pedidoId": order}
     return {"tipo": "reembolso_nao_feito", "pedidoId": order, "motivo": "recusado_pela_ferramenta"}
