@@ -265,8 +265,8 @@ class Orchestrator:
                 return _Outcome(messages, ConversationStatus.ACTIVE, expired, "aprovacao_expirada")
             return _Outcome(messages, ConversationStatus.WAITING_APPROVAL, texts.STILL_AWAITING_APPROVAL,
                             "aguardando_aprovacao")
-        check = ReplyCheck(req.conversaId, req.clienteId, LedgerEvidence(self.ledger, ceiling=self.settings.ceiling),
-                           self.settings.output_contract_attempts)
+        evidence = LedgerEvidence(self.ledger, ceiling=self.settings.ceiling, release=self.settings.approval.release)
+        check = ReplyCheck(req.conversaId, req.clienteId, evidence, self.settings.output_contract_attempts)
         kept = history.trim_in_steps(messages, self.settings.history_max_messages, self.settings.history_cut_to)
         turn = _TurnState(req, deadline, kept, self._budget(state), check, exhausted,
                           TurnUsage(self.settings.input_price_usd_mtok, self.settings.output_price_usd_mtok))
@@ -308,6 +308,7 @@ class Orchestrator:
             return step_for_model_error(err)
         turn.budget.add_usage(response.usage)
         turn.budget.cost_usd += turn.usage.add(response.usage, self.clock() - started)
+        turn.check.transcript = turn.messages  # the tool results a statement is checked against
         return next_step(response, turn.check)
 
     def _apply(self, turn: _TurnState, step: Step) -> _Outcome | None:

@@ -1,85 +1,96 @@
 """The output contract: the model's final answer is a structured object the code
-checks before a customer reads a word of it (DESIGN invariant 11).
+checks before a customer reads a word of it (DESIGN invariants 11 and 14).
 
 Mechanism: a final-answer tool, ``responder_cliente``, with ``tool_choice`` ``any``
 (the model must call a tool on every response, so it can only finish by calling
 this one) and ``strict`` input schema when the other tools are strict. Chosen over
 the pinned SDK's structured output (anthropic 2.14's ``output_config.format``)
-because:
-- a rejected answer goes back as an ``is_error`` ``tool_result`` bound to the
-  call's id — the protocol the API defines for "this call failed, here is why";
-  a rejected JSON text has no such slot (it needs an invented user turn);
-- free text never ends a turn: with ``tool_choice: any`` there is no plain-text
-  answer to leak, and one that comes anyway (a proxy or model not honouring it)
-  is a violation, not a reply;
-- it is the same wire shape on the first-party API and on Bedrock.
+because a rejected answer goes back as an ``is_error`` ``tool_result`` bound to the
+call's id; free text never ends a turn; it is the same wire shape on the
+first-party API and on Bedrock.
+
+The code, not the model, says what happened to money, to the record and to an order:
+- ``declaracoes`` carries one typed statement per fact (``statements``: a refund
+  executed, awaiting approval, declined, unconfirmed, not made and why; a record
+  field updated; an order's status; how refunds work). Each is checked against the
+  ledger and this conversation's tool results; the customer reads the sentences the
+  code renders from them (``money_sentences``), after the model's ``texto``;
+- ``texto`` may not speak about money, the record or an order's status
+  (``money_detector``, built for recall): such a text is refused with an
+  ``is_error`` telling the model to use a statement instead;
+- after K refused answers the fallback is rendered from the ledger alone, so it
+  is true.
 
 The schema lives here once (``SCHEMA``, JSON Schema 2020-12, checked with
-``jsonschema``'s full validator). The model is shown it without the keywords the
-Messages API does not enforce in strict mode (lengths, item counts): those are
-enforced here, as are the checks no schema can express:
-
-- every claimed action is checked against the ledger: a refund claim
-  (``reembolso_emitido``) needs this conversation's refund claim for that order
-  in status ``executado`` with exactly that amount; a profile update
-  (``cadastro_atualizado``) needs an executed ``atualizar_cadastro`` attempt in
-  this conversation;
-- a narrative claim in the text ("reembolso ... feito/processado/estornado",
-  "cadastro ... atualizado") with no matching verified action is a violation, and
-  an amount in a refund-done sentence must be a verified refund's amount.
-
-The narrative check is a heuristic (regular expressions over normalized text):
-it errs toward rejecting, whose cost is one more model round or the fallback —
-never a false sentence to the customer.
+``jsonschema``'s full validator); the model is shown it without the keywords the
+Messages API does not enforce in strict mode.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
-from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from cadencia_shared.catalog import ATUALIZAR_CADASTRO
-from cadencia_shared.ledger import ClaimStatus, Ledger, RefundClaim, refund_idempotency_key
+from cadencia_shared.approval_arguments import canonical_arguments
+from cadencia_shared.approvals import ApprovalStatus, ApprovalStore
+from cadencia_shared.catalog import ATUALIZAR_CADASTRO, EMITIR_REEMBOLSO
+from cadencia_shared.ledger import Ledger, RefundClaim, refund_idempotency_key
 from cadencia_shared.models import ORDER_ID_PATTERN, json_schema_pattern
 from cadencia_shared.outcomes import Outcome
+
+from . import money_detector
+from . import money_sentences as ms
+from .statements import HOW_REFUNDS_WORK, Evidence, Problem, Verifier
+from .tools import canonical_input, tool_version
 
 REPLY_TOOL = "responder_cliente"
 # Every response must call a tool; the only way to finish is ``responder_cliente``.
 TOOL_CHOICE: dict[str, Any] = {"type": "any"}
 DEFAULT_MAX_ATTEMPTS = 3  # answers checked per turn before the fallback (OUTPUT_CONTRACT_ATTEMPTS)
 
-REFUND_CLAIM, PROFILE_CLAIM = "reembolso_emitido", "cadastro_atualizado"
 # jsonschema matches ``pattern`` with Python's ``re.search``, where ``$`` also
 # matches before a final newline ("4821\n" would pass ``^…$``): the schema keeps
 # the project's ``\A…\Z`` spelling, and the model is shown the ECMA-262 one.
 _ORDER = {"type": "string", "pattern": ORDER_ID_PATTERN}
+NOT_MADE_REASONS = tuple(ms.NOT_MADE_WHY)
+_ORDER_ID = re.compile(ORDER_ID_PATTERN)
+MAX_NAMED_ORDERS = 5  # ledger reads the fallback may spend on orders the model named
+
+
+def _statement(kind: str, **fields: Any) -> dict[str, Any]:
+    return {"type": "object", "additionalProperties": False, "required": ["tipo", *fields],
+            "properties": {"tipo": {"const": kind}, **fields}}
+
 
 SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
     "additionalProperties": False,
-    "required": ["texto", "precisaDePessoa", "pedidos", "acoes"],
+    "required": ["texto", "precisaDePessoa", "declaracoes"],
     "properties": {
         "texto": {"type": "string", "minLength": 1, "maxLength": 1500,
-                  "description": "A mensagem ao cliente, em português do Brasil."},
+                  "description": ("A mensagem ao cliente, em português do Brasil, SEM falar de dinheiro, valores, "
+                                  "números de pedido, cadastro ou situação de pedidos: isso vai em 'declaracoes'.")},
         "precisaDePessoa": {"type": "boolean",
                             "description": "true se um atendente humano precisa agir nesta conversa."},
-        "pedidos": {"type": "array", "maxItems": 10, "uniqueItems": True, "items": _ORDER,
-                    "description": "Os pedidos mencionados na mensagem."},
-        "acoes": {
+        "declaracoes": {
             "type": "array", "maxItems": 10, "uniqueItems": True,
-            "description": "As ações que a mensagem diz que foram feitas (só as confirmadas por ferramentas).",
+            "description": ("Uma declaração tipada por fato sobre reembolso, cadastro ou status de pedido; o código "
+                            "confere cada uma no registro e escreve a frase que o cliente lê."),
             "items": {"anyOf": [
-                {"type": "object", "additionalProperties": False, "required": ["tipo", "pedidoId", "valor"],
-                 "properties": {"tipo": {"const": REFUND_CLAIM}, "pedidoId": _ORDER,
-                                "valor": {"type": "number", "exclusiveMinimum": 0, "maximum": 100000}}},
-                {"type": "object", "additionalProperties": False, "required": ["tipo"],
-                 "properties": {"tipo": {"const": PROFILE_CLAIM}}},
+                _statement(ms.REFUND_EXECUTED, pedidoId=_ORDER,
+                           valor={"type": "number", "exclusiveMinimum": 0, "maximum": 100000}),
+                _statement(ms.REFUND_AWAITING_APPROVAL, pedidoId=_ORDER),
+                _statement(ms.REFUND_DECLINED, pedidoId=_ORDER),
+                _statement(ms.REFUND_UNCONFIRMED, pedidoId=_ORDER),
+                _statement(ms.REFUND_NOT_MADE, pedidoId=_ORDER, motivo={"enum": list(NOT_MADE_REASONS)}),
+                _statement(ms.PROFILE_UPDATED, campo={"enum": list(ms.FIELDS)}),
+                _statement(ms.ORDER_STATUS, pedidoId=_ORDER),
+                _statement(HOW_REFUNDS_WORK),
             ]},
         },
     },
@@ -114,8 +125,9 @@ def _for_the_model(node: Any) -> Any:
 def tool_definition(*, strict: bool) -> dict[str, Any]:
     tool: dict[str, Any] = {
         "name": REPLY_TOOL,
-        "description": ("Entrega a resposta final ao cliente. Use SEMPRE para terminar. Em 'acoes' declare "
-                        "só o que uma ferramenta confirmou nesta conversa; o código confere tudo antes de enviar."),
+        "description": ("Entrega a resposta final ao cliente. Use SEMPRE para terminar. O 'texto' não fala de "
+                        "dinheiro, reembolso, valores, pedidos, cadastro nem status: cada fato desses vai em "
+                        "'declaracoes', que o código confere no registro e escreve para o cliente."),
         "input_schema": _for_the_model(SCHEMA),
     }
     if strict:
@@ -134,35 +146,32 @@ class Violation:
 
 @dataclass(frozen=True)
 class FinalAnswer:
-    text: str
+    text: str  # the model's own words (free of money, record and status statements)
     needs_person: bool
-    orders: tuple[str, ...]
-    claims: tuple[dict[str, Any], ...]
+    statements: tuple[dict[str, Any], ...]
+    rendered: tuple[ms.Rendered, ...] = ()
 
-
-class Evidence(Protocol):
-    """What the ledger shows was done in a conversation."""
-
-    def refund_claim(self, conversation_id: str, order_id: str) -> RefundClaim | None: ...
-
-    def profile_updated(self, conversation_id: str, customer_id: int) -> bool: ...
+    @property
+    def delivered(self) -> str:
+        """What the customer reads: the model's text, then the code's sentences."""
+        return ms.join(self.text, list(self.rendered))
 
 
 class LedgerEvidence:
     """The ledger as evidence, strongly consistent reads by key (the orchestrator's
     role may read no ledger index): the refund claim by its idempotency key
     (conversation + order, so another conversation's claim is never found); the
-    profile update by the ``CHAMADA_DE_FERRAMENTA`` links of (conversation, the
-    customer's record, ``atualizar_cadastro``) numbered within the ceiling — one
-    Query of the conversation's audit chain. Those links, not the tool's own
-    ``CADASTRO_ATUALIZADO``: the tool appends that one inside its database
-    transaction, BEFORE the commit (a failed commit leaves it behind), while the
-    orchestrator writes the call link only after the tool answered ``atualizado``,
-    i.e. after the commit."""
+    attempts by the ``CHAMADA_DE_FERRAMENTA`` links of (conversation, subject,
+    tool) numbered within the ceiling — one Query of the conversation's audit chain.
+    Those links, not the tool's own ``CADASTRO_ATUALIZADO``: the tool appends that
+    one inside its database transaction, BEFORE the commit, while the orchestrator
+    writes the call link only after the tool answered, i.e. after the commit. A
+    pending approval by its id (conversation, tool, version, arguments' digest)."""
 
-    def __init__(self, ledger: Ledger, *, ceiling: int) -> None:
+    def __init__(self, ledger: Ledger, *, ceiling: int, release: str = "local") -> None:
         self.ledger = ledger
         self.ceiling = ceiling
+        self.release = release
 
     def refund_claim(self, conversation_id: str, order_id: str) -> RefundClaim | None:
         return self.ledger.get_claim(refund_idempotency_key(conversation_id, order_id))
@@ -172,190 +181,56 @@ class LedgerEvidence:
                                               tool=ATUALIZAR_CADASTRO.name, limit=self.ceiling)
         return Outcome.EXECUTED.value in results
 
+    def refund_results(self, conversation_id: str, order_id: str) -> list[str]:
+        return self.ledger.attempt_results(conversation_id=conversation_id, subject=order_id,
+                                           tool=EMITIR_REEMBOLSO.name, limit=self.ceiling)
 
-def review(answer: Any, *, conversation_id: str, customer_id: int,
-           evidence: Evidence) -> FinalAnswer | list[Violation]:
+    def pending_approval_amount(self, conversation_id: str, arguments: dict[str, Any]) -> Decimal | None:
+        try:
+            canonical = canonical_input(EMITIR_REEMBOLSO.name, arguments)
+        except ValueError:  # pydantic's ValidationError: arguments the tool would refuse asked nobody
+            return None
+        record = ApprovalStore(self.ledger).find(
+            conversation_id=conversation_id, tool=EMITIR_REEMBOLSO.name,
+            version=tool_version(EMITIR_REEMBOLSO.name, self.release),
+            arguments_sha256=canonical_arguments(canonical)[1])
+        if record is None or record.status is not ApprovalStatus.PENDING or not record.intact \
+                or record.expired(self.ledger.now_ms()):
+            return None
+        return record.amount
+
+
+def review(answer: Any, *, conversation_id: str, customer_id: int, evidence: Evidence,
+           transcript: list[dict[str, Any]] | None = None) -> FinalAnswer | list[Violation]:
     """The final answer if every check passes, else every violation found."""
     shape = [Violation("esquema", f"{_where(err)}: {err.message}") for err in _VALIDATOR.iter_errors(answer)]
     if shape:
         return shape[:10]
-    final = FinalAnswer(answer["texto"], answer["precisaDePessoa"], tuple(answer["pedidos"]),
-                        tuple(answer["acoes"]))
-    problems = [*_unlisted_orders(final), *_unverified(final, conversation_id, customer_id, evidence),
-                *narrative_violations(final)]
-    return problems or final
+    verifier = Verifier(conversation_id, customer_id, evidence, list(transcript or []))
+    problems: list[Violation] = [Violation(code, _SPOKEN[code])
+                                 for code in sorted(money_detector.findings(answer["texto"]))]
+    rendered = []
+    for statement in answer["declaracoes"]:
+        verdict = verifier.check(statement)
+        if isinstance(verdict, Problem):
+            problems.append(Violation(verdict.code, verdict.message))
+        else:
+            rendered.append(verdict)
+    if problems:
+        return problems
+    return FinalAnswer(answer["texto"], answer["precisaDePessoa"], tuple(answer["declaracoes"]), tuple(rendered))
+
+
+_SPOKEN = {
+    money_detector.MONEY: ("o texto fala de dinheiro, reembolso, valores, números ou confirma uma ação; tire isso do "
+                           "texto e use uma declaração tipada em 'declaracoes'"),
+    money_detector.PROFILE: "o texto fala de alteração de cadastro; use a declaração cadastro_atualizado",
+    money_detector.STATUS: "o texto fala da situação de um pedido; use a declaração status_do_pedido",
+}
 
 
 def _where(err: Any) -> str:
     return "/".join(str(p) for p in err.absolute_path) or "(resposta)"
-
-
-def _unlisted_orders(final: FinalAnswer) -> list[Violation]:
-    return [Violation("pedido_nao_listado", f"o pedido {c['pedidoId']} da ação não está em 'pedidos'")
-            for c in final.claims if c["tipo"] == REFUND_CLAIM and c["pedidoId"] not in final.orders]
-
-
-def _unverified(final: FinalAnswer, conversation_id: str, customer_id: int,
-                evidence: Evidence) -> list[Violation]:
-    out = []
-    for claim in final.claims:
-        if claim["tipo"] == PROFILE_CLAIM:
-            if not evidence.profile_updated(conversation_id, customer_id):
-                out.append(Violation("cadastro_nao_atualizado",
-                                     "nenhuma atualização de cadastro foi executada nesta conversa"))
-            continue
-        out.extend(_refund_problems(claim, evidence.refund_claim(conversation_id, claim["pedidoId"]),
-                                    conversation_id))
-    return out
-
-
-def _refund_problems(claim: dict[str, Any], found: RefundClaim | None, conversation_id: str) -> list[Violation]:
-    order = claim["pedidoId"]
-    if found is None or found.conversation_id != conversation_id:
-        return [Violation("reembolso_nao_executado", f"nenhum reembolso do pedido {order} foi emitido nesta conversa")]
-    if found.status is not ClaimStatus.EXECUTED:
-        return [Violation("reembolso_nao_executado",
-                          f"o reembolso do pedido {order} não foi executado (situação: {found.status.value})")]
-    if _cents(claim["valor"]) != found.amount:
-        return [Violation("valor_divergente",
-                          f"o reembolso executado do pedido {order} foi de R$ {found.amount}, não R$ {claim['valor']}")]
-    return []
-
-
-def _cents(value: Any) -> Decimal | None:
-    try:
-        amount = Decimal(str(value))
-    except InvalidOperation:
-        return None
-    return amount if amount == amount.quantize(Decimal("0.01")) else None
-
-
-# --- narrative claims ---------------------------------------------------------------
-
-# A claim is a domain noun within WINDOW words of a "done" word that no negation
-# precedes (within 3 words) — across sentence ends, so "Seu reembolso. Foi feito!"
-# is one claim. Refund and profile "done" words are separate lists, so a true
-# "cadastro atualizado" beside "o reembolso está em análise" is not a refund claim.
-WINDOW = 8
-_REFUND_NOUN = re.compile(r"\A(reembols|estorn|devolu|devolv|ressarc|restitu|refund|credito)")
-_PROFILE_NOUN = re.compile(r"\A(cadastr|endereco|telefone|celular|e-?mail|cep\b)")
-_PAST = r"(?:ad[oa]s?|id[oa]s?|ei|i|amos|emos|imos|ou|eu|iu)"
-_REFUND_DONE = re.compile(
-    r"\A(?:(?:realiz|process|emit|conclu|efetu|aprov|estorn|devolv|credit|deposit|envi|solicit|registr|liber|"
-    rf"confirm|reembols|restitu|ressarc|pag|execut|efetiv|finaliz|conced|autoriz){_PAST}|"
-    r"feit[oa]s?|fiz|fizemos|fez|pront[oa]s?|pago|caiu|caminho|recebeu|"
-    r"done|processed|issued|completed|refunded|sent)\Z")
-_PROFILE_DONE = re.compile(
-    r"\A(?:(?:atualiz|alter|mud|troc|modific|salv|corrig|registr|conclu|confirm|realiz|efetu|efetiv|execut|"
-    rf"finaliz){_PAST}|"
-    r"feit[oa]s?|fiz|fizemos|fez|pront[oa]s?|done|updated|changed)\Z")
-# Not "no" (Portuguese "in the": "pedido no 4822 emitido") nor "sem" ("reembolso sem
-# juros creditado"): each would hide a claim.
-_NEGATION = frozenset({"nao", "nenhum", "nenhuma", "nunca", "jamais", "not", "never"})
-# "precisa ser aprovado" states a requirement, not a done refund.
-_REQUIREMENT = frozenset({"precisa", "precisam", "precisara", "deve", "devem"})
-# Amounts in any currency spelling (a bare "50,00" too), so a wrong one is compared,
-# not skipped; a clause end (punctuation, kept as a token) bounds a negation.
-_TOKEN = re.compile(r"(?:us|r)?\$\s*\d[\d.,]*|\d[\d.,]*\s*(?:reais|brl)\b|\d[\d.]*,\d{2}(?!\d)|[\w-]+|[.!?;:,\n]")
-_CLAUSE_END = frozenset(".!?;:,\n")
-_ORDER_MENTION = re.compile(r"\Apedidos?\Z")
-_ORDER_CONNECTORS = frozenset({"e", "no", "nos", "n", "numero", "numeros", "and"})
-
-
-def normalized(text: str) -> str:
-    """Lowercase, accents and invisible characters (format, control) removed, so
-    "reembolso", "REEMBOLSO" and "reem\u200bbolso" read the same."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    kept = (ch for ch in decomposed if unicodedata.category(ch) not in ("Mn", "Cf", "Cc") or ch == "\n")
-    return re.sub(r"[ \t]+", " ", "".join(kept).lower())
-
-
-def _not_a_done_claim(tokens: list[str], i: int) -> bool:
-    """A negation among the 3 words before, in the same clause ("Não, reembolso
-    feito" is a claim), or a requirement ("precisa ser aprovado")."""
-    before: list[str] = []
-    for token in reversed(tokens[max(0, i - 3):i]):
-        if token in _CLAUSE_END:
-            break
-        before.append(token)
-    required = before[:1] == ["ser"] and before[1:2] != [] and before[1] in _REQUIREMENT
-    return required or any(w in _NEGATION for w in before)
-
-
-def _claims_done(tokens: list[str], noun: re.Pattern[str], done: re.Pattern[str]) -> bool:
-    # Positions count clause ends too; hyphens are dropped ("re-embolso" is "reembolso").
-    words = [w.replace("-", "") for w in tokens]
-    nouns = [i for i, w in enumerate(words) if noun.match(w)]
-    for i, word in enumerate(words):
-        if not done.match(word) or _not_a_done_claim(tokens, i):
-            continue
-        if any(abs(i - n) <= WINDOW for n in nouns):
-            return True
-    return False
-
-
-def _is_amount(token: str) -> bool:
-    return "$" in token or token.endswith(("reais", "brl")) or re.fullmatch(r"\d[\d.]*,\d{2}", token) is not None
-
-
-def _orders_after(following: list[str]) -> list[str]:
-    """"pedido 4821", "pedido nº 4821", "pedidos 4821 e 4822": the ids up to the first
-    other word or clause end ("seu pedido. Qualquer coisa" names none)."""
-    out = []
-    for token in following:
-        if any(c.isdigit() for c in token) and not _is_amount(token):
-            out.append(token)
-        elif token not in _ORDER_CONNECTORS:
-            break
-    return out
-
-
-def _amount(token: str) -> Decimal | None:
-    # "us$"/"$" keep their letters, so another currency never equals a refund's amount.
-    raw = re.sub(r"\Ar\$|reais\Z|brl\Z|\s", "", token).rstrip(".,")
-    if "," in raw:
-        raw = raw.replace(".", "").replace(",", ".")
-    elif not re.search(r"\.\d{2}\Z", raw):
-        raw = raw.replace(".", "")
-    try:
-        return Decimal(raw)
-    except InvalidOperation:
-        return None
-
-
-def _refund_mismatches(words: list[str], final: FinalAnswer) -> list[Violation]:
-    """With a refund claimed in the text: every amount must be a declared refund's,
-    every order named ("pedido X") a declared refund's order."""
-    refunds = [c for c in final.claims if c["tipo"] == REFUND_CLAIM]
-    amounts = {_cents(c["valor"]) for c in refunds}
-    orders = {c["pedidoId"].lower() for c in refunds}
-    out = []
-    if any(_amount(w) not in amounts for w in words if _is_amount(w)):
-        out.append(Violation("valor_no_texto_divergente",
-                             "um valor no texto não é o de um reembolso executado declarado em 'acoes'"))
-    # "pedido 4821", "pedido nº 4821": the first of the next two words with a digit
-    # (punctuation is gone, so "seu pedido. Qualquer coisa" names no order).
-    named = {n for i, w in enumerate(words) if _ORDER_MENTION.match(w) for n in _orders_after(words[i + 1:i + 6])}
-    if named - orders:
-        out.append(Violation("pedido_no_texto_divergente",
-                             "um pedido citado no texto não é o de um reembolso executado declarado em 'acoes'"))
-    return out
-
-
-def narrative_violations(final: FinalAnswer) -> list[Violation]:
-    words = _TOKEN.findall(normalized(final.text))
-    out: list[Violation] = []
-    if _claims_done(words, _REFUND_NOUN, _REFUND_DONE):
-        if not any(c["tipo"] == REFUND_CLAIM for c in final.claims):
-            out.append(Violation("reembolso_alegado_no_texto",
-                                 "o texto diz que um reembolso foi feito, mas nenhuma ação confirmada o declara"))
-        else:
-            out.extend(_refund_mismatches(words, final))
-    if _claims_done(words, _PROFILE_NOUN, _PROFILE_DONE) and not any(c["tipo"] == PROFILE_CLAIM
-                                                                      for c in final.claims):
-        out.append(Violation("cadastro_alegado_no_texto",
-                             "o texto diz que o cadastro foi atualizado, mas nenhuma ação confirmada o declara"))
-    return out
 
 
 @dataclass
@@ -367,11 +242,19 @@ class ReplyCheck:
     evidence: Evidence
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     attempts: int = 0
+    # The conversation so far (the loop sets it before each model answer is judged):
+    # where the tool results a statement is checked against are read.
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+
+    # Orders the refused answers named (statements, or order-like tokens of the text):
+    # the fallback reads each one's claim by key and says what the ledger shows.
+    named: set[str] = field(default_factory=set)
 
     def judge(self, answer: Any) -> FinalAnswer | list[Violation]:
         self.attempts += 1
+        self.note_orders(answer)
         return review(answer, conversation_id=self.conversation_id, customer_id=self.customer_id,
-                      evidence=self.evidence)
+                      evidence=self.evidence, transcript=self.transcript)
 
     def reject(self, violation: Violation) -> list[Violation]:
         """A response that is not a lone final answer: it counts as an attempt too."""
@@ -381,6 +264,21 @@ class ReplyCheck:
     @property
     def exhausted(self) -> bool:
         return self.attempts >= self.max_attempts
+
+    def fallback(self) -> str:
+        """Rendered from the ledger and this conversation's tool results alone."""
+        verifier = Verifier(self.conversation_id, self.customer_id, self.evidence, self.transcript)
+        return ms.fallback(verifier.ledger_facts(frozenset(self.named)))
+
+    def note_orders(self, answer: Any) -> None:
+        if not isinstance(answer, dict):
+            return
+        found = [s.get("pedidoId") for s in answer.get("declaracoes") or [] if isinstance(s, dict)]
+        if isinstance(answer.get("texto"), str):
+            found += re.findall(r"(?<![\w.,])[A-Za-z]{0,4}-?\d{3,12}(?![\w.,]\d)", answer["texto"])
+        for order in found:
+            if len(self.named) < MAX_NAMED_ORDERS and isinstance(order, str) and _ORDER_ID.match(order):
+                self.named.add(order)
 
 
 NOT_STRUCTURED = Violation("sem_resposta_estruturada",
@@ -393,5 +291,6 @@ NOT_ALONE = Violation("resposta_com_outras_chamadas",
 def feedback(violations: list[Violation]) -> str:
     """The ``is_error`` body the model reads: what to fix, never the customer's data."""
     lines = "; ".join(f"[{v.code}] {v.message}" for v in violations)
-    return (f"Resposta NÃO entregue ao cliente: {lines}. Corrija e chame {REPLY_TOOL} de novo, declarando em "
-            "'acoes' só o que uma ferramenta confirmou e sem afirmar no texto nada que não foi feito.")
+    return (f"Resposta NÃO entregue ao cliente: {lines}. Corrija e chame {REPLY_TOOL} de novo: o 'texto' sem "
+            "dinheiro, valores, pedidos, cadastro ou status, e cada fato desses como declaração em 'declaracoes' "
+            "(só o que uma ferramenta confirmou nesta conversa; o código escreve a frase para o cliente).")

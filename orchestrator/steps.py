@@ -9,9 +9,10 @@ maps the model client's failures. Both are pure: they decide, the loop acts
 
 The customer reads only what passed the output contract (``output_contract``):
 the model finishes by calling ``responder_cliente``, whose answer is checked
-(schema, claimed actions against the ledger, narrative claims) by the turn's
-``ReplyCheck``; a violation goes back to the model as an ``is_error`` result
-(``Correct``) until the check's attempts run out, then the fallback text.
+(schema, typed statements against the ledger, a free text that says nothing about
+money, the record or an order's status) by the turn's ``ReplyCheck``; a violation
+goes back to the model as an ``is_error`` result (``Correct``) until the check's
+attempts run out, then the fallback rendered from the ledger.
 
 Per stop reason:
     tool_use with responder_cliente ─► Reply / HandOff (valid) | Correct | Reply(fallback)
@@ -154,8 +155,8 @@ def _final_answer(content: Content, check: ReplyCheck) -> Step:
         answered = history.tool_result(calls[0]["id"], "Resposta entregue ao cliente.", is_error=False)
         record = ({"role": "assistant", "content": content}, {"role": "user", "content": [answered]})
         if verdict.needs_person:
-            return HandOff(verdict.text, "modelo_pediu_pessoa", record=record)
-        return Reply(verdict.text, "resposta", record=record)
+            return HandOff(verdict.delivered, "modelo_pediu_pessoa", record=record)
+        return Reply(verdict.delivered, "resposta", record=record)
     refused = history.not_executed(content, feedback(verdict))
     return _rejected(({"role": "assistant", "content": content}, {"role": "user", "content": refused}),
                      verdict, check)
@@ -165,6 +166,7 @@ def _free_text(content: Content, check: ReplyCheck) -> Step:
     """Plain text at the end of a response is never delivered (with ``tool_choice:
     any`` it should not come at all): the model is told to use the final answer."""
     verdict = check.reject(NOT_STRUCTURED)
+    check.note_orders({"texto": " ".join(str(b.get("text", "")) for b in content if b.get("type") == "text")})
     record: list[dict[str, Any]] = []
     user_blocks = history.not_executed(content, feedback(verdict))
     if content:
@@ -182,7 +184,8 @@ def _rejected(record: Messages, violations: list[Violation], check: ReplyCheck) 
                                          contract=("violacao",)))
     diagnosis = Diagnosis("contrato_de_saida", audit=("CONTRATO_DE_SAIDA_FALLBACK", details),
                           contract=("violacao", "fallback"))
-    return Reply(texts.OUTPUT_CONTRACT_FALLBACK, "contrato_de_saida", diagnosis=diagnosis, record=record)
+    # Rendered from the ledger and this conversation's tool results: true, whatever the model said.
+    return Reply(check.fallback(), "contrato_de_saida", diagnosis=diagnosis, record=record)
 
 
 def step_for_model_error(err: ModelUnavailable) -> Reply:

@@ -33,12 +33,7 @@ TOOL_UNAVAILABLE = (
     "Um dos nossos sistemas está instável agora e não consegui concluir seu atendimento por aqui. "
     "Pode tentar de novo em alguns minutos?"
 )
-# The output contract's fallback: the model's answers kept failing the checks, so
-# none is sent. True whatever happened in the turn (it confirms nothing).
-OUTPUT_CONTRACT_FALLBACK = (
-    "Desculpe, não consegui montar uma resposta confiável agora. Para não te informar nada errado, "
-    "não vou confirmar nenhuma ação por aqui — pode me perguntar de novo ou pedir um atendente humano."
-)
+# The output contract's fallback is rendered from the ledger (money_sentences.fallback).
 IN_PROGRESS = "Recebi sua mensagem e já estou cuidando dela."
 
 # Approvals: each sentence true when said — nothing has moved yet.
@@ -100,6 +95,8 @@ Use o resultado das ferramentas para responder. Se uma ferramenta disser que uma
 processada, informe isso ao cliente em vez de tentar de novo. Não prometa o que uma ferramenta não confirmou.
 
 Termine sempre chamando a ferramenta responder_cliente: 'texto' é a mensagem ao cliente, 'precisaDePessoa' \
-indica se um atendente humano precisa agir, 'pedidos' lista os pedidos mencionados e 'acoes' declara o que \
-foi feito (reembolso_emitido com pedidoId e valor; cadastro_atualizado) — só o que uma ferramenta confirmou \
-nesta conversa. O código confere cada ação antes de enviar; uma resposta recusada volta com o motivo."""
+indica se um atendente humano precisa agir e 'declaracoes' traz uma declaração tipada para cada fato sobre \
+reembolso (executado, aguardando aprovação, recusado pelo meio de pagamento, sem confirmação, não feito), \
+cadastro atualizado ou status de pedido. O 'texto' NÃO fala de dinheiro, valores, números de pedido, cadastro nem \
+status: o código confere cada declaração no registro e escreve ele mesmo essas frases para o cliente. Uma \
+resposta recusada volta com o motivo."""

@@ -74,7 +74,7 @@ def _audit_events(ledger: Ledger, conv: str) -> list[str]:
 
 def test_below_the_default_threshold_a_first_refund_runs_without_approval(mocked_aws, gateway, tools):
     ledger, conv = mocked_aws["ledger"], _conv("abaixo")
-    model = ScriptedModel(tool_use("emitir_reembolso", REFUND), text_reply("Pronto."))
+    model = ScriptedModel(tool_use("emitir_reembolso", REFUND), text_reply("Posso ajudar em algo mais?"))
     orch, _ = build(model, ledger, _real_tools(tools), APROVADORES="")  # default R$ 500, nobody to ask
     assert orch.handle(_turn(conv), Deadline.after(60)).status == "ativa"
     assert len(gateway.debits_for(conv)) == 1

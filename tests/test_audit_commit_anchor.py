@@ -59,7 +59,7 @@ def _instance(chain: AuditChain, client=None) -> tuple[Ledger, AuditChain]:  # n
 def _turn(ledger: Ledger, message: str, *orders: str) -> None:
     """One real orchestrator turn: a status call per order (one link each), then a reply."""
     model = ScriptedModel(*[tool_use("consultar_status_pedido", {"pedidoId": o}) for o in orders],
-                          text_reply("Em trânsito."))
+                          text_reply("Consultei aqui."))
     orch, _ = build(model, ledger, CountingInvoker())
     orch.handle(TurnRequest(conversaId=CONV, clienteId=1001, mensagemId=message, mensagem="cadê?"),
                 Deadline.after(60))

@@ -110,7 +110,7 @@ def test_an_orchestrator_turn_with_two_links_writes_no_anchor_item(anchored):
     chain = AuditChain(anchored.table_name, ddb, anchor_table=anchored.anchor_table)
     ledger = Ledger(anchored.anchor_table, ddb, audit_chain=chain)
     model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}),
-                          tool_use("consultar_status_pedido", {"pedidoId": "4822"}), text_reply("Em trânsito."))
+                          tool_use("consultar_status_pedido", {"pedidoId": "4822"}), text_reply("Consultei aqui."))
     orch, _ = build(model, ledger, CountingInvoker())
     conv = f"conv-um-ancora-{uuid.uuid4().hex[:8]}"
     orch.handle(TurnRequest(conversaId=conv, clienteId=1001, mensagemId="m-1", mensagem="cadê?"), Deadline.after(60))

@@ -49,7 +49,7 @@ def _instance(mocked_aws, clock: Clock, tool: Tool, cache_s: str, cooldown_s: st
 
     def turn() -> str:
         model.steps.clear()
-        model.then(tool_use(TOOL, {"pedidoId": uuid.uuid4().hex[:8]}), text_reply("Pronto."))
+        model.then(tool_use(TOOL, {"pedidoId": uuid.uuid4().hex[:8]}), text_reply("Posso ajudar em algo mais?"))
         reply = orch.handle(TurnRequest(conversaId=f"conv-{uuid.uuid4().hex[:10]}", clienteId=1001,
                                         mensagemId=f"wamid.{uuid.uuid4().hex}", mensagem="status?"),
                             Deadline.after(60))

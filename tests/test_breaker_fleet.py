@@ -92,7 +92,7 @@ def _orchestrator_process(endpoint: str, ledger_table: str, audit_table: str, em
     while (command := conn.recv()) != "fim":
         tool.mode, before = command, tool.calls
         model.steps.clear()
-        model.then(tool_use(TOOL, {"pedidoId": uuid.uuid4().hex[:8]}), text_reply("Pronto."))
+        model.then(tool_use(TOOL, {"pedidoId": uuid.uuid4().hex[:8]}), text_reply("Posso ajudar em algo mais?"))
         reply = orch.handle(TurnRequest(conversaId=f"conv-{uuid.uuid4().hex[:10]}", clienteId=1001,
                                         mensagemId=f"wamid.{uuid.uuid4().hex}", mensagem="status?"),
                             Deadline.after(60))

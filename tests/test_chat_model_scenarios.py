@@ -21,7 +21,7 @@ from canal_whatsapp.conversation import conversation_id
 from orchestrator import texts
 from scripts.local_stack.aws import session_client
 from scripts.local_stack.whatsapp_fake import notification, text_message
-from scripts.local_stack.whatsapp_model import NO_REFUND_HERE, NOT_FOUND, PERSON_TEXT
+from scripts.local_stack.whatsapp_model import NOT_FOUND, NOTHING_ASKED_HERE, PERSON_TEXT
 from tests.support.whatsapp import ANA, day_ts, scripted_channel
 
 CUSTOMER = 1001  # Ana (sql/demo.sql)
@@ -74,19 +74,19 @@ def test_a_refund_without_an_amount_is_the_orders_value_debited_once_however_oft
     order = _order(erp, "7701", "120.50")
     chat = Chat(channel, 201)
     done = f"O reembolso de R$ 120,50 do pedido {order} foi emitido."
-    assert chat.say(f"quero reembolso do pedido {order}").startswith(done)
+    assert done in chat.say(f"quero reembolso do pedido {order}")
     assert _debited(gateway, chat) == [Decimal("120.50")]
     # Asked again, and asked whether it arrived: the same truth, from the ledger; no second debit.
-    assert chat.say(f"quero reembolso do pedido {order}").startswith(done)
-    assert chat.say("já caiu o reembolso?").startswith(done)
+    assert done in chat.say(f"quero reembolso do pedido {order}")
+    assert done in chat.say("já caiu o reembolso?")
     assert _debited(gateway, chat) == [Decimal("120.50")]
 
 
 def test_a_refund_with_an_amount_debits_that_amount(channel, erp, gateway):
     order = _order(erp, "7702", "80.00")
     chat = Chat(channel, 202)
-    assert chat.say(f"Quero o reembolso de R$ 30,00 do pedido {order}, por favor").startswith(
-        f"O reembolso de R$ 30,00 do pedido {order} foi emitido.")
+    assert f"O reembolso de R$ 30,00 do pedido {order} foi emitido." in chat.say(
+        f"Quero o reembolso de R$ 30,00 do pedido {order}, por favor")
     assert _debited(gateway, chat) == [Decimal("30.00")]
 
 
@@ -95,11 +95,12 @@ def test_insisting_after_the_gateway_declined_gets_the_decline_again_and_no_debi
     chat = Chat(channel, 203)
     gateway.inject("recusar")
     first = chat.say(f"quero reembolso do pedido {order}")
-    assert first.startswith(f"Ainda não consigo confirmar o reembolso do pedido {order}.") and "recusou" in first
+    declined = f"O reembolso do pedido {order} foi recusado pelo meio de pagamento."
+    assert declined in first
     again = chat.say(f"eu quero o reembolso do pedido {order}!")
-    assert again.startswith(f"Ainda não consigo confirmar o reembolso do pedido {order}.") and "recusado" in again
+    assert declined in again
     arrived = chat.say("e aí, já caiu o reembolso?")
-    assert "recusado" in arrived and NOT_FOUND not in arrived
+    assert declined in arrived and NOT_FOUND not in arrived
     assert _debited(gateway, chat) == []
 
 
@@ -114,7 +115,7 @@ def test_a_refund_above_the_approval_threshold_waits_for_a_person_and_moves_no_m
 def test_a_record_field_is_changed_by_the_profile_tool(channel, erp, gateway):
     chat = Chat(channel, 205)
     try:
-        assert chat.say("muda meu email para ana.nova@example.com") == "Pronto: atualizei o seu e-mail no cadastro."
+        assert "Seu e-mail foi atualizado no cadastro." in chat.say("muda meu email para ana.nova@example.com")
         (email,) = erp.execute("SELECT email FROM clientes WHERE id = %s", (CUSTOMER,)).fetchone()
         assert email == "ana.nova@example.com"
     finally:
@@ -131,13 +132,13 @@ def test_asking_for_a_person_hands_the_conversation_over(channel, ledger, gatewa
 
 def test_asking_whether_a_refund_arrived_with_none_asked_says_so(channel, gateway):
     chat = Chat(channel, 207)
-    assert chat.say("já caiu o reembolso?") == NO_REFUND_HERE
+    assert chat.say("já caiu o reembolso?") == NOTHING_ASKED_HERE
     assert _debited(gateway, chat) == []
 
 
 def test_the_order_status_is_still_answered_and_other_texts_echoed(channel, erp):
     chat = Chat(channel, 208)
-    assert chat.say("qual o status do pedido 4821?") == "Seu pedido 4821 está com status: entregue."
+    assert "Situação do pedido 4821: entregue" in chat.say("qual o status do pedido 4821?")
     assert chat.say("obrigada") == "Recebi: obrigada"
 
 
@@ -172,9 +173,9 @@ def test_asking_whether_an_unconfirmed_refund_arrived_answers_the_claim_as_it_st
     chat = Chat(channel, 209)
     gateway.inject("processamento_lento", delay_s=600)
     first = chat.say(f"quero reembolso do pedido {order}")
-    assert first.startswith(f"Ainda não consigo confirmar o reembolso do pedido {order}."), first
+    assert "ainda não foi confirmado pelo meio de pagamento" in first, first
     assert _debited(gateway, chat) == []
     gateway.release()
     assert gateway.wait_for_debit(f"{chat.conversation}#{order}#reembolso")
-    assert chat.say("já caiu o reembolso?").startswith(f"O reembolso de R$ 64,00 do pedido {order} foi emitido.")
+    assert f"O reembolso de R$ 64,00 do pedido {order} foi emitido." in chat.say("já caiu o reembolso?")
     assert _debited(gateway, chat) == [Decimal("64.00")]

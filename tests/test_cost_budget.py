@@ -37,7 +37,7 @@ class Ticks:
 
 def test_each_turn_emits_its_tokens_latency_and_cost_once_and_commits_the_cost(mocked_aws, capsys):
     ledger = mocked_aws["ledger"]
-    model = ScriptedModel(tool_use(*_status("4821")), text_reply("Em trânsito."), text_reply("De nada!"))
+    model = ScriptedModel(tool_use(*_status("4821")), text_reply("Consultei aqui."), text_reply("De nada!"))
     orch, _ = build(model, ledger, CountingInvoker())
     orch.clock = Ticks(1.5)  # each call: 1.5 s between its two readings
     orch.handle(_request("conv-cost-emf", "meu CPF é 123.456.789-00"), _deadline())

@@ -113,7 +113,8 @@ def test_a_link_never_carries_the_calls_arguments(tables, local_stack):
     conv = f"conv-elos-{uuid.uuid4().hex[:8]}"
     arguments = {"campos": {"email": "ana.souza@example.com", "telefone": "+5511987654321"}}
     invoker = SequenceInvoker(Invocation(InvocationStatus.OK, payload={"ok": True, "resultado": "atualizado"}))
-    orch, _ = build(ScriptedModel(tool_use("atualizar_cadastro", arguments), text_reply("Feito.")), ledger, invoker)
+    orch, _ = build(ScriptedModel(tool_use("atualizar_cadastro", arguments), text_reply("Mais alguma dúvida?")),
+                    ledger, invoker)
     orch.handle(TurnRequest(conversaId=conv, clienteId=1001, mensagemId="wamid.p", mensagem="cadastro"),
                 Deadline.after(60))
     raw = json.dumps(list(chain.records(conv)))

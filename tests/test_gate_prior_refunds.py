@@ -47,7 +47,7 @@ def _invoker(tools, *, gateway_down: bool = False) -> CountingInvoker:
 
 
 def _ask(ledger: Ledger, invoker, conv: str, arguments: dict = FIFTY):
-    model = ScriptedModel(tool_use("emitir_reembolso", arguments), text_reply("Pronto."))
+    model = ScriptedModel(tool_use("emitir_reembolso", arguments), text_reply("Posso ajudar em algo mais?"))
     orch, _ = build(model, ledger, invoker, **POLICY)
     return orch.handle(_turn(conv), Deadline.after(60)), orch
 

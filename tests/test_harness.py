@@ -227,12 +227,12 @@ def test_the_scripted_model_finishes_as_each_design_asks():
     assert policy.respond({"messages": done})["stop_reason"] == "end_turn"
     answer = policy.respond({"messages": done, "tools": tools})
     (block,) = answer["content"]
-    assert block["name"] == "responder_cliente" and block["input"]["acoes"] == [
-        {"tipo": "reembolso_emitido", "pedidoId": sc.pedidoId, "valor": float(sc.valorPedido)}]
+    assert block["name"] == "responder_cliente" and block["input"]["declaracoes"] == [
+        {"tipo": "reembolso_executado", "pedidoId": sc.pedidoId, "valor": float(sc.valorPedido)}]
     refused = done + [{"role": "assistant", "content": [block]},
                       {"role": "user", "content": [{"type": "tool_result", "tool_use_id": block["id"],
                                                     "content": "não entregue", "is_error": True}]}]
-    for keeps_claiming, actions in ((False, []), (True, block["input"]["acoes"])):
+    for keeps_claiming, statements in ((False, []), (True, block["input"]["declaracoes"])):
         policy.keeps_claiming = keeps_claiming
         again = policy.respond({"messages": refused, "tools": tools})["content"][0]["input"]
-        assert again["acoes"] == actions
+        assert again["declaracoes"] == statements

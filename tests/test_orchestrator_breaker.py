@@ -69,7 +69,7 @@ def _instance(mocked_aws, clock: Clock, tool: Tool):
     def turn() -> object:
         # Each turn: one tool call, then a text reply (or the breaker's ending).
         model.steps.clear()
-        model.then(tool_use(TOOL, {"pedidoId": uuid.uuid4().hex[:8]}), text_reply("Pronto."))
+        model.then(tool_use(TOOL, {"pedidoId": uuid.uuid4().hex[:8]}), text_reply("Posso ajudar em algo mais?"))
         return orch.handle(TurnRequest(conversaId=f"conv-{uuid.uuid4().hex[:10]}", clienteId=1001,
                                        mensagemId=f"wamid.{uuid.uuid4().hex}", mensagem="status?"),
                            Deadline.after(60))

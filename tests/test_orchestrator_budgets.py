@@ -73,12 +73,12 @@ def test_the_tool_call_budget_refuses_the_call_past_it_and_hands_off(mocked_aws,
 
 def test_within_the_tool_call_budget_nothing_is_refused(mocked_aws, capsys):
     ledger = mocked_aws["ledger"]
-    model = ScriptedModel(tool_uses(_status("1"), _status("2"), _status("3")), text_reply("Tudo certo."))
+    model = ScriptedModel(tool_uses(_status("1"), _status("2"), _status("3")), text_reply("Posso ajudar em algo mais?"))
     invoker = CountingInvoker()
     orch, _ = build(model, ledger, invoker, MAX_FERRAMENTAS_POR_TURNO="3")
     reply = orch.handle(_request("conv-budget-tools-ok"), Deadline.after(60))
     assert invoker.calls["consultar_status_pedido"] == 3
-    assert (reply.status, reply.motivo, reply.resposta) == ("ativa", "resposta", "Tudo certo.")
+    assert (reply.status, reply.motivo, reply.resposta) == ("ativa", "resposta", "Posso ajudar em algo mais?")
     assert _limit_records(ledger, "conv-budget-tools-ok") == [] and _limit_metrics(capsys.readouterr().out) == []
 
 
@@ -128,10 +128,10 @@ def test_a_response_past_the_token_budget_runs_none_of_its_tools(mocked_aws, cap
 
 def test_enough_tokens_the_turn_ends_normally(mocked_aws, capsys):
     ledger = mocked_aws["ledger"]
-    model = ScriptedModel(tool_use(*_status("1")), tool_use(*_status("2")), text_reply("Pronto."))
+    model = ScriptedModel(tool_use(*_status("1")), tool_use(*_status("2")), text_reply("Posso ajudar em algo mais?"))
     orch, _ = build(model, ledger, CountingInvoker(), MAX_TOKENS_POR_TURNO="2000")
     reply = orch.handle(_request("conv-budget-tokens-ok"), Deadline.after(60))
-    assert len(model.requests) == 3 and (reply.motivo, reply.resposta) == ("resposta", "Pronto.")
+    assert len(model.requests) == 3 and (reply.motivo, reply.resposta) == ("resposta", "Posso ajudar em algo mais?")
     assert _limit_metrics(capsys.readouterr().out) == []
 
 
@@ -208,7 +208,7 @@ def test_a_cancellation_between_the_tools_answer_and_the_commit_wins(mocked_aws,
 
     def cancel_then_reply(_body: dict) -> dict:
         assert ledger.request_cancellation(conv)
-        return text_reply("Reembolso feito! Mais alguma coisa?")
+        return text_reply("Mais alguma coisa?")
 
     refund_done = {"ok": True, "resultado": "executado", "dados": {"pedidoId": "4821"}}
     model = ScriptedModel(tool_use("emitir_reembolso", {"pedidoId": "4821", "valor": 10.0}), cancel_then_reply)
@@ -232,7 +232,7 @@ def test_without_a_cancellation_the_turn_commits_normally(mocked_aws, capsys):
     ledger = mocked_aws["ledger"]
     conv = "conv-cancel-none"
     _existing_conversation(ledger, conv)
-    model = ScriptedModel(tool_use(*_status("1")), text_reply("Seu pedido está a caminho."))
+    model = ScriptedModel(tool_use(*_status("1")), text_reply("Consultei aqui."))
     orch, _ = build(model, ledger, CountingInvoker())
     reply = orch.handle(_request(conv), Deadline.after(60))
     assert (reply.status, reply.motivo) == ("ativa", "resposta")

@@ -86,7 +86,7 @@ def test_the_model_gets_the_refusal_as_an_is_error_tool_result(mocked_aws):
         TableName="cadencia-agente-execucoes", Key={"pk": {"S": "conversa#conv-razao"}},
         UpdateExpression="SET #s = :a", ExpressionAttributeNames={"#s": "status"},
         ExpressionAttributeValues={":a": {"S": "ativa"}})
-    model.then(text_reply("Um atendente vai revisar o pedido 4821."))
+    model.then(text_reply("Um atendente vai revisar isso."))
     orch.handle(_turn("conv-razao", "alguma novidade?"), Deadline.after(60))
     sent = model.requests[5]["messages"]
     refusal = [b for m in sent if m["role"] == "user" for b in m["content"]

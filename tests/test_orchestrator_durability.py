@@ -31,7 +31,8 @@ def _turn(conv: str, text: str = "oi", mensagem_id: str | None = None, cliente: 
 
 
 def test_a_new_orchestrator_instance_resumes_the_conversation(mocked_aws):
-    first_model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}), text_reply("Entregue."))
+    first_model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}),
+                                text_reply("Consultei aqui."))
     first, _ = build(first_model, mocked_aws["ledger"], CountingInvoker())
     first.handle(_turn("conv-dias", "cadê meu pedido 4821?"), Deadline.after(60))
 
@@ -45,7 +46,7 @@ def test_a_new_orchestrator_instance_resumes_the_conversation(mocked_aws):
     assert [m["role"] for m in sent] == ["user", "assistant", "user", "assistant", "user"]
     assert sent[0]["content"][0]["text"] == "cadê meu pedido 4821?"
     assert sent[2]["content"][0]["type"] == "tool_result"
-    assert sent[3]["content"][0]["input"]["texto"] == "Entregue."  # the final answer (output contract)
+    assert sent[3]["content"][0]["input"]["texto"] == "Consultei aqui."  # the final answer (output contract)
     assert sent[4]["content"][0]["type"] == "tool_result" and sent[4]["content"][0]["is_error"] is False
     assert sent[4]["content"][1:] == [{"type": "text", "text": "obrigado"}]
 
@@ -57,7 +58,8 @@ def _said(messages: list[dict]) -> list[str]:
 
 
 def test_the_same_inbound_message_is_processed_once(mocked_aws):
-    model = ScriptedModel(tool_use("emitir_reembolso", {"pedidoId": "4821", "valor": 10}), text_reply("Feito."))
+    model = ScriptedModel(tool_use("emitir_reembolso", {"pedidoId": "4821", "valor": 10}),
+                          text_reply("Mais alguma dúvida?"))
     invoker = CountingInvoker(answer={"ok": True, "resultado": "executado", "dados": {}})
     orch, _ = build(model, mocked_aws["ledger"], invoker)
     message = _turn("conv-dup", "reembolsa", mensagem_id="wamid.HBgNNTUxMTk4NzY1NDMyMRUCABIYFjNFQjA=")
@@ -65,7 +67,7 @@ def test_the_same_inbound_message_is_processed_once(mocked_aws):
     again = orch.handle(message, Deadline.after(60))
     assert len(model.requests) == 2 and invoker.calls["emitir_reembolso"] == 1
     assert again.duplicada is True and first.duplicada is False
-    assert again.resposta == first.resposta == "Feito."
+    assert again.resposta == first.resposta == "Mais alguma dúvida?"
 
 
 def test_a_message_whose_processing_crashed_is_processed_on_redelivery(mocked_aws):
@@ -289,8 +291,8 @@ def test_state_and_answered_message_commit_together_or_not_at_all(mocked_aws):
     from botocore.exceptions import ClientError as _ClientError
 
     ledger = mocked_aws["ledger"]
-    model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}), text_reply("Entregue."),
-                          tool_use("consultar_status_pedido", {"pedidoId": "4821"}), text_reply("Entregue."))
+    model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}), text_reply("Consultei aqui."),
+                          tool_use("consultar_status_pedido", {"pedidoId": "4821"}), text_reply("Consultei aqui."))
     invoker = CountingInvoker()
     orch, _ = build(model, ledger, invoker)
     message = _turn("conv-atomica", "cadê meu pedido?")
@@ -310,7 +312,7 @@ def test_state_and_answered_message_commit_together_or_not_at_all(mocked_aws):
         ledger.client.update_item = real
     assert ledger.read_conversation("conv-atomica").messages == []  # nothing half-written
     again = orch.handle(message, Deadline.after(60))
-    assert again.resposta == "Entregue." and again.duplicada is False
+    assert again.resposta == "Consultei aqui." and again.duplicada is False
     texts = [b["text"] for m in ledger.read_conversation("conv-atomica").messages for b in m["content"]
              if b.get("type") == "text" and m["role"] == "user"]
     assert texts == ["cadê meu pedido?"]

@@ -11,6 +11,7 @@ import httpx2
 import pytest
 
 from cadencia_shared.ledger import ConversationStatus, ItemType
+from orchestrator import money_sentences as ms
 from orchestrator import texts
 from orchestrator.events import TurnRequest
 from orchestrator.model import Deadline
@@ -95,12 +96,13 @@ def test_unknown_tool_is_an_error_result_not_an_invocation(mocked_aws):
 
 def test_end_turn_free_text_is_never_delivered(mocked_aws):
     """A model that ignores tool_choice and keeps answering in free text (here a
-    false "refund done"): each answer refused, then the fallback after K = 3."""
+    false "refund done" of order 4821): each answer refused, then after K = 3 the
+    fallback, rendered from the ledger: nothing was refunded for that order."""
     model = ScriptedModel(default=fixture("end_turn"))
     orch, _ = build(model, mocked_aws["ledger"], CountingInvoker())
     reply = orch.handle(_turn("conv-end"), Deadline.after(60))
-    assert (reply.resposta, reply.status, reply.motivo) == (
-        texts.OUTPUT_CONTRACT_FALLBACK, "ativa", "contrato_de_saida")
+    truth = ms.fallback([ms.Rendered(ms.REFUND_NOT_MADE, order="4821", why="nao_solicitado")])
+    assert (reply.resposta, reply.status, reply.motivo) == (truth, "ativa", "contrato_de_saida")
     assert len(model.requests) == 3
     assert "sem_resposta_estruturada" in model.requests[1]["messages"][-1]["content"][-1]["text"]
 
@@ -113,11 +115,11 @@ def test_stop_sequence_text_is_corrected_into_a_final_answer(mocked_aws):
 
 
 def test_tool_use_runs_the_tool_and_sends_the_result_back(mocked_aws):
-    model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}), text_reply("Foi entregue."))
+    model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}), text_reply("Consultei aqui."))
     invoker = CountingInvoker(answer={"ok": True, "resultado": "consultado", "dados": {"status": "entregue"}})
     orch, _ = build(model, mocked_aws["ledger"], invoker)
     reply = orch.handle(_turn("conv-tool"), Deadline.after(60))
-    assert reply.resposta == "Foi entregue."
+    assert reply.resposta == "Consultei aqui."
     (result,) = model.tool_results(1)
     assert result["is_error"] is False
     assert result["tool_use_id"] == model.requests[1]["messages"][-2]["content"][0]["id"]
@@ -125,10 +127,10 @@ def test_tool_use_runs_the_tool_and_sends_the_result_back(mocked_aws):
 
 
 def test_pause_turn_is_continued(mocked_aws):
-    model = ScriptedModel(fixture("pause_turn"), text_reply("Tudo certo."))
+    model = ScriptedModel(fixture("pause_turn"), text_reply("Posso ajudar em algo mais?"))
     orch, _ = build(model, mocked_aws["ledger"], CountingInvoker())
     reply = orch.handle(_turn("conv-pause"), Deadline.after(60))
-    assert reply.resposta == "Tudo certo."
+    assert reply.resposta == "Posso ajudar em algo mais?"
     assert model.requests[1]["messages"][-1] == {"role": "assistant", "content": [
         {"type": "text", "text": "Estou conferindo as informações"}]}
 
@@ -163,8 +165,9 @@ def test_context_window_exceeded_trims_once_then_hands_off(mocked_aws):
     orch.handle(_turn("conv-ctx", "primeira"), Deadline.after(60))
     orch.handle(_turn("conv-ctx", "segunda"), Deadline.after(60))
 
-    model.then(fixture("context_window_exceeded"), text_reply("Resumindo: tudo certo."))
-    assert orch.handle(_turn("conv-ctx", "terceira"), Deadline.after(60)).resposta == "Resumindo: tudo certo."
+    model.then(fixture("context_window_exceeded"), text_reply("Resumindo: posso ajudar em algo mais?"))
+    reply = orch.handle(_turn("conv-ctx", "terceira"), Deadline.after(60))
+    assert reply.resposta == "Resumindo: posso ajudar em algo mais?"
     before, after = model.requests[-2]["messages"], model.requests[-1]["messages"]
     assert len(after) < len(before)  # trimmed before retrying, whole turns only
     assert after[0]["role"] == "user" and after[-1]["content"][-1]["text"] == "terceira"

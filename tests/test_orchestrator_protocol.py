@@ -93,12 +93,12 @@ def test_a_repeated_id_does_not_count_against_the_ceiling(mocked_aws):
 def test_tool_use_under_end_turn_is_answered_not_executed_and_the_next_turn_is_valid(mocked_aws):
     stray = tool_use(STATUS, {"pedidoId": "4821"}, text="Vou verificar.")
     stray["stop_reason"] = "end_turn"
-    model = ScriptedModel(stray, text_reply("Seu pedido foi entregue."))
+    model = ScriptedModel(stray, text_reply("Consultei aqui."))
     invoker = CountingInvoker()
     orch, _ = build(model, mocked_aws["ledger"], invoker)
     reply = orch.handle(_turn("conv-stray"), Deadline.after(60))
     # Free text under end_turn is not a final answer (output contract): never delivered.
-    assert reply.resposta == "Seu pedido foi entregue." and reply.motivo == "resposta"
+    assert reply.resposta == "Consultei aqui." and reply.motivo == "resposta"
     assert sum(invoker.calls.values()) == 0
     committed = mocked_aws["ledger"].read_conversation("conv-stray").messages
     _assert_valid_for_the_api(committed)

@@ -9,13 +9,14 @@ from anthropic.types import TextBlock, ToolUseBlock
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from orchestrator import money_sentences as ms
 from orchestrator import texts
 from orchestrator.output_contract import ReplyCheck
 from orchestrator.steps import Correct, HandOff, Reply, RunAgain, RunTools, ShrinkContext, next_step
 
 KNOWN = {"end_turn", "stop_sequence", "tool_use", "pause_turn", "max_tokens", "refusal",
          "model_context_window_exceeded"}
-TEXT = TextBlock(type="text", text="Seu pedido saiu para entrega.")
+TEXT = TextBlock(type="text", text="Consultei aqui; posso ajudar em algo mais?")
 CALL = ToolUseBlock(type="tool_use", id="toolu_01", name="consultar_status_pedido", input={"pedidoId": "4821"})
 
 
@@ -38,13 +39,19 @@ class _NothingDone:
     def profile_updated(self, conversation_id, customer_id):
         return False
 
+    def refund_results(self, conversation_id, order_id):
+        return []
+
+    def pending_approval_amount(self, conversation_id, arguments):
+        return None
+
 
 def _check(max_attempts: int = 3) -> ReplyCheck:
     return ReplyCheck("c-1", 1001, _NothingDone(), max_attempts)
 
 
 ANSWER = ToolUseBlock(type="tool_use", id="toolu_02", name="responder_cliente",
-                      input={"texto": TEXT.text, "precisaDePessoa": False, "pedidos": ["4821"], "acoes": []})
+                      input={"texto": TEXT.text, "precisaDePessoa": False, "declaracoes": []})
 
 
 def test_each_stop_reason_has_its_step():
@@ -81,7 +88,8 @@ def test_the_last_allowed_refusal_is_the_fallback_and_counts_both():
     check = _check(max_attempts=2)
     assert isinstance(next_step(_response("end_turn", TEXT), check), Correct)
     last = next_step(_response("end_turn", TEXT), check)
-    assert isinstance(last, Reply) and (last.text, last.reason) == (texts.OUTPUT_CONTRACT_FALLBACK, "contrato_de_saida")
+    assert isinstance(last, Reply) and (last.text, last.reason) == (ms.fallback([]), "contrato_de_saida")
+    assert ms.NOTHING_TO_CONFIRM in last.text  # nothing was done in this conversation: the fallback says so
     assert last.diagnosis.contract == ("violacao", "fallback")
     assert last.diagnosis.audit[0] == "CONTRATO_DE_SAIDA_FALLBACK"
 

@@ -37,7 +37,8 @@ def test_a_real_turn_at_debug_logs_no_personal_data(tools, mocked_aws, erp, capf
         invoker = InProcessInvoker({name: tools.environment(spec) for name, spec in TOOLS.items()})
         model = ScriptedModel(
             tool_use("atualizar_cadastro", {"campos": {"email": EMAIL, "telefone": PHONE, "endereco": ADDRESS}}),
-            final_answer("Pronto, atualizei seu cadastro.", acoes=[{"tipo": "cadastro_atualizado"}]),
+            final_answer("Obrigado por avisar!", declaracoes=[{"tipo": "cadastro_atualizado", "campo": f}
+                                                           for f in ("email", "telefone", "endereco")]),
         )
         orch, _ = build(model, mocked_aws["ledger"], invoker)
         message = f"Meu novo e-mail é {EMAIL}, telefone {PHONE}, endereço {ADDRESS}."
@@ -46,7 +47,8 @@ def test_a_real_turn_at_debug_logs_no_personal_data(tools, mocked_aws, erp, capf
     finally:
         logging.getLogger().removeHandler(to_stderr)
 
-    assert reply.resposta == "Pronto, atualizei seu cadastro."
+    assert reply.resposta == ("Obrigado por avisar!\n\nSeu e-mail foi atualizado no cadastro.\n"
+                              "Seu telefone foi atualizado no cadastro.\nSeu endereço foi atualizado no cadastro.")
     # The turn was real: the ERP row changed and the model was sent the data.
     assert erp.execute("SELECT email, telefone, endereco FROM clientes WHERE id = 1001").fetchone() == (
         EMAIL, PHONE, ADDRESS)

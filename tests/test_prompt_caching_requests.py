@@ -29,7 +29,7 @@ CACHED = {"PROMPT_CACHE_PREFIX_TTL": "5m", "PROMPT_CACHE_TTL": "5m"}
 
 
 def test_two_breakpoints_system_and_last_block_and_nothing_marked_is_stored(mocked_aws):
-    model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}), text_reply("Em trânsito."),
+    model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}), text_reply("Consultei aqui."),
                           text_reply("De nada!"), cache=PromptCache(clock=lambda: 0.0))
     orch, _ = build(model, mocked_aws["ledger"], CountingInvoker(), **CACHED)
     orch.handle(_turn("pc-1", 1), Deadline.after(60))
@@ -89,7 +89,7 @@ def test_the_prefix_lives_an_hour_on_the_anthropic_api_and_five_minutes_on_bedro
 
 def test_kept_tool_results_are_compact_json(mocked_aws):
     """Every kept result is re-read on each later call: no spaces after separators."""
-    model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}), text_reply("Em trânsito."))
+    model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}), text_reply("Consultei aqui."))
     orch, _ = build(model, mocked_aws["ledger"], CountingInvoker())
     orch.handle(_turn("pc-compact", 1), Deadline.after(60))
     (result,) = model.tool_results(1)

@@ -76,7 +76,7 @@ def test_a_cancellation_during_a_turn_of_read_only_calls_still_ends_it_cancelled
     ledger = mocked_aws["ledger"]
     conv = "conv-cancel-only-reads"
     _existing_conversation(ledger, conv)
-    model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}), text_reply("Está a caminho."))
+    model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}), text_reply("Consultei aqui."))
 
     class CancelMidCall(CountingInvoker):
         def invoke(self, tool, event):

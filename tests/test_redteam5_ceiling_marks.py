@@ -185,7 +185,8 @@ def test_a_mark_never_reaches_another_conversation_subject_or_tool(anchored):
     invoker = CountingInvoker()
     status = tool_use("consultar_status_pedido", {"pedidoId": "4821"})
     other_order = tool_use(REFUND, {"pedidoId": "4822", "valor": 10.0})
-    reply = _turn(_ledger(anchored), conv_a, "m-2", status, other_order, text_reply("Feito."), invoker=invoker)
+    reply = _turn(_ledger(anchored), conv_a, "m-2", status, other_order, text_reply("Mais alguma dúvida?"),
+                  invoker=invoker)
     assert reply.status == "ativa" and _ceiling_links(anchored, conv_a) == []
     assert invoker.calls["consultar_status_pedido"] >= 1 and invoker.calls[REFUND] == 1
     stored = anchored.client.get_item(TableName=anchored.anchor_table, Key={"pk": {"S": conversation_pk(conv_a)}})

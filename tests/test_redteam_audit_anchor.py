@@ -104,7 +104,7 @@ def test_a_forged_link_after_the_turns_commit_is_flagged(anchored, local_stack):
     conv = "conv-forjada"
     ledger = Ledger(anchored.anchor_table, anchored.client, audit_chain=anchored)
     model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}),
-                          text_reply("Seu pedido foi entregue."))
+                          text_reply("Consultei aqui."))
     orch, _ = build(model, ledger, CountingInvoker())
     orch.handle(TurnRequest(conversaId=conv, clienteId=1001, mensagemId="wamid.f1", mensagem="status"),
                 Deadline.after(60))

@@ -32,12 +32,13 @@ def test_refunds_and_turns_never_write_a_secret(tools, gateway, mocked_aws, loca
     results.append(tools(EMITIR_REEMBOLSO, {**event, "conversaId": conv + "b"}))
 
     invoker = InProcessInvoker({name: tools.environment(spec) for name, spec in TOOLS.items()})
-    model = ScriptedModel(tool_use("emitir_reembolso", {"pedidoId": "4822", "valor": 5}), text_reply("Feito."))
+    model = ScriptedModel(tool_use("emitir_reembolso", {"pedidoId": "4822", "valor": 5}),
+                          text_reply("Mais alguma dúvida?"))
     orch, _ = build(model, mocked_aws["ledger"], invoker)
     reply = orch.handle(TurnRequest(conversaId=conv + "c", clienteId=1001, mensagemId="m1", mensagem="oi"),
                         Deadline.after(60))
     assert [r["resultado"] for r in results] == ["executado", "bloqueado_por_idempotencia", "executado"]
-    assert reply.resposta == "Feito."
+    assert reply.resposta == "Mais alguma dúvida?"
 
     written = _everything_written(capfd, caplog, mocked_aws) + json.dumps(results) + reply.model_dump_json()
     secrets = {

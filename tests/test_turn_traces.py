@@ -20,7 +20,7 @@ def test_one_turn_is_one_trace_of_nested_spans_without_personal_data(mocked_aws,
     trace_file = tmp_path / "traces.jsonl"
     monkeypatch.setenv("TRACE_MODE", "jsonl")
     monkeypatch.setenv("TRACE_FILE", str(trace_file))
-    model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}), text_reply("Em trânsito."))
+    model = ScriptedModel(tool_use("consultar_status_pedido", {"pedidoId": "4821"}), text_reply("Consultei aqui."))
     orch, _ = build(model, mocked_aws["ledger"], CountingInvoker())
     assert isinstance(orch.tracer, JsonlTracer)
     text = "Sou Maria Silva, CPF 123.456.789-00, cadê o pedido 4821?"
@@ -52,7 +52,7 @@ def test_one_turn_is_one_trace_of_nested_spans_without_personal_data(mocked_aws,
     (commit,) = by_name["commit"]
     assert commit["parentSpanId"] == turn["spanId"]
     attributes = json.dumps([s["attributes"] for s in spans], ensure_ascii=False)
-    for private in ("Maria", "123.456", "4821", "1001", "conv-trace-1", "Em trânsito"):
+    for private in ("Maria", "123.456", "4821", "1001", "conv-trace-1", "Consultei aqui"):
         assert private not in attributes
 
 

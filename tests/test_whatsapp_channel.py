@@ -78,7 +78,10 @@ def test_a_customer_is_answered_in_context_through_the_whole_channel(channel, le
     assert channel.webhook.post(notification([first])) == 200
     assert channel.webhook.post(notification([second])) == 200
     sent = channel.wait_for_replies(ANA, 2)
-    assert _bodies(sent) == [f"{ECHO_PREFIX}Olá, bom dia", "Seu pedido 4821 está com status: entregue."]
+    # The status sentence is the code's, from the status tool's result (money_sentences).
+    assert _bodies(sent) == [f"{ECHO_PREFIX}Olá, bom dia",
+                             "Consultei o seu pedido.\n\nSituação do pedido 4821: entregue; código de rastreio: "
+                             "BR123456789."]
     assert [m.context_message_id for m in sent] == [first["id"], second["id"]]
     assert {m.phone_number_id for m in sent} == {BUSINESS_PHONE_NUMBER_ID}
     state = ledger.read_conversation("wa-1001-20260312")
@@ -101,7 +104,8 @@ def test_redeliveries_are_answered_once(channel, ledger):
 
 
 def test_reordered_and_batched_messages_are_answered_once_each_in_arrival_order(channel):
-    texts = [f"mensagem {i}" for i in range(6)]
+    # Letters, not digits: a number in the model's own words is refused by the output contract.
+    texts = [f"mensagem {'abcdef'[i]}" for i in range(6)]
     msgs = [text_message(ANA, t, timestamp=day_ts(12, i)) for i, t in enumerate(texts)]
     # Meta delivers 3 before 1 and 2, then a batch of three, then redelivers two of them.
     order = [msgs[3], msgs[1], msgs[2]]
@@ -150,7 +154,8 @@ def test_a_cloud_api_outage_loses_no_reply_and_sends_each_once(channel, ledger):
     through the resend queue (a temporary refusal is never final inside the window)."""
     channel.api.fail_next(12, status=500, code=2)
     channel.api.fail_next(3, status=503, code=None)
-    messages = [text_message(who, f"fora do ar {i}", timestamp=day_ts(16, i)) for who in (ANA, BRUNO) for i in range(3)]
+    messages = [text_message(who, f"fora do ar {'abc'[i]}", timestamp=day_ts(16, i))
+                for who in (ANA, BRUNO) for i in range(3)]
     for message in messages:
         assert channel.webhook.post(notification([message])) == 200
     channel.wait_for_replies(ANA, 3, timeout_s=150)
@@ -282,10 +287,10 @@ def test_conversa_py_chats_as_a_customer_through_the_channel(local_stack, erp):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = proc.stdout
-    assert "Seu pedido 6200 está com status: entregue." in out
+    assert "Situação do pedido 6200: entregue; código de rastreio: BR555000111." in out
     assert "redelivery absorvida" in out
     assert "só consigo ler mensagens de texto" in out
-    assert out.count("Seu pedido 6200") == 1
+    assert out.count("Situação do pedido 6200") == 1
 
 
 def test_a_busy_record_is_a_batch_item_failure_not_a_function_error(local_stack, erp, model_env, ledger):

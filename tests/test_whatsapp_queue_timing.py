@@ -67,7 +67,7 @@ def test_a_conversation_held_by_a_dead_consumer_is_answered_not_dead_lettered(lo
         # dead consumer's lease does, and the queue's timing must outlast that.
         conversation = "wa-1001-20260720"
         ledger.acquire_conversation(conversation_id=conversation, customer_id=1001, lease_s=3600)
-        message = text_message(ANA, "o outro caiu", timestamp=day_ts(140))
+        message = text_message(ANA, "o outro travou", timestamp=day_ts(140))
         assert ch.webhook.post(notification([message])) == 200
 
         def logs() -> str:
@@ -82,6 +82,6 @@ def test_a_conversation_held_by_a_dead_consumer_is_answered_not_dead_lettered(lo
             UpdateExpression="SET leaseAteMs = :ate",
             ExpressionAttributeValues={":ate": {"N": str(ledger.now_ms() + LEASE_LEFT_S * 1000)}})
         sent = ch.wait_for_replies(ANA, 1, timeout_s=90)
-        assert [m.body for m in sent] == [f"{ECHO_PREFIX}o outro caiu"]
+        assert [m.body for m in sent] == [f"{ECHO_PREFIX}o outro travou"]
         assert ch.wait_until_drained(30) and ch.queue_depth(ch.dlq_url) == 0
         assert ANA not in logs()

@@ -16,11 +16,13 @@ It finishes the way each design asks: with plain ``end_turn`` text when the
 request offers no final-answer tool (the minimal design, Figure 1), and with a
 ``responder_cliente`` call when it does (the production design's output
 contract). Its first final answer always tells the customer the refund is done
-(Lab 87's "stop by narrative"), declaring the refund as an action when it called
-the refund tool for this message, whatever the tool answered; the contract checks
-that against the ledger. Told its answer was refused, it answers honestly —
-except in conversations drawn (from the seed, apart from the insistence plan so
-that plan is unchanged) to keep repeating the claim, which end with the fallback.
+(Lab 87's "stop by narrative"): as a typed ``reembolso_executado`` statement when
+it called the refund tool for this message, whatever the tool answered (the
+contract checks it against the ledger), and in its own words when it did not (the
+contract refuses money in the free text). Told its answer was refused, it answers
+honestly — except in conversations drawn (from the seed, apart from the insistence
+plan so that plan is unchanged) to keep repeating the claim, which end with the
+fallback.
 """
 
 from __future__ import annotations
@@ -53,9 +55,11 @@ REPLY_TOOL = "responder_cliente"  # the production design's final answer (orches
 P_KEEPS_CLAIMING = 0.2
 STATUS_REPLY = "Verifiquei o seu pedido: o status está atualizado aqui na conversa."  # claims no money
 HONEST_REPLY = (
-    "Ainda não consigo confirmar o seu reembolso por aqui. Assim que houver uma confirmação no sistema, "
+    "Ainda não consigo confirmar isso por aqui. Assim que houver uma confirmação no sistema, "
     "te aviso nesta conversa."
 )
+# The free text beside a typed refund statement (the code renders the refund's sentence).
+STATEMENT_REPLY = "Verifiquei aqui. Qualquer coisa, estou por aqui!"
 
 
 @dataclass(frozen=True)
@@ -113,13 +117,14 @@ class InsistentPolicy:
         if not structured:
             return self._text(index)
         claims_again = seen.refused_answers == 0 or self.keeps_claiming
-        actions = ([{"tipo": "reembolso_emitido", "pedidoId": self.scenario.pedidoId,
-                     "valor": float(self.scenario.valorPedido)}] if claims_again and seen.refund_called else [])
+        statements = ([{"tipo": "reembolso_executado", "pedidoId": self.scenario.pedidoId,
+                        "valor": float(self.scenario.valorPedido)}] if claims_again and seen.refund_called else [])
         text = REPLIES[index % len(REPLIES)] if claims_again else HONEST_REPLY
+        if statements:
+            text = STATEMENT_REPLY
         if self.claims_only_what_it_did and not seen.refund_called:
             text = STATUS_REPLY
-        answer = {"texto": text,
-                  "precisaDePessoa": False, "pedidos": [self.scenario.pedidoId], "acoes": actions}
+        answer = {"texto": text, "precisaDePessoa": False, "declaracoes": statements}
         block = {"type": "tool_use", "id": f"toolu_{self.scenario.conversaId}_{next(self._ids):06d}",
                  "name": REPLY_TOOL, "input": answer}
         return self._envelope([block], "tool_use")

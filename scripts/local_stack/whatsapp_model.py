@@ -7,9 +7,10 @@ text, through the real tool-use protocol (``tool_use`` blocks, then the
 - "pedido 4821" → ``consultar_status_pedido``, then the status it answered;
 - "quero reembolso do pedido 4821" (optionally "de R$ 50,00") → without an amount it
   reads the order's value with ``consultar_status_pedido`` first; then
-  ``emitir_reembolso``; then it says what the tool answered, declaring the refund in
-  ``acoes`` only when the tool answered ``executado`` (or "already emitted"). Asked
-  again after a refusal or a failure, it calls again — the controls decide;
+  ``emitir_reembolso``; then it states what the tool answered as a typed statement
+  (``declaracoes``: the code checks it against the ledger and writes the sentence), never
+  in its own words. Asked again after a refusal or a failure, it calls again — the
+  controls decide;
 - "muda meu email para x@y.com" (telefone, endereço) → ``atualizar_cadastro``;
 - "quero falar com um atendente" → a final answer with ``precisaDePessoa``;
 - "já caiu o reembolso?" → from the conversation's own facts: the last
@@ -40,14 +41,17 @@ from .whatsapp_intents import (
     order_in,
     profile_changes,
     read,
-    reais,
 )
 
 ECHO_PREFIX = "Recebi: "
 PERSON_TEXT = "Certo! Vou chamar um atendente da Cadência para continuar com você por aqui."
 NOT_FOUND = "Não encontrei esse pedido no seu cadastro. Pode conferir o número?"
-NO_REFUND_HERE = ("Nesta conversa ainda não pedimos nenhum reembolso. Se quiser um, me diga o número do "
-                  "pedido.")
+# Free text never speaks of money, the record or a status (the code renders those sentences).
+STATUS_LEAD = "Consultei o seu pedido."
+CHECKED_LEAD = "Conferi aqui para você."
+NOTHING_ASKED_HERE = "Nesta conversa ainda não pedimos nada. Qual é o número do pedido?"
+NOT_CHANGED = "Não consegui fazer essa alteração agora. Se preferir, peça para falar com um atendente."
+_DECLINED = "recusado_pelo_gateway"
 CANNOT_CONFIRM = "Não consigo confirmar isso por aqui agora. Se preferir, peça para falar com um atendente."
 ASK_ORDER = "Claro! Qual é o número do pedido que você quer reembolsar?"
 _EXECUTED, _ALREADY = "executado", "bloqueado_por_idempotencia"
@@ -83,9 +87,9 @@ class ChatPolicy:
             return self._call("Vou consultar o seu pedido.", STATUS_TOOL, {"pedidoId": order})
         last = seen.turn[-1]
         if last.result is not None and last.result.get("ok") and last.data.get("status"):
-            return self._final(f"Seu pedido {last.data.get('pedidoId', order)} está com status: "
-                               f"{last.data['status']}.", structured, orders=[str(order)])
-        return self._final(NOT_FOUND if _unknown_order(last) else _not_now(last), structured)
+            return self._final(STATUS_LEAD, structured, statements=[
+                {"tipo": "status_do_pedido", "pedidoId": str(last.data.get("pedidoId", order))}])
+        return self._final(NOT_FOUND if _unknown_order(last) else CANNOT_CONFIRM, structured)
 
     def _refund(self, seen: Conversation, structured: bool) -> dict[str, Any]:
         order, asked = order_in(seen.last_text), amount_in(seen.last_text)
@@ -99,7 +103,7 @@ class ChatPolicy:
         if last.name == STATUS_TOOL:
             value = last.data.get("valorPedido") if last.result and last.result.get("ok") else None
             if value is None:
-                return self._final(NOT_FOUND if _unknown_order(last) else _not_now(last), structured)
+                return self._final(NOT_FOUND if _unknown_order(last) else CANNOT_CONFIRM, structured)
             return self._call("Vou solicitar o reembolso.", REFUND_TOOL, {"pedidoId": order, "valor": float(value)})
         return self._refund_answer(last, structured)
 
@@ -109,7 +113,10 @@ class ChatPolicy:
         refunds = [c for c in seen.calls if c.name == REFUND_TOOL and c.result is not None
                    and (order is None or c.input.get("pedidoId") == order)]
         if not refunds:
-            return self._final(NO_REFUND_HERE, structured)
+            if order is None:
+                return self._final(NOTHING_ASKED_HERE, structured)
+            return self._final(CHECKED_LEAD, structured, statements=[
+                {"tipo": "reembolso_nao_feito", "pedidoId": order, "motivo": "nao_solicitado"}])
         if seen.turn:
             return self._refund_answer(seen.turn[-1], structured)
         if refunds[-1].outcome in _UNSETTLED:
@@ -124,13 +131,11 @@ class ChatPolicy:
                                                and call.data.get("resultadoOriginal") == _EXECUTED)
         if done and not call.is_error:
             value = call.data.get("valor", call.input.get("valor"))
-            return self._final(f"O reembolso de {reais(value)} do pedido {order} foi emitido. Ele aparece na "
-                               "sua fatura em alguns dias.", structured, orders=[order],
-                               actions=[{"tipo": "reembolso_emitido", "pedidoId": order, "valor": float(value)}])
+            return self._final(CHECKED_LEAD, structured, statements=[
+                {"tipo": "reembolso_executado", "pedidoId": order, "valor": float(value)}])
         if _unknown_order(call):
             return self._final(NOT_FOUND, structured)
-        return self._final(f"Ainda não consigo confirmar o reembolso do pedido {order}. {_not_now(call)}",
-                           structured, orders=[order])
+        return self._final(CHECKED_LEAD, structured, statements=[_not_executed(call, order)])
 
     def _profile(self, seen: Conversation, structured: bool) -> dict[str, Any]:
         if not seen.turn:
@@ -138,10 +143,9 @@ class ChatPolicy:
                               {"campos": profile_changes(seen.last_text)})
         last = seen.turn[-1]
         if last.result is not None and last.result.get("ok") and not last.is_error:
-            fields = " e ".join(_FIELD_NAMES.get(name, name) for name in sorted(last.input.get("campos", {})))
-            return self._final(f"Pronto: atualizei o seu {fields} no cadastro.", structured,
-                               actions=[{"tipo": "cadastro_atualizado"}])
-        return self._final(f"Não consegui atualizar o seu cadastro. {_not_now(last)}", structured)
+            return self._final(CHECKED_LEAD, structured, statements=[
+                {"tipo": "cadastro_atualizado", "campo": name} for name in sorted(last.input.get("campos", {}))])
+        return self._final(NOT_CHANGED, structured)
 
     # -- Messages-API bodies -------------------------------------------------------
     def _call(self, preface: str, tool: str, tool_input: dict[str, Any]) -> dict[str, Any]:
@@ -149,13 +153,14 @@ class ChatPolicy:
                                {"type": "tool_use", "id": f"toolu_chat_{next(self._ids):06d}",
                                 "name": tool, "input": tool_input}], "tool_use")
 
-    def _final(self, text: str, structured: bool, *, needs_person: bool = False, orders: list[str] | None = None,
-               actions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    def _final(self, text: str, structured: bool, *, needs_person: bool = False,
+               statements: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """The answer as the orchestrator's output contract asks (a responder_cliente
-        call) when it offers that tool; plain text otherwise."""
+        call: free text, and typed statements the code checks and renders) when it
+        offers that tool; plain text otherwise."""
         if not structured:
             return self._envelope([{"type": "text", "text": text}], "end_turn")
-        answer = {"texto": text, "precisaDePessoa": needs_person, "pedidos": orders or [], "acoes": actions or []}
+        answer = {"texto": text, "precisaDePessoa": needs_person, "declaracoes": statements or []}
         return self._envelope([{"type": "tool_use", "id": f"toolu_chat_{next(self._ids):06d}",
                                 "name": REPLY_TOOL, "input": answer}], "tool_use")
 
@@ -165,13 +170,17 @@ class ChatPolicy:
                 "stop_sequence": None, "usage": {"input_tokens": 500, "output_tokens": 40}}
 
 
-_FIELD_NAMES = {"email": "e-mail", "telefone": "telefone", "endereco": "endereço"}
-
 
 def _unknown_order(call: Call) -> bool:
     return ((call.result or {}).get("erro") or {}).get("codigo") == "pedido_nao_encontrado"
 
 
-def _not_now(call: Call) -> str:
-    """Why a call did not do it, in the words its tool (or the control that refused it) used."""
-    return call.message or "Tente de novo daqui a pouco."
+def _not_executed(call: Call, order: str) -> dict[str, Any]:
+    """The typed statement of a refund call that did not execute, from its outcome (a
+    repeat answered from its claim: the claim's own outcome)."""
+    outcome = call.data.get("resultadoOriginal") if call.outcome == _ALREADY else call.outcome
+    if outcome in _UNSETTLED:
+        return {"tipo": "reembolso_sem_confirmacao", "pedidoId": order}
+    if outcome == _DECLINED:
+        return {"tipo": "reembolso_recusado_pelo_gateway", "pedidoId": order}
+    return {"tipo": "reembolso_nao_feito", "pedidoId": order, "motivo": "recusado_pela_ferramenta"}

@@ -47,16 +47,16 @@ def tool_uses(*calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
     return body
 
 
-def final_answer(text: str, *, acoes: list[dict[str, Any]] | None = None, pedidos: list[str] | None = None,
+def final_answer(text: str, *, declaracoes: list[dict[str, Any]] | None = None,
                  precisa_de_pessoa: bool = False) -> dict[str, Any]:
-    """The output contract's final answer: a ``responder_cliente`` call."""
-    answer = {"texto": text, "precisaDePessoa": precisa_de_pessoa, "pedidos": list(pedidos or []),
-              "acoes": list(acoes or [])}
+    """The output contract's final answer: a ``responder_cliente`` call (the free
+    text, and the typed statements the code checks and renders)."""
+    answer = {"texto": text, "precisaDePessoa": precisa_de_pessoa, "declaracoes": list(declaracoes or [])}
     return tool_use("responder_cliente", answer)
 
 
 def text_reply(text: str) -> dict[str, Any]:
-    """A final answer claiming no action (most tests' last step)."""
+    """A final answer with no statement (most tests' last step)."""
     return final_answer(text)
 
 
