@@ -29,7 +29,7 @@ _MONEY_STEMS = (
     "pago", "paga", "pagou", "pagar", "pagamos", "paguei", "cobranc", "cobrad", "cobrar", "cobrou", "saldo",
     "fatura", "boleto", "transferenc", "transferi", "deposit", "reais", "centavo", "money", "cash", "payment",
     "paid", "charge", "bank", "banco", "extrato", "indeniz", "cupom", "desconto", "voucher", "juros", "parcela",
-    "brl", "usd", "dolar", "dollar", "bucks", "contos", "pila", "caiu", "cair", "reembolso",
+    "brl", "usd", "dolar", "dollar", "bucks", "contos", "pila", "caiu", "cair", "reembolso", "fund", "limite",
 )
 # Whole words only ("Caio" is a name, "caixa" a box): money that "fell" into an account.
 _MONEY_WORDS = frozenset({"cai", "caira", "caindo", "caiam", "cairam", "pila", "real"})
@@ -44,7 +44,8 @@ _DONE = re.compile(
     r"\A(?:(?:realiz|process|emit|conclu|efetu|aprov|estorn|devolv|credit|deposit|envi|liber|confirm|pag|"
     r"execut|efetiv|finaliz|autoriz|resolv|solicit|registr|acion|encaminh|mand|cuid)(?:ad[oa]s?|id[oa]s?|ei|i|"
     r"amos|emos|imos|ou|eu|iu)|feit[oa]s?|fiz|fizemos|fez|pront[oa]s?|sucesso|caiu|saiu|"
-    r"voltou|voltaram|volta|voltam|voltara|voltarao|retorn\w*|providenci\w*|resolvi|resolvemos|resolvido|garantid[oa]|done|processed|issued|completed|approved|sent|confirmed|"
+    r"voltou|voltaram|volta|voltam|voltara|voltarao|retorn(?!os?\Z)\w*|aparec(?:eu|eram|ido|ida)|restabelec\w*|"
+    r"recompos\w*|providenci\w*|resolvi|resolvemos|resolvido|garantid[oa]|done|processed|issued|completed|approved|sent|confirmed|returned|reversed|"
     r"succe\w*)\Z")
 _EMOJI = set("✅✔☑✓✔💰💸💵💴💶💷💳🤑🏦🪙💲👍👌🎉🙌🆗🥳🤝")
 _CURRENCY = re.compile(r"(?:r|us|u)?\$|€|£|¥|\b(?:brl|usd|eur)\b", re.ASCII)
@@ -70,7 +71,7 @@ _QUESTION_START = re.compile(r"\A(?:e |and )?(?:qual|quais|quer|queres|deseja|go
 _AFFIRM = re.compile(r"\A[^a-z0-9]*sim\b|\bfoi sim\b|\b(?:tudo (?:certo|ok|resolvido|pronto|certinho)"
                      r"|ja (?:esta|ta|foi|era|vai|vem)\b(?! (?:verificando|"
                      r"vendo|olhando|consultando|analisando))|esta la|ta la|disponivel"
-                     r"|(?:esta|ta|fica) (?:no seu nome|com voce|na sua mao)|all set|it'?s done|"
+                     r"|(?:esta|ta|fica) (?:no seu nome|com voce)|\bna (?:sua |tua )?mao|all set|it'?s done|"
                      r"went through|on (?:its|the) way)\b", re.ASCII)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?\n]*")
 _WORD = re.compile(r"[a-z0-9]+(?:[-'][a-z0-9]+)*|[$€£¥]")
@@ -185,11 +186,23 @@ def _near(words: list[str], first: re.Pattern[str], second: re.Pattern[str], win
     return any(abs(i - j) <= window and i != j for i in a for j in b)
 
 
+_DEGREE = re.compile(r"(?:inh|issim)([oa]s?)\Z|(ad|id)(?:ao|ona|oes)\Z")
+
+
+def _done(word: str) -> bool:
+    """A done word, also as a diminutive or augmentative ("prontinho", "feitinho",
+    "finalizadíssimo", "liberadão"): slang grades the word, the claim stays."""
+    if _DONE.match(word):
+        return True
+    base = _DEGREE.sub(lambda m: m.group(1) or m.group(2) + "o", word)
+    return base != word and _DONE.match(base) is not None
+
+
 def _strong(sentence: str, words: list[str]) -> bool:
     """A currency mark, an amount or order id, or a done word: never the model's to say."""
     marks = (_CURRENCY, _ACCOUNT, _AFFIRM)
     return (any(m.search(sentence) is not None for m in marks) or _numbers(words)
-            or any(_DONE.match(w) for w in words))
+            or any(_done(w) for w in words))
 
 
 def _hard(sentence: str, words: list[str]) -> bool:
@@ -197,13 +210,26 @@ def _hard(sentence: str, words: list[str]) -> bool:
     return _CURRENCY.search(sentence) is not None or _numbers(words)
 
 
+# "Se quiser, posso pedir…": an offer, read as a question is.
+_OFFER = re.compile(r"\A(?:se (?:voce )?(?:quiser|preferir|desejar)),? (?:eu )?(?:posso|consigo)\b", re.ASCII)
+_CLAUSE = re.compile(r"[,:;] ")
+
+
 def _sentence_findings(sentence: str) -> set[str]:
+    stripped = sentence.strip()
+    if stripped.endswith("?") and _QUESTION_START.match(stripped) is None:
+        # "Para eu verificar, qual é…?": the clause before the question is read as a
+        # statement ("Feito, posso ajudar em algo mais?" stays a claim), the rest as a question.
+        for cut in _CLAUSE.finditer(stripped):
+            if _QUESTION_START.match(stripped[cut.end():]):
+                return _sentence_findings(stripped[:cut.start()]) | _sentence_findings(stripped[cut.end():])
     words = _WORD.findall(sentence) + _spaced_out(sentence)
-    question = sentence.rstrip().endswith("?") and _QUESTION_START.match(sentence.strip()) is not None
+    offer = _OFFER.match(stripped) is not None  # no "?": its done words still count
+    question = offer or (stripped.endswith("?") and _QUESTION_START.match(stripped) is not None)
     money = _money_words(words)
     # In a question that offers or asks, a done word alone claims nothing ("quando fez a
     # compra?"); beside a money word it may ("posso confirmar que o reembolso foi feito?").
-    strong = _strong(sentence, words) if not question or money else _hard(sentence, words)
+    strong = _strong(sentence, words) if not question or money or offer else _hard(sentence, words)
     found = set()
     if strong or (not question and money):
         found.add(MONEY)
