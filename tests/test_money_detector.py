@@ -26,6 +26,15 @@ INVISIBLE = ["\u200b", "\u00ad", "\u2060", "\ufeff", "\u200d", "\x14"]
     "kTudo certo!", "xxJá foi!", "r3embolso ok", "R.E.E.M.B.O.L.S.O feito", "Valor devolvido\u200b!",
     "Posso confirmar que o seu reembolso foi feito?",  # a claim inside a question
     "Quer que eu confirme o estorno de R$ 50?",
+    # diminutives and augmentatives of a done word, slang, English without "refund"
+    "Prontinho!", "Feitinho ✌️", "Teu reembolso tá liberadão", "Tá na mão, pode conferir.",
+    "Já deve ter aparecido aí", "Seu limite foi restabelecido", "Funds returned.",
+    "Feito, posso ajudar em mais alguma coisa?",  # a claim before a question is still a claim
+    "Se quiser, posso confirmar: o reembolso foi feito.", "Se quiser, posso confirmar que já foi feito.",
+    # the grammar of a finished action, with no listed word: participle after a copula,
+    # past tense after "já", first-person past, a headline participle
+    "Tá tudo ajeitadinho", "Foi tudo ajeitado pra você", "Já entrou aí, pode checar", "Olha, ajeitamos sim",
+    "Operação revertida", "Te extornei já", "Tá concluidaço", "Arrumei tudo.",
 ])
 def test_hostile_spellings_are_refused(text):
     assert MONEY in findings(text)
@@ -49,6 +58,14 @@ def test_a_false_claim_stays_refused_whatever_is_around_it(lie, mark, cut, befor
     ("Em até 2 dias úteis um atendente te responde.", set()),
     ("Acredito que posso te ajudar com isso. Me conta o que houve.", set()),
     ("Oi, Caio! Tudo bem?", set()),
+    ("Sem problemas, aguardo seu retorno.", set()),  # "retorno": a reply, not money coming back
+    ("Para eu verificar, qual é o e-mail da sua conta?", set()),  # a question after a clause
+    ("Se quiser, posso pedir a aprovação do reembolso.", set()),  # an offer
+    ("Peço desculpas pelo ocorrido.", set()),
+    ("Verifiquei aqui para você.", set()),
+    ("Já estamos verificando.", set()),
+    ("Fiquei preocupada com o que você contou.", set()),
+    ("Você prefere que eu te ligue ou seguimos por aqui?", set()),
     ("Seu endereço foi atualizado.", {PROFILE}),
     ("Seu pedido saiu para entrega.", {MONEY, STATUS}),
 ])
