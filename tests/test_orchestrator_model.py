@@ -244,10 +244,10 @@ def test_round_budget_exhausted_hands_off(mocked_aws):
     ],
 )
 def test_retryable_errors_are_retried_then_succeed(mocked_aws, error, classe):
-    model = ScriptedModel(error, error, text_reply("Voltei!"))
+    model = ScriptedModel(error, error, text_reply("Olá de novo!"))
     orch, sleeps = build(model, mocked_aws["ledger"], CountingInvoker())
     reply = orch.handle(_turn(f"conv-retry-{classe}"), Deadline.after(60))
-    assert reply.resposta == "Voltei!"
+    assert reply.resposta == "Olá de novo!"
     assert len(model.requests) == 3 and len(sleeps) == 2
     assert all(0 <= s <= 4.0 for s in sleeps)
 
