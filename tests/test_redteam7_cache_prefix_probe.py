@@ -72,7 +72,7 @@ def test_the_prefix_is_byte_identical_and_every_request_is_one_the_api_accepts(m
                 script.append(tool_use(*_status(f"{4800 + n}{turn}")))
             else:
                 script.append(tool_uses(_status(f"{4900 + n}{turn}"), _status(f"{5000 + n}{turn}")))
-            script.append(text_reply(f"Pedido consultado ({n}/{turn})."))
+            script.append(text_reply(f"Consultei aqui, conversa {'abcd'[n]}, vez {'abcdef'[turn]}."))
     model = ScriptedModel(*script, cache=cache)
     orch, _ = build(model, ledger, CountingInvoker(), **CACHED)
     customers = [(1001, "Maria da Silva, maria@example.com, +55 11 98888-7777"), (2002, "João, Rua das Flores 12"),

@@ -202,14 +202,14 @@ def test_one_wamid_racing_in_four_processes_is_answered_once(local_stack, erp, m
     with LocalChannel(local_stack, model_env=model_env, consumers=4) as ch:
         message = QueuedMessage(tipo=QueuedKind.TEXT, mensagemId="wamid.RACE" + str(time.time_ns()), waId=ANA,
                                 phoneNumberId=BUSINESS_PHONE_NUMBER_ID, conversaId="wa-1001-20260321",
-                                clienteId=1001, mensagem="corrida")
+                                clienteId=1001, mensagem="disputa")
         for i in range(4):
             ch.sqs.send_message(QueueUrl=ch.queue_url, MessageBody=message.model_dump_json(exclude_none=True),
                                 MessageGroupId=f"corrida-{i}", MessageDeduplicationId=f"corrida-{i}-{time.time_ns()}")
         ch.wait_for_replies(ANA, 1)
         assert ch.wait_until_drained(60)
         time.sleep(1)
-        assert _bodies(ch.api.sent_to(ANA)) == [f"{ECHO_PREFIX}corrida"]
+        assert _bodies(ch.api.sent_to(ANA)) == [f"{ECHO_PREFIX}disputa"]
     # One turn ran: the message is in the history once and answered once. (This once saw
     # turnos == 2 under load: a commit applied whose answer was lost was followed by the
     # failure path marking the answered message failed, so a redelivery ran it again —
@@ -223,7 +223,7 @@ def test_one_wamid_racing_in_four_processes_is_answered_once(local_stack, erp, m
              for block in msg["content"] if isinstance(block, dict) and block.get("type") == "text"]
     answers = [block["input"]["texto"] for msg in state.messages if msg["role"] == "assistant"
                for block in msg["content"] if isinstance(block, dict) and block.get("name") == "responder_cliente"]
-    assert (users, answers) == (["corrida"], [f"{ECHO_PREFIX}corrida"])
+    assert (users, answers) == (["disputa"], [f"{ECHO_PREFIX}disputa"])
     assert state.has_answered(message.mensagemId)  # answered on the conversation item (ledger.inbound)
 
 

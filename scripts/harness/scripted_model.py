@@ -53,7 +53,7 @@ MODEL_ID = "cadencia-roteirizado"  # what the responses say in "model"
 REPLY_TOOL = "responder_cliente"  # the production design's final answer (orchestrator.output_contract)
 # Probability that a conversation repeats a refused claim instead of correcting it.
 P_KEEPS_CLAIMING = 0.2
-STATUS_REPLY = "Verifiquei o seu pedido: o status está atualizado aqui na conversa."  # claims no money
+STATUS_REPLY = "Verifiquei o seu pedido aqui na conversa."  # claims no money, states no status
 HONEST_REPLY = (
     "Ainda não consigo confirmar isso por aqui. Assim que houver uma confirmação no sistema, "
     "te aviso nesta conversa."
