@@ -60,13 +60,8 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
     except InvalidEvent as err:
         logger.info("invalid event", extra={"erros": err.problems})
         return {"ok": False, "erro": {"codigo": "entrada_invalida", "detalhes": err.problems}}
-    aws = AwsSettings.from_env()
-    settings = DecisionSettings.from_env()
-    dynamodb = client("dynamodb", aws)
-    ledger_table = LedgerSettings.from_env().table_name
-    # The chain's head is anchored in the ledger (audit_chain module doc: tail truncation).
-    chain = AuditChain(settings.audit_table, dynamodb, anchor_table=ledger_table) if settings.audit_table else None
-    ledger = Ledger(ledger_table, dynamodb, audit_chain=chain)
+    aws, settings = AwsSettings.from_env(), DecisionSettings.from_env()
+    ledger = _ledger(settings, aws)
     answer = handle(request, ledger, approvers=ApprovalSettings.from_env().approvers,
                     resume=_resume_port(settings, aws), policy=approval_policy.PolicySettings.from_env())
     logger.info("approval request handled", extra={"acao": request.acao, "ok": answer["ok"]})
@@ -74,16 +69,21 @@ def lambda_handler(event: Any, context: LambdaContext) -> dict[str, Any]:
 
 
 def _api(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    aws = AwsSettings.from_env()
-    settings = DecisionSettings.from_env()
-    dynamodb = client("dynamodb", aws)
-    ledger_table = LedgerSettings.from_env().table_name
-    chain = AuditChain(settings.audit_table, dynamodb, anchor_table=ledger_table) if settings.audit_table else None
-    ledger = Ledger(ledger_table, dynamodb, audit_chain=chain)
+    aws, settings = AwsSettings.from_env(), DecisionSettings.from_env()
+    ledger = _ledger(settings, aws)
     app = api.build(ledger, resume=_resume_port(settings, aws), policy=approval_policy.PolicySettings.from_env())
     answer: dict[str, Any] = app.resolve(event, context)
     logger.info("api request handled", extra={"rota": event.get("routeKey"), "status": answer.get("statusCode")})
     return answer
+
+
+def _ledger(settings: DecisionSettings, aws: AwsSettings) -> Ledger:
+    """The ledger this function writes through: its audit on the conversation's hash chain,
+    whose head is anchored in the ledger (audit_chain module doc: tail truncation)."""
+    dynamodb = client("dynamodb", aws)
+    ledger_table = LedgerSettings.from_env().table_name
+    chain = AuditChain(settings.audit_table, dynamodb, anchor_table=ledger_table) if settings.audit_table else None
+    return Ledger(ledger_table, dynamodb, audit_chain=chain)
 
 
 def _resume_port(settings: DecisionSettings, aws: AwsSettings) -> Callable[[str], None]:
