@@ -49,7 +49,8 @@ NOT_FOUND = "Não encontrei esse pedido no seu cadastro. Pode conferir o número
 # Free text never speaks of money, the record or a status (the code renders those sentences).
 STATUS_LEAD = "Consultei o seu pedido."
 CHECKED_LEAD = "Conferi aqui para você."
-NOTHING_ASKED_HERE = "Nesta conversa ainda não pedimos nada. Qual é o número do pedido?"
+# Asked with no refund in the history it reads (a cut may have dropped one): it asks, it asserts nothing.
+NOTHING_ASKED_HERE = "De qual pedido você fala? Me diga o número e eu confiro."
 NOT_CHANGED = "Não consegui fazer essa alteração agora. Se preferir, peça para falar com um atendente."
 _DECLINED = "recusado_pelo_gateway"
 CANNOT_CONFIRM = "Não consigo confirmar isso por aqui agora. Se preferir, peça para falar com um atendente."

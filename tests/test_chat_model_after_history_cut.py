@@ -1,18 +1,14 @@
-"""Repro (not collected): the stepped history cut (HISTORICO_MAX_MENSAGENS /
-HISTORICO_APOS_CORTE) drops the turn in which a refund was EXECUTED; the chat's scripted
-model (scripts/local_stack/whatsapp_model.py) reads its facts only from the request's
-messages, so asked "já caiu o reembolso?" it tells the customer "Nesta conversa ainda
-não pedimos nenhum reembolso" — a sentence about money the ledger contradicts (the
-claim is executed, R$ 189,90 debited).
-Run: .venv/bin/python -m pytest tests/repro/repro_chat_denies_a_refund_the_cut_dropped.py
-"""
+"""The stepped history cut (HISTORICO_MAX_MENSAGENS / HISTORICO_APOS_CORTE) may drop the turn
+in which a refund was EXECUTED; the chat's scripted model reads its facts only from the
+request's messages, so asked "já caiu o reembolso?" with no refund in them it asks which
+order — it never tells the customer that no refund was asked (the ledger shows one)."""
 
 from __future__ import annotations
 
 import json
 
 from orchestrator import history
-from scripts.local_stack.whatsapp_model import NO_REFUND_HERE, ChatPolicy
+from scripts.local_stack.whatsapp_model import NOTHING_ASKED_HERE, ChatPolicy
 
 EXECUTED = {"ok": True, "ferramenta": "emitir_reembolso", "resultado": "executado",
             "dados": {"pedidoId": "4821", "valor": "189.90",
@@ -33,4 +29,5 @@ def test_the_chat_never_denies_a_refund_the_stepped_cut_dropped():
     sent = history.trim_in_steps(messages, 6, 3)  # what the orchestrator sends (loop._turn)
     answer = ChatPolicy().respond({"messages": sent, "tools": [{"name": "responder_cliente"}]})
     said = answer["content"][-1]["input"]["texto"]
-    assert said != NO_REFUND_HERE, "the customer is told no refund was asked; the ledger shows one executed"
+    assert said == NOTHING_ASKED_HERE  # a question: the order, to look it up
+    assert "não pedimos" not in said and "nenhum" not in said, "told no refund was asked; the ledger shows one"
