@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from orchestrator.output_contract import REPLY_TOOL, tool_definition
 from scripts.local_stack.whatsapp_intents import Intent, amount_in, intent_of, profile_changes
-from scripts.local_stack.whatsapp_model import ChatPolicy
+from scripts.local_stack.whatsapp_model import NOT_FOUND, ChatPolicy
 
 TOOLS = [tool_definition(strict=True)]
 _PIECES = st.sampled_from(["quero reembolso", "do pedido 4821", "pedido 12", "R$ 50,00", "de 0 reais", "já caiu",
@@ -39,3 +39,27 @@ def test_the_intents_read_from_portuguese_text():
     assert profile_changes("troca meu telefone para (11) 98765-4321") == {"telefone": "+5511987654321"}
     assert profile_changes("muda meu endereço para Rua Nova, 5, São Paulo - SP.") == {
         "endereco": "Rua Nova, 5, São Paulo - SP"}
+
+
+def test_a_second_chat_the_same_day_never_reuses_a_tool_call_id():
+    """Two chats the same day continue one conversation (``wa-<customer>-<day>``) on a stack
+    left up; the ledger refuses a repeated ``tool_use`` id, so every model process must
+    number its ids apart from any other process's."""
+    request = {"messages": [{"role": "user", "content": "pedido 4821"}], "tools": TOOLS}
+    first, second = ChatPolicy().respond(request), ChatPolicy().respond(request)
+    ids = [b["id"] for r in (first, second) for b in r["content"] if b["type"] == "tool_use"]
+    assert len(ids) == 2 and ids[0] != ids[1]
+    assert first["id"] != second["id"]
+
+
+def test_a_controls_refusal_with_a_plain_string_code_is_read_as_the_order_not_found():
+    """The controls answer ``{"erro": "<reason>"}`` (a string), the tools ``{"erro": {"codigo": …}}``."""
+    request = {"tools": TOOLS, "messages": [
+        {"role": "user", "content": "quero reembolso de R$ 10,00 do pedido 999"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "emitir_reembolso",
+                                           "input": {"pedidoId": "999", "valor": "10.00"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "is_error": True,
+                                      "content": '{"erro":"pedido_nao_encontrado"}'}]}]}
+    response = ChatPolicy().respond(request)
+    [call] = [b for b in response["content"] if b["type"] == "tool_use"]
+    assert call["name"] == REPLY_TOOL and call["input"]["texto"] == NOT_FOUND

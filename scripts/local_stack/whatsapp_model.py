@@ -26,6 +26,7 @@ sends back is followed by one that claims nothing.
 from __future__ import annotations
 
 import itertools
+import secrets
 from typing import Any
 
 from .whatsapp_intents import (
@@ -61,6 +62,9 @@ _UNSETTLED = frozenset({"resultado_desconhecido", "em_processamento"})
 
 class ChatPolicy:
     def __init__(self) -> None:
+        # A per-process prefix: a chat started later the same day continues the same
+        # conversation, whose ledger refuses a tool_use id it has already seen.
+        self._run = secrets.token_hex(4)
         self._ids = itertools.count(1)
 
     def respond(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -151,7 +155,7 @@ class ChatPolicy:
     # -- Messages-API bodies -------------------------------------------------------
     def _call(self, preface: str, tool: str, tool_input: dict[str, Any]) -> dict[str, Any]:
         return self._envelope([{"type": "text", "text": preface},
-                               {"type": "tool_use", "id": f"toolu_chat_{next(self._ids):06d}",
+                               {"type": "tool_use", "id": f"toolu_chat_{self._run}_{next(self._ids):06d}",
                                 "name": tool, "input": tool_input}], "tool_use")
 
     def _final(self, text: str, structured: bool, *, needs_person: bool = False,
@@ -162,18 +166,21 @@ class ChatPolicy:
         if not structured:
             return self._envelope([{"type": "text", "text": text}], "end_turn")
         answer = {"texto": text, "precisaDePessoa": needs_person, "declaracoes": statements or []}
-        return self._envelope([{"type": "tool_use", "id": f"toolu_chat_{next(self._ids):06d}",
+        return self._envelope([{"type": "tool_use", "id": f"toolu_chat_{self._run}_{next(self._ids):06d}",
                                 "name": REPLY_TOOL, "input": answer}], "tool_use")
 
     def _envelope(self, content: list[dict[str, Any]], stop_reason: str) -> dict[str, Any]:
-        return {"id": f"msg_chat_{next(self._ids):06d}", "type": "message", "role": "assistant",
+        return {"id": f"msg_chat_{self._run}_{next(self._ids):06d}", "type": "message", "role": "assistant",
                 "model": "cadencia-roteirizado", "content": content, "stop_reason": stop_reason,
                 "stop_sequence": None, "usage": {"input_tokens": 500, "output_tokens": 40}}
 
 
 
 def _unknown_order(call: Call) -> bool:
-    return ((call.result or {}).get("erro") or {}).get("codigo") == "pedido_nao_encontrado"
+    error = (call.result or {}).get("erro")
+    # A control's refusal may carry its code as a plain string instead of an object.
+    code = error.get("codigo") if isinstance(error, dict) else error
+    return code == "pedido_nao_encontrado"
 
 
 def _not_executed(call: Call, order: str) -> dict[str, Any]:
