@@ -31,7 +31,7 @@ from orchestrator.api_routes import LOCAL_AUDIENCE
 
 from . import api_adapter, jwt_rs256, oidc_issuer, stack
 
-API_FILE = "api.json"
+API_FILE = stack.API_READY_FILE
 KEY_FILE = "oidc-chave.pem"
 
 

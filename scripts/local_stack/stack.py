@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DIR = ROOT / ".local-stack"
 
 Progress = Callable[[str], None]
+API_READY_FILE = "api.json"  # written by the operators' API process (console_api) when it serves
 
 
 def state_dir() -> Path:
@@ -240,19 +241,32 @@ def _stop_server(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+def _api_pid(directory: Path) -> int | None:
+    """The operators' API process (console_api.start), which every way down must stop."""
+    try:
+        return int(json.loads((directory / API_READY_FILE).read_text())["pid"])
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None
+
+
 def down(progress: Progress = _quiet) -> list[str]:
     """Stop everything; returns what is still left behind (empty when clean)."""
     state = load()
     if state is None:
         progress("no local stack to stop")
         return []
+    api_pid = _api_pid(Path(state.directory))
+    if api_pid is not None:
+        progress("stopping the operators' API")
+        _stop_server(api_pid)
     progress("stopping the stack server (moto, gateway)")
     _stop_server(state.server_pid)
     progress("stopping PostgreSQL and removing its data directory")
     postgres.stop_cluster(state.postgres)
     leftovers = []
-    if _alive(state.server_pid):
-        leftovers.append(f"process {state.server_pid}")
+    for pid in (state.server_pid, api_pid):
+        if pid is not None and _alive(pid):
+            leftovers.append(f"process {pid}")
     for name, where in (("aws", state.aws_endpoint), ("gateway", state.gateway_url)):
         if _port_open(where):
             leftovers.append(f"{name} port still open: {where}")
@@ -260,6 +274,7 @@ def down(progress: Progress = _quiet) -> list[str]:
         leftovers.append(f"postgres port still open: {state.postgres.port}")
     (Path(state.directory) / "state.json").unlink(missing_ok=True)
     (Path(state.directory) / "server.json").unlink(missing_ok=True)
+    (Path(state.directory) / API_READY_FILE).unlink(missing_ok=True)
     progress("stopped cleanly" if not leftovers else f"left behind: {leftovers}")
     return leftovers
 

@@ -5,6 +5,7 @@ empty ledger table is not a deleted one."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -93,9 +94,13 @@ def test_local_teardown_runs_every_step_and_verifies_it(private_stack):
     iam = session_client("iam", state.aws_endpoint)
     iam.create_role(RoleName=teardown.ROLE_NAMES[0], AssumeRolePolicyDocument="{}")
 
+    api_pid = json.loads((directory / "api.json").read_text())["pid"]  # `local-stack up` started the API too
+
     proc = _limpeza("--local", "--yes", env={"CADENCIA_LOCAL_STACK_DIR": str(directory)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
+    assert not _alive(api_pid), "the operators' API process outlived the teardown"
+    assert not (directory / "api.json").exists()
     assert f"deleted role {teardown.ROLE_NAMES[0]}" in out
     assert "applying sql/revoke.sql" in out
     assert f"{LEDGER_TABLE}: ResourceNotFoundException" in out
@@ -103,6 +108,15 @@ def test_local_teardown_runs_every_step_and_verifies_it(private_stack):
     assert out.count(" ok ") + out.count("│ ok") >= 5 and "FAILED" not in out
     assert not (directory / "state.json").exists()
     assert not Path(state.postgres.data_dir).exists()
+
+
+
+def _alive(pid: int) -> bool:
+    """Running, not merely a zombie waiting for whoever adopted it to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
 
 
 def test_local_teardown_without_a_stack_fails_clearly(tmp_path):
