@@ -277,8 +277,9 @@ def whatsapp_ingress_role(config: StackConfig) -> RoleContract:
                   f"log in to PostgreSQL as {WHATSAPP_DB_USER} only: SELECT (wa_id, cliente_id) on canais_whatsapp"),
             Grant(("sqs:SendMessage",), (att(Ids.WHATSAPP_QUEUE, "Arn"),),
                   "enqueue a verified message on the FIFO queue (group = customer, dedup = wamid)"),
-            Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_APP_SECRET), ref(Ids.WHATSAPP_VERIFY_TOKEN)),
-                  "the App Secret (signature check) and the verify token (subscription handshake)"),
+            Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_APP_SECRET), ref(Ids.WHATSAPP_VERIFY_TOKEN),
+                                                       ref(Ids.WHATSAPP_QUEUE_KEY)),
+                  "the App Secret (signature), the verify token (handshake), the queue key (signs what it enqueues)"),
         ) + _platform(Ids.WHATSAPP_INGRESS_LOG_GROUP),
         managed_policies=(ENI_MANAGEMENT,),
     )
@@ -302,8 +303,8 @@ def whatsapp_consumer_role(config: StackConfig) -> RoleContract:
                   (att(Ids.WHATSAPP_RESEND_QUEUE, "Arn"),),
                   "defer a reply the Cloud API refused for a temporary reason, and consume those resends "
                   "(a second event source mapping)"),
-            Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_ACCESS_TOKEN),),
-                  "the Cloud API access token, to send the reply"),
+            Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_ACCESS_TOKEN), ref(Ids.WHATSAPP_QUEUE_KEY)),
+                  "the Cloud API access token (sends the reply), the queue key (verifies each queued body)"),
             Grant(("events:PutEvents",), (att(Ids.HANDOFF_BUS, "Arn"),),
                   "publish hand-offs and approval requests (masked) on the stack's own bus only"),
             _audit_append("append every decision of the loop's controls"),

@@ -49,6 +49,7 @@ class Ids:
     WHATSAPP_APP_SECRET = "WhatsAppAppSecret"
     WHATSAPP_VERIFY_TOKEN = "WhatsAppVerifyToken"
     WHATSAPP_ACCESS_TOKEN = "WhatsAppAccessToken"
+    WHATSAPP_QUEUE_KEY = "WhatsAppQueueKey"
     WHATSAPP_QUEUE = "WhatsAppQueue"
     WHATSAPP_DLQ = "WhatsAppDlq"
     WHATSAPP_RESEND_QUEUE = "WhatsAppResendQueue"

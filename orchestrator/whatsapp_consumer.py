@@ -16,11 +16,21 @@ is counted and dropped instead of blocking its conversation.
 The same function consumes the resend queue (``canal_whatsapp.resends``, a second
 event source): each of its messages names an outbox record that the Cloud API
 refused for a temporary reason; it is sent as recorded, at most once (the outbox's
-claim), and deferred again while the customer's window is open.
+claim), and deferred again while the customer's window is open. Which queue a record
+came from is read from its event source (``eventSourceARN``), never from its body.
+
+An inbound body is believed only with the ingress's assertion
+(``canal_whatsapp.assertion``; docs/decisions/queue-assertion.md): a body without
+one, signed with another key, with any field altered or issued too long ago is
+refused before anything runs — its reason logged (no value of the body), counted
+(``MensagensForjadasRecusadas``) and the record acknowledged, never retried: no
+turn, no tool, no send.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
@@ -32,12 +42,15 @@ from pydantic import ValidationError
 from cadencia_shared.aws import client
 from cadencia_shared.handler import InvalidEvent, parse_event
 from cadencia_shared.observability import count, logger_for
+from canal_whatsapp import assertion
+from canal_whatsapp.adapters import QueueKey
 from canal_whatsapp.contacts import ChannelContacts, Contact
 from canal_whatsapp.delivery import Sender
 from canal_whatsapp.models import QueuedKind, QueuedMessage, SqsEvent
 from canal_whatsapp.outbox import Outbox, OutgoingReply
+from canal_whatsapp.queue_timing import max_assertion_age_s, queue_timing
 from canal_whatsapp.resends import ResendRequest
-from canal_whatsapp.settings import SenderSettings
+from canal_whatsapp.settings import QueueKeySettings, SenderSettings
 from canal_whatsapp.texts import FIXED_REPLIES
 
 from .events import TurnRequest
@@ -47,6 +60,11 @@ from .settings import OrchestratorSettings
 
 logger = logger_for("orquestrador_whatsapp")
 INVALID_QUEUE_MESSAGES = "MensagensDaFilaInvalidas"
+FORGED_QUEUE_MESSAGES = "MensagensForjadasRecusadas"  # {Motivo}: an assertion.Refusal
+# The oldest assertion believed: derived from the queue's rule for the longest turn Lambda
+# allows (900 s), so it holds whatever the function's timeout (queue_timing.max_assertion_age_s).
+MAX_ASSERTION_AGE_S = max_assertion_age_s(queue_timing(turn_timeout_s=900, lease_s=900))
+clock: Callable[[], float] = time.time  # injected by tests
 
 
 class MessageInFlightElsewhere(Exception):
@@ -67,8 +85,19 @@ def sender(settings: OrchestratorSettings, channel: SenderSettings) -> Sender:
     return _senders[key]
 
 
+_queue_keys: dict[str, QueueKey] = {}
+
+
+def queue_key(settings: OrchestratorSettings) -> str:
+    name = QueueKeySettings.from_env().queue_key_name
+    if name not in _queue_keys:
+        _queue_keys[name] = QueueKey(client("secretsmanager", settings.aws), name)
+    return _queue_keys[name]()
+
+
 def reset() -> None:
     _senders.clear()
+    _queue_keys.clear()
 
 
 def handle_message(message: QueuedMessage, deadline: Deadline) -> None:
@@ -119,17 +148,36 @@ def resend(request: ResendRequest, deadline: Deadline) -> None:
 
 def _record_handler(record: SQSRecord, context: LambdaContext) -> None:
     deadline = Deadline(context.get_remaining_time_in_millis)
-    request = _resend_request(record.body)
-    if request is not None:
+    if _from_resend_queue(record):
+        request = _resend_request(record.body)
+        if request is None:
+            count(INVALID_QUEUE_MESSAGES, {})
+            logger.error("resend message does not parse: dropped", extra={"messageId": record.message_id})
+            return
         resend(request, deadline)
         return
+    key = queue_key(OrchestratorSettings.from_env())
+    if not key:  # a misconfiguration, not a forgery: retried (then the alarmed DLQ), never dropped
+        raise RuntimeError("the queue key is empty")
+    fields = assertion.verify(record.body, key, now_s=clock(), max_age_s=MAX_ASSERTION_AGE_S)
+    if isinstance(fields, assertion.Refusal):
+        count(FORGED_QUEUE_MESSAGES, {"Motivo": fields.value})
+        logger.warning("queue message refused: not asserted by the ingress",
+                       extra={"motivo": fields.value, "messageId": record.message_id})
+        return  # acknowledged: nothing ran
     try:
-        message = QueuedMessage.model_validate_json(record.body)
+        message = QueuedMessage.model_validate_json(assertion.canonical(fields))
     except ValidationError:
         count(INVALID_QUEUE_MESSAGES, {})
         logger.error("queue message does not parse: dropped", extra={"messageId": record.message_id})
         return
     handle_message(message, deadline)
+
+
+def _from_resend_queue(record: SQSRecord) -> bool:
+    """Whether the record's event source is the resend queue (its name, the ARN's last part)."""
+    url = SenderSettings.from_env().resend_queue_url
+    return bool(url) and record.event_source_arn.rsplit(":", 1)[-1] == str(url).rstrip("/").rsplit("/", 1)[-1]
 
 
 def _resend_request(body: str) -> ResendRequest | None:

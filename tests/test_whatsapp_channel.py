@@ -204,7 +204,7 @@ def test_one_wamid_racing_in_four_processes_is_answered_once(local_stack, erp, m
                                 phoneNumberId=BUSINESS_PHONE_NUMBER_ID, conversaId="wa-1001-20260321",
                                 clienteId=1001, mensagem="disputa")
         for i in range(4):
-            ch.sqs.send_message(QueueUrl=ch.queue_url, MessageBody=message.model_dump_json(exclude_none=True),
+            ch.sqs.send_message(QueueUrl=ch.queue_url, MessageBody=ch.seal(message),
                                 MessageGroupId=f"corrida-{i}", MessageDeduplicationId=f"corrida-{i}-{time.time_ns()}")
         ch.wait_for_replies(ANA, 1)
         assert ch.wait_until_drained(60)
@@ -305,9 +305,9 @@ def test_a_busy_record_is_a_batch_item_failure_not_a_function_error(local_stack,
     with LocalChannel(local_stack, model_env=model_env, consumers=0) as ch:
         env = ch.consumer_environment()
         ledger.acquire_conversation(conversation_id="wa-1002-20260324", customer_id=1002, lease_s=60)
-        body = QueuedMessage(tipo=QueuedKind.TEXT, mensagemId="wamid.BUSY" + str(time.time_ns()), waId=BRUNO,
-                             phoneNumberId=BUSINESS_PHONE_NUMBER_ID, conversaId="wa-1002-20260324", clienteId=1002,
-                             mensagem="ocupada").model_dump_json(exclude_none=True)
+        body = ch.seal(QueuedMessage(tipo=QueuedKind.TEXT, mensagemId="wamid.BUSY" + str(time.time_ns()), waId=BRUNO,
+                                     phoneNumberId=BUSINESS_PHONE_NUMBER_ID, conversaId="wa-1002-20260324",
+                                     clienteId=1002, mensagem="ocupada"))
         message = {"MessageId": "m-1", "ReceiptHandle": "r-1", "Body": body, "MD5OfBody": "x",
                    "Attributes": {"MessageGroupId": "wa-1002-20260324", "ApproximateReceiveCount": "1"}}
         with function_environment(env):
@@ -325,7 +325,7 @@ def _redeliver(channel, wamid: str, conversation: str) -> None:
     """The message again, past SQS's dedupe window (a new deduplication id)."""
     message = QueuedMessage(tipo=QueuedKind.TEXT, mensagemId=wamid, waId=ANA, phoneNumberId=BUSINESS_PHONE_NUMBER_ID,
                             conversaId=conversation, clienteId=1001, mensagem="de novo")
-    channel.sqs.send_message(QueueUrl=channel.queue_url, MessageBody=message.model_dump_json(exclude_none=True),
+    channel.sqs.send_message(QueueUrl=channel.queue_url, MessageBody=channel.seal(message),
                              MessageGroupId=conversation, MessageDeduplicationId=f"{wamid}-{time.time_ns()}")
 
 

@@ -30,8 +30,8 @@ def channel(local_stack):
 
 @pytest.fixture
 def queue(channel):
-    drain(channel.sqs, channel.queue_url)
-    return lambda: drain(channel.sqs, channel.queue_url)
+    drain(channel.sqs, channel.queue_url, channel.queue_key)
+    return lambda: drain(channel.sqs, channel.queue_url, channel.queue_key)
 
 
 def _signed(body: bytes, secret: str) -> str:

@@ -13,7 +13,7 @@ import pytest
 from canal_whatsapp.signature import sign
 from scripts.local_stack.whatsapp_channel import LocalChannel
 from scripts.local_stack.whatsapp_fake import notification, text_message
-from tests.support.whatsapp import ANA, day_ts, drain, scripted_channel
+from tests.support.whatsapp import ANA, day_ts, drain, scripted_channel, verified
 
 pytestmark = pytest.mark.stack
 
@@ -30,8 +30,8 @@ def ingress(local_stack):
 
 @pytest.fixture
 def queue(ingress):
-    drain(ingress.sqs, ingress.queue_url)
-    return lambda: drain(ingress.sqs, ingress.queue_url)
+    drain(ingress.sqs, ingress.queue_url, ingress.queue_key)
+    return lambda: drain(ingress.sqs, ingress.queue_url, ingress.queue_key)
 
 
 @pytest.mark.parametrize("body", [
@@ -122,7 +122,7 @@ def test_a_concurrent_redelivery_storm_answers_each_message_once_in_turn_order(c
             body = QueuedMessage(tipo=QueuedKind.TEXT, mensagemId=m["id"], waId=wa,
                                  phoneNumberId=BUSINESS_PHONE_NUMBER_ID,
                                  conversaId=conv, clienteId=CUSTOMERS[wa], mensagem=m["text"]["body"])
-            channel.sqs.send_message(QueueUrl=channel.queue_url, MessageBody=body.model_dump_json(exclude_none=True),
+            channel.sqs.send_message(QueueUrl=channel.queue_url, MessageBody=channel.seal(body),
                                      MessageGroupId=conv, MessageDeduplicationId=f"replay-{time.time_ns()}")
     assert channel.wait_until_drained(240)
     # Every consumer finishes the message in hand and exits: no send can come after the count.
@@ -181,6 +181,9 @@ def test_a_notification_with_hundreds_of_messages_costs_one_lookup_and_a_call_pe
         def verify_token(self):
             return "x"
 
+        def queue_key(self):
+            return "chave-da-fila"
+
     body = json.dumps(_many(650)).encode()
     directory, queue = Directory(), Queue()
     ingress = Ingress(directory=directory, queue=queue, secrets=Secrets())
@@ -190,6 +193,8 @@ def test_a_notification_with_hundreds_of_messages_costs_one_lookup_and_a_call_pe
     [items] = queue.batches
     assert [i.message.mensagemId for i in items] == [f"wamid.MUITAS{i:05d}" for i in range(650)]
     assert items[7].message.clienteId == 1001 and items[8].message.motivo == "numero_desconhecido"
+    assert all(verified(i.body, "chave-da-fila") == i.message.model_dump(mode="json", exclude_none=True)
+               for i in items), "every enqueued body carries the ingress's assertion over the message"
 
 
 def test_hundreds_of_messages_in_one_webhook_are_all_enqueued_in_order(ingress, queue):

@@ -30,7 +30,7 @@ class SqsFifoQueue:
         for start in range(0, len(items), SQS_BATCH):
             chunk = items[start:start + SQS_BATCH]
             resp = self.sqs.send_message_batch(QueueUrl=self.queue_url, Entries=[
-                {"Id": str(i), "MessageBody": item.message.model_dump_json(exclude_none=True),
+                {"Id": str(i), "MessageBody": item.body,
                  "MessageGroupId": item.group_id, "MessageDeduplicationId": item.deduplication_id}
                 for i, item in enumerate(chunk)])
             if resp.get("Failed"):
@@ -42,9 +42,10 @@ class SecretsManagerChannelSecrets:
     by the deployer. An empty value verifies nothing (every request 401/403); a
     secret that cannot be read raises, so the webhook answers 502 and Meta retries."""
 
-    def __init__(self, secrets_client: Any, *, app_secret_name: str, verify_token_name: str) -> None:
+    def __init__(self, secrets_client: Any, *, app_secret_name: str, verify_token_name: str,
+                 queue_key_name: str) -> None:
         self.provider = SecretsProvider(boto3_client=secrets_client)
-        self.names = {"app": app_secret_name, "verify": verify_token_name}
+        self.names = {"app": app_secret_name, "verify": verify_token_name, "queue": queue_key_name}
 
     def _read(self, name: str) -> str:
         value = self.provider.get(name, max_age=SECRET_MAX_AGE_S)
@@ -55,3 +56,19 @@ class SecretsManagerChannelSecrets:
 
     def verify_token(self) -> str:
         return self._read(self.names["verify"])
+
+    def queue_key(self) -> str:
+        """The key of the assertion on every queued body (``canal_whatsapp.assertion``)."""
+        return self._read(self.names["queue"])
+
+
+class QueueKey:
+    """The consumer's read of the queue key (cached like the ingress's secrets)."""
+
+    def __init__(self, secrets_client: Any, name: str) -> None:
+        self.provider = SecretsProvider(boto3_client=secrets_client)
+        self.name = name
+
+    def __call__(self) -> str:
+        value = self.provider.get(self.name, max_age=SECRET_MAX_AGE_S)
+        return value.strip() if isinstance(value, str) else ""

@@ -40,7 +40,8 @@ def ingress() -> Ingress:
             queue=SqsFifoQueue(client("sqs", settings.aws), settings.queue_url),
             secrets=SecretsManagerChannelSecrets(client("secretsmanager", settings.aws),
                                                  app_secret_name=settings.app_secret_name,
-                                                 verify_token_name=settings.verify_token_name),
+                                                 verify_token_name=settings.verify_token_name,
+                                                 queue_key_name=settings.queue_key_name),
             max_body_bytes=settings.max_body_bytes,
         )
     return _built[key]

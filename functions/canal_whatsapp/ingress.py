@@ -2,7 +2,7 @@
 
     GET  ─► verify handshake (hub.mode, hub.verify_token) ─► echo hub.challenge
     POST ─► size cap ─► X-Hub-Signature-256 over the raw body ─► typed payload
-         ─► per message: bind wa_id to a customer (ERP) ─► SQS FIFO
+         ─► per message: bind wa_id to a customer (ERP) ─► signed (assertion) ─► SQS FIFO
               text of a known customer     → the orchestrator (a turn)
               unknown number / not text    → a fixed reply (never the model)
               reaction                     → ignored (counted)
@@ -23,7 +23,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-from collections.abc import Collection, Sequence
+import time
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -32,7 +33,7 @@ from pydantic import TypeAdapter, ValidationError
 from cadencia_shared.models import CustomerMessage
 from cadencia_shared.observability import count, logger_for
 
-from . import signature
+from . import assertion, signature
 from .conversation import conversation_id
 from .models import (
     MAX_TURN_TEXT,
@@ -105,14 +106,17 @@ class ChannelSecrets(Protocol):
 
     def verify_token(self) -> str: ...
 
+    def queue_key(self) -> str: ...
+
 
 class Ingress:
     def __init__(self, *, directory: CustomerDirectory, queue: InboundQueue, secrets: ChannelSecrets,
-                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
+                 max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, clock: Callable[[], float] = time.time) -> None:
         self.directory = directory
         self.queue = queue
         self.secrets = secrets
         self.max_body_bytes = max_body_bytes
+        self.clock = clock
 
     def handle(self, request: HttpRequest) -> HttpResponse:
         if request.method == "GET":
@@ -163,7 +167,13 @@ class Ingress:
         readable_ids = {m.id for m, _ in read if isinstance(m, WebhookMessage)}
         wanted = [(m, phone) for m, phone in read if _wanted(m, readable_ids)]
         customers = self.directory.customers_of({_address(m)[0] for m, _ in wanted})
-        self.queue.send_all([_queue_item(m, phone, customers.get(_address(m)[0])) for m, phone in wanted])
+        key, issued_at = self.secrets.queue_key(), int(self.clock())
+
+        def seal(queued: QueuedMessage) -> str:
+            # Raises on an empty key (502: Meta delivers again): nothing goes out unsigned.
+            return assertion.sign(queued.model_dump(mode="json", exclude_none=True), key, issued_at)
+
+        self.queue.send_all([_queue_item(m, phone, customers.get(_address(m)[0]), seal) for m, phone in wanted])
 
 
 def _wanted(message: WebhookMessage | Malformed, readable_ids: set[str]) -> bool:
@@ -187,7 +197,8 @@ def _address(message: WebhookMessage | Malformed) -> tuple[str, str]:
     return message.from_, message.id
 
 
-def _queue_item(message: WebhookMessage | Malformed, phone_number_id: str, customer_id: int | None) -> QueueItem:
+def _queue_item(message: WebhookMessage | Malformed, phone_number_id: str, customer_id: int | None,
+                seal: Callable[[QueuedMessage], str]) -> QueueItem:
     wa_id, wamid = _address(message)
     common = {"mensagemId": wamid, "waId": wa_id, "phoneNumberId": phone_number_id}
     if customer_id is None:
@@ -203,7 +214,8 @@ def _queue_item(message: WebhookMessage | Malformed, phone_number_id: str, custo
         else:
             queued = _turn_or_fixed(message, conversation_id(customer_id, message.timestamp), customer_id, common)
     # The wamid can be longer than SQS allows (128) and has characters it refuses: hash it.
-    return QueueItem(queued, group_id=group, deduplication_id=hashlib.sha256(wamid.encode()).hexdigest())
+    return QueueItem(queued, group_id=group, deduplication_id=hashlib.sha256(wamid.encode()).hexdigest(),
+                     body=seal(queued))
 
 
 _KNOWN_TYPES = frozenset({"text", "image", "audio", "video", "document", "sticker", "location", "contacts",

@@ -7,7 +7,9 @@
   whole; each message on its own (``WebhookMessage``, by the ingress), so one message
   that fails the model never drops the others of its notification.
 - ``QueuedMessage``: the body of one SQS FIFO message from the ingress to the
-  orchestrator. It is our own contract, so it forbids anything extra.
+  orchestrator. It is our own contract, so it forbids anything extra. On the queue
+  it travels signed (``canal_whatsapp.assertion``: ``emitidoEm`` and ``assercao``
+  added), and the consumer reads it only from a verified body.
 - ``FunctionUrlEvent`` and ``SqsEvent``: the Lambda events of the two functions,
   validated with ``cadencia_shared.handler.parse_event`` (only a JSON object is an
   event; strict types) before anything else runs. AWS adds fields to its events,
@@ -151,11 +153,13 @@ class QueuedMessage(BaseModel):
 
 @dataclass(frozen=True)
 class QueueItem:
-    """One message for the FIFO queue with its ordering group and deduplication id."""
+    """One message for the FIFO queue with its ordering group and deduplication id;
+    ``body`` is what is enqueued: the message signed by the ingress (``assertion``)."""
 
     message: QueuedMessage
     group_id: str
     deduplication_id: str
+    body: str
 
 
 # -- the Lambda events (validated by cadencia_shared.handler.parse_event) ----------

@@ -49,3 +49,19 @@ def queue_timing(*, turn_timeout_s: int, lease_s: int, redelivery_s: int | None 
     wanted = visibility if redelivery_s is None else redelivery_s
     redelivery = max(wanted, math.ceil(must_outlast / (MAX_RECEIVES - 1)))
     return QueueTiming(visibility_s=visibility, redelivery_s=redelivery, max_receives=MAX_RECEIVES)
+
+
+# How long the inbound queue keeps a message (infra/channel.py): SQS deletes it after that.
+INBOUND_RETENTION_S = 4 * 24 * 3600
+
+
+def max_assertion_age_s(timing: QueueTiming, retention_s: int = INBOUND_RETENTION_S) -> int:
+    """How old an ingress's assertion (``canal_whatsapp.assertion``) may be when the
+    consumer reads it. A legitimate message is read at the latest when the queue would
+    delete it (its retention), and never after its last receive (``max_receives`` x
+    the visibility timeout, far shorter with this rule): the bound is the longer of the
+    two, so no message the ingress enqueued is refused as stale while SQS still
+    delivers it; the clock skew between the two functions is allowed on top."""
+    from .assertion import CLOCK_SKEW_S
+
+    return max(retention_s, timing.max_receives * timing.visibility_s) + CLOCK_SKEW_S

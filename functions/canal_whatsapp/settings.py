@@ -13,6 +13,9 @@ from cadencia_shared.settings import EnvSettings
 APP_SECRET_NAME = "cadencia/whatsapp/app-secret"
 VERIFY_TOKEN_NAME = "cadencia/whatsapp/verify-token"
 ACCESS_TOKEN_NAME = "cadencia/whatsapp/access-token"
+# The key of the ingress's assertion on every queued body (canal_whatsapp.assertion):
+# read by the ingress and the WhatsApp consumer only.
+QUEUE_KEY_NAME = "cadencia/whatsapp/queue-key"
 INGRESS_FUNCTION_NAME = "cadencia-canal-whatsapp-entrada"
 INBOUND_QUEUE_NAME = "cadencia-whatsapp-entrada.fifo"
 RESEND_QUEUE_NAME = "cadencia-whatsapp-reenvios"
@@ -25,6 +28,7 @@ class IngressSettings(EnvSettings):
     queue_url: str = Field(alias="WHATSAPP_QUEUE_URL")
     app_secret_name: str = Field(APP_SECRET_NAME, alias="WHATSAPP_APP_SECRET_NAME")
     verify_token_name: str = Field(VERIFY_TOKEN_NAME, alias="WHATSAPP_VERIFY_TOKEN_NAME")
+    queue_key_name: str = Field(QUEUE_KEY_NAME, alias="WHATSAPP_QUEUE_KEY_NAME")
     max_body_bytes: int = Field(128 * 1024, alias="WHATSAPP_MAX_BODY_BYTES", ge=1024, le=1024 * 1024)
     aws: AwsSettings = Field(default_factory=AwsSettings)
 
@@ -50,3 +54,9 @@ class SenderSettings(EnvSettings):
     resend_queue_url: str | None = Field(None, alias="WHATSAPP_RESEND_QUEUE_URL")
     # The first resend's delay, doubling each time up to SQS's 15 minutes.
     resend_base_s: int = Field(30, alias="WHATSAPP_RESEND_BASE_S", ge=0, le=900)
+
+
+class QueueKeySettings(EnvSettings):
+    """Where the WhatsApp consumer reads the queue key (the ingress's assertion)."""
+
+    queue_key_name: str = Field(QUEUE_KEY_NAME, alias="WHATSAPP_QUEUE_KEY_NAME")

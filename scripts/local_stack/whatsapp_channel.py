@@ -187,13 +187,15 @@ class LocalChannel:
         self.sender_env = sender_env or {}
         self.app_secret = secrets.token_hex(16)
         self.verify_token = secrets.token_urlsafe(12)
+        self.queue_key = secrets.token_hex(32)  # the ingress's assertion on every queued body
         self.api = FakeCloudApi(access_token=secrets.token_urlsafe(24))
         self._fake = FakeCloudApiServer(self.api)
         self._tmp = tempfile.TemporaryDirectory(prefix="cadencia-whatsapp-")
         self.dir = Path(self._tmp.name)
         self.procs: list[subprocess.Popen[bytes]] = []
         suffix = secrets.token_hex(4)
-        self.names = {k: f"cadencia/whatsapp/{k}-{suffix}" for k in ("app-secret", "verify-token", "access-token")}
+        self.names = {k: f"cadencia/whatsapp/{k}-{suffix}" for k in ("app-secret", "verify-token", "access-token",
+                                                                     "queue-key")}
         self.sqs = session_client("sqs", state.aws_endpoint)
         self.timing = local_timing(turn_timeout_s, lease_s)
         if visibility_s is not None:
@@ -215,6 +217,7 @@ class LocalChannel:
         return {**self._common(), "WHATSAPP_QUEUE_URL": self.queue_url,
                 "WHATSAPP_APP_SECRET_NAME": self.names["app-secret"],
                 "WHATSAPP_VERIFY_TOKEN_NAME": self.names["verify-token"],
+                "WHATSAPP_QUEUE_KEY_NAME": self.names["queue-key"],
                 "DB_HOST": pg.host, "DB_PORT": str(pg.port), "DB_NAME": pg.dbname, "DB_USER": WHATSAPP_DB_USER,
                 "DB_AUTH": "password", "DB_PASSWORD": pg.users[WHATSAPP_DB_USER]}
 
@@ -228,6 +231,7 @@ class LocalChannel:
                 "EVENT_BUS_NAME": HANDOFF_BUS_NAME,
                 "TOOL_INVOKER": "local", "LOCAL_TOOL_ENVIRONMENTS": str(tools),
                 "WHATSAPP_GRAPH_URL": self._fake.graph_url, "WHATSAPP_ACCESS_TOKEN_NAME": self.names["access-token"],
+                "WHATSAPP_QUEUE_KEY_NAME": self.names["queue-key"],
                 "WHATSAPP_SEND_TIMEOUT_S": "2", "WHATSAPP_BACKOFF_BASE_S": "0.05", **self.timing_env,
                 "WHATSAPP_RESEND_QUEUE_URL": self.resend_url, "WHATSAPP_RESEND_BASE_S": "1",
                 **self.sender_env}
@@ -272,7 +276,7 @@ class LocalChannel:
     def __enter__(self) -> LocalChannel:
         sm = session_client("secretsmanager", self.state.aws_endpoint)
         for key, value in (("app-secret", self.app_secret), ("verify-token", self.verify_token),
-                           ("access-token", self.api.access_token)):
+                           ("access-token", self.api.access_token), ("queue-key", self.queue_key)):
             put_secret(sm, self.names[key], value)
         self._fake.__enter__()
         port_file = self.dir / "ingress.port"
@@ -298,6 +302,14 @@ class LocalChannel:
             return
         target.with_suffix(".tmp").write_text(json.dumps(env))
         target.with_suffix(".tmp").rename(target)
+
+    def seal(self, message: Any, issued_at_s: float | None = None) -> str:
+        """A ``QueuedMessage`` signed as this channel's ingress signs it (for a test that
+        enqueues straight, as a redelivery past SQS's deduplication window would)."""
+        from canal_whatsapp import assertion
+
+        return assertion.sign(message.model_dump(mode="json", exclude_none=True), self.queue_key,
+                              int(time.time() if issued_at_s is None else issued_at_s))
 
     @property
     def webhook(self) -> WebhookClient:

@@ -111,7 +111,8 @@ def test_the_whatsapp_roles(default_synth, variant_synth):
         assert {r for a, r in ingress if a == "rds-db:connect"} == {
             contract.dbuser_arn(synth.config, "cadencia_canal_whatsapp")}
         assert {r for a, r in ingress if a.startswith("secretsmanager:")} == {
-            contract.ref(Ids.WHATSAPP_APP_SECRET), contract.ref(Ids.WHATSAPP_VERIFY_TOKEN)}
+            contract.ref(Ids.WHATSAPP_APP_SECRET), contract.ref(Ids.WHATSAPP_VERIFY_TOKEN),
+            contract.ref(Ids.WHATSAPP_QUEUE_KEY)}  # the queue key: it signs what it enqueues
         assert not any(a.startswith(("dynamodb:", "lambda:", "bedrock:")) for a, _ in ingress)
         consumer = roles[Ids.WHATSAPP_CONSUMER_ROLE].pairs
         assert not any(a.startswith("rds-db:") for a, _ in consumer)
@@ -122,6 +123,8 @@ def test_the_whatsapp_roles(default_synth, variant_synth):
             *((a, contract.att(Ids.WHATSAPP_RESEND_QUEUE, "Arn")) for a in (
                 "sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"))}
         assert (("secretsmanager:GetSecretValue", contract.ref(Ids.WHATSAPP_APP_SECRET)) not in consumer)
+        assert {r for a, r in consumer if a == "secretsmanager:GetSecretValue"} >= {
+            contract.ref(Ids.WHATSAPP_ACCESS_TOKEN), contract.ref(Ids.WHATSAPP_QUEUE_KEY)}
         # A person's reply: the ledger, the access token and the audit chain; no tool, model, queue or database.
         human = roles[Ids.WHATSAPP_HUMAN_REPLY_ROLE].pairs
         assert not any(a.startswith(("lambda:", "sqs:", "rds-db:", "bedrock:", "events:")) for a, _ in human)

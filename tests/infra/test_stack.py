@@ -107,7 +107,8 @@ def test_secrets(default_synth, variant_synth):
     gateway = _props(default_synth, Ids.GATEWAY_SECRET)["GenerateSecretString"]
     assert gateway["GenerateStringKey"] == "token" and gateway["SecretStringTemplate"] == "{}"
     variant = {r["Properties"]["Name"] for r in variant_synth.of_type("AWS::SecretsManager::Secret").values()}
-    channel = {"cadencia/whatsapp/app-secret", "cadencia/whatsapp/verify-token", "cadencia/whatsapp/access-token"}
+    channel = {"cadencia/whatsapp/app-secret", "cadencia/whatsapp/verify-token", "cadencia/whatsapp/access-token",
+               "cadencia/whatsapp/queue-key"}
     assert channel <= secrets
     assert variant == {GATEWAY_SECRET_NAME} | channel  # bedrock: no API key; imported: no master secret
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
@@ -19,8 +18,21 @@ def day_ts(n: int, seconds: int = 0) -> int:
     return int((_BASE_DAY + timedelta(days=n, seconds=seconds)).timestamp())
 
 
-def drain(sqs: Any, queue_url: str) -> list[dict[str, Any]]:
-    """Every message in the queue (received and deleted), with its FIFO attributes."""
+def verified(body: str, key: str) -> dict[str, Any]:
+    """A queued body's fields once its assertion verified with ``key`` (the channel's queue
+    key): what the consumer would read. A body that does not verify fails the test."""
+    import time
+
+    from canal_whatsapp import assertion
+
+    fields = assertion.verify(body, key, now_s=time.time(), max_age_s=3600)
+    assert not isinstance(fields, assertion.Refusal), f"the ingress's assertion does not verify: {fields}"
+    return fields
+
+
+def drain(sqs: Any, queue_url: str, key: str) -> list[dict[str, Any]]:
+    """Every message in the queue (received and deleted), with its FIFO attributes; each
+    body as the consumer reads it, after its assertion verified with ``key``."""
     out = []
     while True:
         got = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0,
@@ -28,7 +40,7 @@ def drain(sqs: Any, queue_url: str) -> list[dict[str, Any]]:
         if not got:
             return out
         for m in got:
-            out.append({"body": json.loads(m["Body"]), "group": m["Attributes"]["MessageGroupId"],
+            out.append({"body": verified(m["Body"], key), "group": m["Attributes"]["MessageGroupId"],
                         "dedup": m["Attributes"]["MessageDeduplicationId"]})
             sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
 
