@@ -93,6 +93,7 @@ def add_whatsapp_channel(stack: CadenciaStack) -> None:
     resends = _resend_queue(stack)
     ingress = _ingress(stack, queue, {**secrets, "queue": queue_key})
     consumer = _consumer(stack, queue, resends, secrets["access"], queue_key)
+    _only_the_ingress_sends(queue, ingress)
     # A decided approval's message to a WhatsApp customer: recorded in the outbox by the
     # resume (cadencia-orquestrador), sent by the consumer (which holds the token).
     stack.orchestrator.add_to_role_policy(
@@ -233,6 +234,16 @@ def _consumer(stack: CadenciaStack, queue: sqs.Queue, resends: sqs.Queue,
         report_batch_item_failures=True)
     resend_mapping.node.add_dependency(role)
     return fn
+
+
+def _only_the_ingress_sends(queue: sqs.Queue, ingress: lambda_.Function) -> None:
+    """The inbound queue's resource policy: no principal but the ingress's role may put a
+    message on it, whatever its own identity policy grants (docs/decisions/queue-assertion.md)."""
+    assert ingress.role is not None
+    queue.add_to_resource_policy(iam.PolicyStatement(
+        sid="OnlyTheIngressSends", effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()],
+        actions=["sqs:SendMessage"], resources=[queue.queue_arn],
+        conditions={"ArnNotEquals": {"aws:PrincipalArn": ingress.role.role_arn}}))
 
 
 def _human_reply(stack: CadenciaStack, access_token: secretsmanager.Secret) -> lambda_.Function:
