@@ -176,3 +176,49 @@ def test_forged_messages_on_the_real_queue_run_nothing(local_stack, gateway):
     assert [(r.case, r.reason, r.turns, r.sends) for r in rows] == [
         (r.case, r.expected_reason, 0, 0) for r in rows]
     assert len(rows) == 6 and debits == 0
+
+
+@pytest.mark.stack
+def test_selo_fila_prints_every_forged_message_refused_and_exits_zero(local_stack):
+    """The script as a person runs it, against the running local stack."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-m", "scripts.selo_fila"], cwd=root, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "COLUMNS": "200",
+                                            "PYTHONPATH": f"{root}{os.pathsep}{root / 'functions'}"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    for case in ("sem asserção", "outra chave", "cliente trocado", "destino trocado", "expirada",
+                 "reenvio na fila de entrada"):
+        [line] = [row for row in done.stdout.splitlines() if case in row]
+        assert " 0 " in line and "ok" in line and "FALHOU" not in line
+    assert "débitos no gateway durante a execução: 0" in done.stdout
+
+
+@pytest.mark.parametrize(("rows", "debits", "answered"), [
+    ([("expirada", "expirada", None, 0, 0)], 0, True),  # not refused
+    ([("expirada", "expirada", "expirada", 1, 0)], 0, True),  # a turn ran
+    ([("expirada", "expirada", "expirada", 0, 1)], 0, True),  # a message was sent
+    ([("expirada", "expirada", "expirada", 0, 0)], 1, True),  # a debit
+    ([("expirada", "expirada", "expirada", 0, 0)], 0, False),  # the consumer never ran
+])
+def test_selo_fila_exits_non_zero_when_anything_had_an_effect(monkeypatch, rows, debits, answered):
+    from scripts import selo_fila
+
+    class Model:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+    monkeypatch.setattr(selo_fila.stack, "load", lambda: object())
+    monkeypatch.setattr(selo_fila, "ScriptedModelServer", Model)
+    monkeypatch.setattr(selo_fila, "run", lambda state, model: ([selo_fila.Row(*r) for r in rows], debits, answered))
+    assert selo_fila.main() == 1
+    monkeypatch.setattr(selo_fila, "run", lambda state, model: (
+        [selo_fila.Row("expirada", "expirada", "expirada", 0, 0)], 0, True))
+    assert selo_fila.main() == 0
