@@ -27,12 +27,15 @@ auditoria              ``auditoria#{uuid}`` (``audit_pk``)          ``audit``   
                                                                                        attribute_not_exists
 aprovacao              ``aprovacao#{approval_id(...)}``             ``cadencia_shared  PutItem; conditional
                        (``approval_pk``)                            .approvals``       UpdateItem on status
+sessao                 ``sessao#{id}`` (``session_pk``): one turn's ``sessions``        PutItem (orchestrator);
+                       signing key's public half and limits                            UpdateItem closes it
 =====================  ===========================================  =================  ==================
 
 ``chaveIdempotencia`` keeps Lab 87's format ``{conversaId}#{pedidoId}#reembolso``
 (``refund_idempotency_key``). ``envio#{wamid}`` (the WhatsApp reply outbox) is owned
 by ``canal_whatsapp.outbox``. Every name importable from this package before it was
-split stays importable from here.
+split stays importable from here. ``sessions`` is not re-exported: it imports
+``cryptography``, which only the functions that sign or verify carry.
 """
 
 from .attempts import ATTEMPT_EVENT, Attempt, AttemptRecorder, AttemptResult, AttemptStore
