@@ -195,7 +195,8 @@ def tool_role(config: StackConfig, tool: ToolRole) -> RoleContract:
 def orchestrator_role(config: StackConfig) -> RoleContract:
     grants = [
         Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (att(Ids.LEDGER, "Arn"),),
-              "retry ceiling (atomic counter), attempt/audit records, conversation state"),
+              "retry ceiling (atomic counter), attempt/audit records, conversation state; reads each "
+              "tool's kill switch (interruptor#{tool}) before its call"),
         Grant(("lambda:InvokeFunction",), TOOL_FUNCTION_ARNS,
               "invoke exactly the tool Lambdas of TOOL_ROLES (unqualified ARNs), nothing else"),
         Grant(("sqs:SendMessage",), (att(Ids.ORCHESTRATOR_DLQ, "Arn"),),
@@ -293,7 +294,8 @@ def whatsapp_consumer_role(config: StackConfig) -> RoleContract:
                 "the VPC)",
         grants=(
             Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (att(Ids.LEDGER, "Arn"),),
-                  "the orchestrator's ledger items, plus the reply outbox (envio#{wamid})"),
+                  "the orchestrator's ledger items (with the tool kill switches, interruptor#{tool}, read "
+                  "before each call), plus the reply outbox (envio#{wamid})"),
             Grant(("lambda:InvokeFunction",), TOOL_FUNCTION_ARNS,
                   "invoke exactly the tool Lambdas of TOOL_ROLES (unqualified ARNs), nothing else"),
             Grant(("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"),

@@ -27,6 +27,8 @@ auditoria              ``auditoria#{uuid}`` (``audit_pk``)          ``audit``   
                                                                                        attribute_not_exists
 aprovacao              ``aprovacao#{approval_id(...)}``             ``cadencia_shared  PutItem; conditional
                        (``approval_pk``)                            .approvals``       UpdateItem on status
+interruptor            ``interruptor#{ferramenta}`` (``switch_pk``) ``switches``       PutItem (latest word
+                                                                                       wins; malformed = stopped)
 =====================  ===========================================  =================  ==================
 
 ``chaveIdempotencia`` keeps Lab 87's format ``{conversaId}#{pedidoId}#reembolso``
@@ -64,6 +66,7 @@ from .conversations import (
 )
 from .facade import Ledger
 from .inbound import INBOUND_TTL_S, REPLIES_KEPT, MessageAnswered, MessageInProgress
+from .switches import SwitchReader, SwitchState, SwitchStore, ToolSwitch, switch_pk
 from .table import (
     APPROVAL_APPROVED_MARK,
     APPROVAL_PENDING_MARK,
@@ -143,10 +146,15 @@ __all__ = [
     "RefundClaim",
     "RefundClaims",
     "StaleConversation",
+    "SwitchReader",
+    "SwitchState",
+    "SwitchStore",
+    "ToolSwitch",
     "approval_id",
     "approval_pk",
     "clip_detail",
     "refund_idempotency_key",
     "require_retired_indexes",
+    "switch_pk",
     "table_definition",
 ]

@@ -87,6 +87,7 @@ class ItemType(StrEnum):
     AUDIT = "auditoria"
     APPROVAL = "aprovacao"
     FIRST_REFUND = "primeiro_reembolso"
+    SWITCH = "interruptor"
 
 
 class LedgerError(Exception):
