@@ -195,7 +195,7 @@ def tool_role(config: StackConfig, tool: ToolRole) -> RoleContract:
 def orchestrator_role(config: StackConfig) -> RoleContract:
     grants = [
         Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (att(Ids.LEDGER, "Arn"),),
-              "retry ceiling (atomic counter), attempt/audit records, conversation state"),
+              "retry ceiling (atomic counter), attempt/audit records, conversation state, interruptor#{tool} read"),
         Grant(("lambda:InvokeFunction",), TOOL_FUNCTION_ARNS,
               "invoke exactly the tool Lambdas of TOOL_ROLES (unqualified ARNs), nothing else"),
         Grant(("sqs:SendMessage",), (att(Ids.ORCHESTRATOR_DLQ, "Arn"),),
@@ -251,7 +251,7 @@ def decision_role() -> RoleContract:
                   "list pending approval requests from the ledger's sparse index (never a Scan)"),
             Grant(("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"), (ledger,),
                   "read an approval (each listed one by key: the index holds keys only), record one decision "
-                  "(conditional write on its status), append the audit record"),
+                  "(conditional write on its status), append the audit record; tool switches (interruptor#{tool})"),
             Grant(("lambda:InvokeFunction",), (att(Ids.ORCHESTRATOR_FUNCTION, "Arn"),),
                   "resume the conversation: the orchestrator runs the approved call (this role runs no tool)"),
             _audit_append("append decisions and refused decisions"),
@@ -294,7 +294,8 @@ def whatsapp_consumer_role(config: StackConfig) -> RoleContract:
                 "the VPC)",
         grants=(
             Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (att(Ids.LEDGER, "Arn"),),
-                  "the orchestrator's ledger items, plus the reply outbox (envio#{wamid})"),
+                  "the orchestrator's ledger items (with the tool kill switches, interruptor#{tool}, read "
+                  "before each call), plus the reply outbox (envio#{wamid})"),
             Grant(("lambda:InvokeFunction",), TOOL_FUNCTION_ARNS,
                   "invoke exactly the tool Lambdas of TOOL_ROLES (unqualified ARNs), nothing else"),
             Grant(("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"),

@@ -34,6 +34,8 @@ ROUTES: tuple[ApiRoute, ...] = (
     ApiRoute("GET /aprovacoes/{aprovacaoId}", DECISION_FUNCTION_NAME),
     ApiRoute("POST /aprovacoes/{aprovacaoId}/decisao", DECISION_FUNCTION_NAME),
     ApiRoute("POST /conversas/{conversaId}/respostas", HUMAN_REPLY_FUNCTION_NAME),
+    ApiRoute("GET /interruptores", DECISION_FUNCTION_NAME),
+    ApiRoute("POST /interruptores/{ferramenta}", DECISION_FUNCTION_NAME),
 )
 # The audience (app client id) the local issuer's tokens carry and the adapter accepts.
 LOCAL_AUDIENCE = "cadencia-console-local"

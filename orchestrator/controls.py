@@ -12,7 +12,8 @@ A control is one component with two steps:
 
 The chain is ``default_controls()``: adding a control is a class here (or in its
 own module) and one line in that list, never a branch in the tool round or the
-loop. DESIGN's order: deadline and budgets → cancellation → circuit breaker →
+loop. DESIGN's order: deadline and budgets → cancellation → tool switches
+(``switches.py``: an operator stopped the tool) → circuit breaker →
 retry ceiling → feasibility (the tool's own refusals, ``feasibility.py``) →
 confirmation gate → invoke → after-steps.
 ``DecisionAudit`` heads the list, so its after-step runs last: every call that
@@ -376,6 +377,7 @@ def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float, invoker:
     from .approval_gate import ConfirmationGate  # it builds on this module's types
     from .breaker import CircuitBreaker  # its own module (it imports this one)
     from .feasibility import Feasibility  # likewise
+    from .switches import ToolSwitches  # likewise
 
     return [
         DecisionAudit(ledger),
@@ -383,6 +385,7 @@ def default_controls(ledger: Ledger, *, ceiling: int, reserve_s: float, invoker:
         TokenBudget(),
         ToolCallBudget(),
         Cancellation(ledger),
+        ToolSwitches(ledger),
         CircuitBreaker(ledger, failures=breaker_failures, cooldown_s=breaker_cooldown_s,
                        closed_cache_s=breaker_cache_s),
         RetryCeiling(ledger, ceiling),

@@ -33,6 +33,11 @@ TOOL_UNAVAILABLE = (
     "Um dos nossos sistemas está instável agora e não consegui concluir seu atendimento por aqui. "
     "Pode tentar de novo em alguns minutos?"
 )
+# A tool an operator stopped (``switches``): the call was not made, so nothing was done.
+TOOL_STOPPED = (
+    "Essa operação está temporariamente suspensa pela nossa equipe, então nada foi feito no seu pedido agora. "
+    "Pode tentar de novo mais tarde?"
+)
 # The output contract's fallback is rendered from the ledger (money_sentences.fallback).
 IN_PROGRESS = "Recebi sua mensagem e já estou cuidando dela."
 

@@ -6,6 +6,8 @@
     scripts/console aprovar <aprovacaoId> --motivo "conferido" [--valor 150.00]
     scripts/console negar   <aprovacaoId> --motivo "fora da política"
     scripts/console responder <conversaId> --texto "Oi! Sou a Carla."
+    scripts/console listar interruptores          (supervisores)
+    scripts/console interruptor <ferramenta> desligar|ligar --motivo "gateway em manutenção"
 
 One target: ``--api`` (default ``CADENCIA_API``, else the running local stack's API).
 The token is the person's (``entrar`` stores it with mode 0600 in ``~/.cadencia/token``;
@@ -45,7 +47,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     login = sub.add_parser("entrar", help="obtém um token no emissor OpenID local")
     login.add_argument("--usuario", required=True)
     login.add_argument("--emissor", default=None)
-    sub.add_parser("listar", help="pedidos de aprovação pendentes")
+    listing = sub.add_parser("listar", help="pedidos de aprovação pendentes (ou: listar interruptores)")
+    listing.add_argument("what", metavar="o_que", nargs="?", choices=("aprovacoes", "interruptores"),
+                         default="aprovacoes")
+    switch = sub.add_parser("interruptor", help="desliga ou liga uma ferramenta para toda a frota (supervisores)")
+    switch.add_argument("tool", metavar="ferramenta")
+    switch.add_argument("action", metavar="acao", choices=("desligar", "ligar"))
+    switch.add_argument("--motivo", dest="reason", required=True)
     show = sub.add_parser("mostrar")
     show.add_argument("approval_id", metavar="aprovacaoId")
     for name in ("aprovar", "negar"):
@@ -107,6 +115,14 @@ def _line(row: dict[str, Any]) -> str:
     return text[:WIDTH]
 
 
+def _switch_lines(row: dict[str, Any]) -> list[str]:
+    """The tool and its state; when a person set it, who, when and why on a second line."""
+    lines = [f"{row['ferramenta']:<30} {row['estado']}"]
+    if row.get("pessoaNome"):
+        lines.append(f"  {row['pessoaNome']}, {row['alteradoEm']}: {row['motivo']}"[:WIDTH])
+    return lines
+
+
 def _show(status: int, body: dict[str, Any]) -> int:
     if status == 401:
         print("recusado: token ausente, expirado ou inválido (rode 'entrar' de novo)", file=sys.stderr)
@@ -116,7 +132,13 @@ def _show(status: int, body: dict[str, Any]) -> int:
         line = f"recusado ({status}): {error.get('codigo', 'erro')} {error.get('mensagem', '')}"
         print(line.rstrip(), file=sys.stderr)
         return 1
-    if "pendentes" in body:
+    if "interruptores" in body:
+        for row in body["interruptores"]:
+            print("\n".join(_switch_lines(row)))
+    elif "interruptor" in body:
+        print(f"antes: {body.get('estadoAnterior')}; agora:")
+        print("\n".join(_switch_lines(body["interruptor"])))
+    elif "pendentes" in body:
         print(f"{len(body['pendentes'])} pedido(s) pendente(s)")
         for row in body["pendentes"]:
             print(_line(row))
@@ -138,7 +160,11 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("API desconhecida: passe --api ou defina CADENCIA_API (ou suba a pilha local)")
     quoted = urllib.parse.quote
     if args.command == "listar":
-        return _show(*_request(f"{api}/aprovacoes", token=_token()))
+        return _show(*_request(f"{api}/{args.what}", token=_token()))
+    if args.command == "interruptor":
+        state = "desligada" if args.action == "desligar" else "ligada"
+        return _show(*_request(f"{api}/interruptores/{quoted(args.tool, safe='')}", token=_token(),
+                               body={"estado": state, "motivo": args.reason}))
     if args.command == "mostrar":
         return _show(*_request(f"{api}/aprovacoes/{quoted(args.approval_id, safe='')}", token=_token()))
     if args.command == "responder":

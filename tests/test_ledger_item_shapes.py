@@ -124,7 +124,8 @@ def test_the_table_definition_and_the_stored_names():
     # No ``mensagem`` nor ``tentativa`` items any more: the inbound dedupe is on the
     # conversation item, an attempt's record on its counter item.
     assert {t.value for t in ItemType} == {"reivindicacao", "contador_tentativas", "conversa",
-                                           "auditoria", "aprovacao", "primeiro_reembolso", "sessao"}
+                                           "auditoria", "aprovacao", "primeiro_reembolso", "sessao",
+                                           "interruptor"}
     assert [s.value for s in ClaimStatus] == ["em_processamento", "envio_possivel", "em_conciliacao", "executado",
                                               "recusado_pelo_gateway", "desconhecido", "falhou_antes_do_gateway"]
     assert [s.value for s in ConversationStatus] == ["ativa", "aguardando_humano", "aguardando_aprovacao"]

@@ -31,6 +31,7 @@ from orchestrator.controls import (
 from orchestrator.events import TurnRequest
 from orchestrator.feasibility import Feasibility
 from orchestrator.model import Deadline
+from orchestrator.switches import ToolSwitches
 from scripts.local_stack.aws import REGION, provision_handoffs
 
 from .support.anthropic_fake import ScriptedModel, text_reply, tool_use, tool_uses
@@ -66,7 +67,7 @@ def test_the_default_chain_is_designs_order_with_the_gate_last(mocked_aws):
     chain = default_controls(mocked_aws["ledger"], ceiling=4, reserve_s=3.0, invoker=CountingInvoker(),
                              approval=ApprovalSettings())
     assert [type(c) for c in chain] == [DecisionAudit, CallTimeBudget, TokenBudget, ToolCallBudget, Cancellation,
-                                        CircuitBreaker, RetryCeiling, Feasibility, ConfirmationGate]
+                                        ToolSwitches, CircuitBreaker, RetryCeiling, Feasibility, ConfirmationGate]
 
 
 def test_a_tool_call_budget_hand_off_is_published(mocked_aws, queue):

@@ -55,6 +55,7 @@ class Metric:
     HUMAN_HANDOFFS = "EncaminhamentosHumanos"
     BREAKER_TRANSITIONS = "TransicoesDoDisjuntor"  # {Ferramenta, Estado}: a circuit changed state
     BREAKER_REFUSALS = "RecusasPorDisjuntor"  # {Ferramenta}: a call refused while the circuit was open
+    SWITCH_REFUSALS = "RecusasPorInterruptor"  # {Ferramenta}: a call refused while an operator stopped its tool
     OUTPUT_CONTRACT = "ContratoDeSaida"  # {Resultado}: a final answer refused (violacao), a fallback sent
     TURN_LIMITS = "TurnosInterrompidos"  # {Motivo}: a budget, the deadline or a cancellation ended the turn
     RECONCILIATIONS = "ConciliacoesDeReembolso"  # {Resultado}: one per claim the reconciler visited

@@ -3,6 +3,8 @@
     GET  /aprovacoes                          pending requests (masked)      group aprovadores
     GET  /aprovacoes/{aprovacaoId}            one request (masked)           group aprovadores
     POST /aprovacoes/{aprovacaoId}/decisao    {decisao, justificativa, valorAprovado?}
+    GET  /interruptores, POST /interruptores/{ferramenta}                  group supervisores
+                                              (the tool kill switches: ``switches_api``)
 
 Who decides is the authorizer's verified claims (``cadencia_shared.identity``); a body
 naming an actor is refused before anything is read. The decision itself is
@@ -27,6 +29,7 @@ from cadencia_shared.identity import APPROVERS, IdentityRefused, Person, json_bo
 from cadencia_shared.ledger import Ledger
 from cadencia_shared.models import APPROVAL_ID_PATTERN, EDGE_CONFIG, Justification
 
+from . import switches_api
 from .logic import masked
 
 Resume = Callable[[str], None]
@@ -117,6 +120,7 @@ def build(ledger: Ledger, *, resume: Resume, policy: approval_policy.PolicySetti
         return {"ok": True, "resultado": decided.outcome, "aprovacao": masked(record, ledger.now_ms()),
                 **({"substituiu": decided.replaced} if decided.replaced else {})}
 
+    switches_api.register(app, ledger, ApiError)
     return app
 
 

@@ -26,7 +26,25 @@ ROOT = Path(__file__).resolve().parents[2]
 # The group a route's function checks, by the function's handler.
 GROUP_OF_HANDLER = {"decidir_aprovacao.handler.lambda_handler": APPROVERS,
                     "orchestrator.human_reply_handler.lambda_handler": ATTENDANTS}
-SAMPLE_PARAMS = {"aprovacaoId": "a" * 32, "conversaId": "conversa-de-teste-1"}
+SAMPLE_PARAMS = {"aprovacaoId": "a" * 32, "conversaId": "conversa-de-teste-1", "ferramenta": "emitir_reembolso"}
+# Routes of a function whose group is not the function's own (the decision function also
+# serves the tool kill switches, for supervisors).
+GROUP_OF_ROUTE_PREFIX = {"/interruptores": SUPERVISORS}
+SAMPLE_BODY = {"decisao": {"decisao": "aprovar", "justificativa": "conferido"},
+               "interruptores": {"estado": "desligada", "motivo": "conferido"}}
+
+
+def _group(route: dict[str, Any]) -> str:
+    path = route["route_key"].split(" ", 1)[1]
+    found = [group for prefix, group in GROUP_OF_ROUTE_PREFIX.items() if path.startswith(prefix)]
+    return found[0] if found else GROUP_OF_HANDLER[route["handler"]]
+
+
+def _body(route_key: str) -> dict[str, Any] | None:
+    for marker, body in SAMPLE_BODY.items():
+        if marker in route_key:
+            return body if route_key.startswith("POST ") else None
+    return {"texto": "Oi"} if route_key.startswith("POST ") else None
 
 
 def _of_type(synth, kind: str) -> dict[str, Any]:
@@ -124,14 +142,14 @@ def test_events_built_from_the_templates_routes_are_refused_without_the_right_pe
     for route in routes:
         module, _, name = route["handler"].rpartition(".")
         handler = getattr(importlib.import_module(module), name)
-        group = GROUP_OF_HANDLER[route["handler"]]
+        group = _group(route)
         post = route["route_key"].startswith("POST ")
-        body = {"decisao": "aprovar", "justificativa": "conferido"} if "decisao" in route["route_key"] else (
-            {"texto": "Oi"} if post else None)
+        body = _body(route["route_key"])
         context = LocalContext(route["function_name"])
         answer = handler(_event(route["route_key"], None, body), context)
         assert answer["statusCode"] == 401, (route["route_key"], answer)
-        answer = handler(_event(route["route_key"], _claims(SUPERVISORS), body), context)
+        outsider = APPROVERS if group == SUPERVISORS else SUPERVISORS
+        answer = handler(_event(route["route_key"], _claims(outsider), body), context)
         assert answer["statusCode"] == 403, (route["route_key"], answer)
         if post:
             answer = handler(_event(route["route_key"], _claims(group), {**body, "aprovador": "outra.pessoa"}),

@@ -29,6 +29,8 @@ aprovacao              ``aprovacao#{approval_id(...)}``             ``cadencia_s
                        (``approval_pk``)                            .approvals``       UpdateItem on status
 sessao                 ``sessao#{id}`` (``session_pk``): one turn's ``sessions``        PutItem (orchestrator);
                        signing key's public half and limits                            UpdateItem closes it
+interruptor            ``interruptor#{ferramenta}`` (``switch_pk``) ``switches``       PutItem (latest word
+                                                                                       wins; malformed = stopped)
 =====================  ===========================================  =================  ==================
 
 ``chaveIdempotencia`` keeps Lab 87's format ``{conversaId}#{pedidoId}#reembolso``
@@ -67,6 +69,7 @@ from .conversations import (
 )
 from .facade import Ledger
 from .inbound import INBOUND_TTL_S, REPLIES_KEPT, MessageAnswered, MessageInProgress
+from .switches import SwitchReader, SwitchState, SwitchStore, ToolSwitch, switch_pk
 from .table import (
     APPROVAL_APPROVED_MARK,
     APPROVAL_PENDING_MARK,
@@ -146,10 +149,15 @@ __all__ = [
     "RefundClaim",
     "RefundClaims",
     "StaleConversation",
+    "SwitchReader",
+    "SwitchState",
+    "SwitchStore",
+    "ToolSwitch",
     "approval_id",
     "approval_pk",
     "clip_detail",
     "refund_idempotency_key",
     "require_retired_indexes",
+    "switch_pk",
     "table_definition",
 ]

@@ -4,7 +4,7 @@ Kept because it removes churn: about forty call sites (the Lambdas' adapters, th
 orchestrator, the scripts, the tests — and code on other branches) build one
 ``Ledger(table_name, client)`` and pass it around. New code should ask for the
 small Protocol it uses (``AttemptRecorder``, ``RefundClaims``, ``Conversations``,
-``AuditTrail``, ``ConversationCancellation``); this object
+``AuditTrail``, ``ConversationCancellation``, ``SwitchReader``); this object
 satisfies all of them, and each store also works alone over a ``LedgerTable``.
 """
 
@@ -27,10 +27,11 @@ from .attempts import (
 from .audit import AuditChain, AuditStore, timed_event_details
 from .claims import ClaimStore
 from .conversations import ConversationStore
+from .switches import SwitchStore
 from .table import LedgerTable
 
 
-class Ledger(ClaimStore, AttemptStore, ConversationStore, AuditStore):
+class Ledger(ClaimStore, AttemptStore, ConversationStore, AuditStore, SwitchStore):
     """Typed operations on the ledger table. ``client``: a botocore DynamoDB client."""
 
     def __init__(self, table_name: str, client: DynamoClient | None = None, *, clock: Callable[[], float] = time.time,

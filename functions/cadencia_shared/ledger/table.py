@@ -88,6 +88,7 @@ class ItemType(StrEnum):
     APPROVAL = "aprovacao"
     FIRST_REFUND = "primeiro_reembolso"
     SESSION = "sessao"
+    SWITCH = "interruptor"
 
 
 class LedgerError(Exception):
