@@ -29,6 +29,7 @@ from . import contract
 from .base import FunctionSpec, LambdaFunction, lambda_role, pin
 from .config import StackConfig
 from .contract import Ids
+from .ledger import ledger_statements
 
 if TYPE_CHECKING:
     from .stack import CadenciaStack
@@ -49,7 +50,8 @@ def add_approval_decisions(stack: CadenciaStack) -> lambda_.Function:
                                 "Approval decisions: read and decide approvals, resume the conversation",
                                 in_vpc=False),
         log_group_id=Ids.DECISION_LOG_GROUP, function_name=DECISION_FUNCTION_NAME)
-    parts.allow(["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"], [stack.ledger.table_arn])
+    for statement in ledger_statements(Ids.DECISION_ROLE, stack.ledger.table_arn):  # infra/ledger_kinds.py
+        parts.role.add_to_policy(statement)
     parts.allow(["dynamodb:Query"], [stack.ledger_construct.index_arn(ledger_schema.GSI_UNSETTLED)])
     parts.allow(["lambda:InvokeFunction"], [stack.orchestrator.function_arn])
     fn = parts.build(FunctionSpec(

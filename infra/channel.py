@@ -48,6 +48,7 @@ from orchestrator.settings import OrchestratorSettings
 from . import contract
 from .config import ANTHROPIC_KEY_SECRET_NAME
 from .contract import Ids
+from .ledger import ledger_statements
 
 if TYPE_CHECKING:
     from .stack import CadenciaStack
@@ -193,7 +194,6 @@ def _consumer(stack: CadenciaStack, queue: sqs.Queue, resends: sqs.Queue,
     log_group = stack.log_group(Ids.WHATSAPP_CONSUMER_LOG_GROUP, CONSUMER_FUNCTION_NAME)
     statements = [
         (contract.LOG_ACTIONS, [log_group.log_group_arn]),
-        (("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), [stack.ledger.table_arn]),
         (("lambda:InvokeFunction",), [stack.tool_functions[t.name].function_arn for t in TOOLS.values()]),
         (("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"), [queue.queue_arn]),
         (("sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"),
@@ -217,6 +217,8 @@ def _consumer(stack: CadenciaStack, queue: sqs.Queue, resends: sqs.Queue,
         statements.append((("secretsmanager:GetSecretValue",), [stack.anthropic_key_arn]))
         env["ANTHROPIC_API_KEY_SECRET_NAME"] = ANTHROPIC_KEY_SECRET_NAME
     _allow(role, statements)
+    for statement in ledger_statements(Ids.WHATSAPP_CONSUMER_ROLE, stack.ledger.table_arn):  # infra/ledger_kinds.py
+        role.add_to_policy(statement)
     fn = _function(
         stack, Ids.WHATSAPP_CONSUMER_FUNCTION, CONSUMER_FUNCTION_NAME, "orchestrator.whatsapp_consumer.lambda_handler",
         description="Orchestrator for the WhatsApp queue: one turn, then the reply out exactly once",
@@ -252,9 +254,10 @@ def _human_reply(stack: CadenciaStack, access_token: secretsmanager.Secret) -> l
     log_group = stack.log_group(Ids.WHATSAPP_HUMAN_REPLY_LOG_GROUP, HUMAN_REPLY_FUNCTION_NAME)
     _allow(role, [
         (contract.LOG_ACTIONS, [log_group.log_group_arn]),
-        (("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), [stack.ledger.table_arn]),
         (("secretsmanager:GetSecretValue",), [access_token.secret_arn]),
     ])
+    for statement in ledger_statements(Ids.WHATSAPP_HUMAN_REPLY_ROLE, stack.ledger.table_arn):
+        role.add_to_policy(statement)
     return _function(
         stack, Ids.WHATSAPP_HUMAN_REPLY_FUNCTION, HUMAN_REPLY_FUNCTION_NAME,
         "orchestrator.human_reply_handler.lambda_handler",

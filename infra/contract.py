@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cadencia_shared.audit_anchors import ANCHOR_PREFIX
 from cadencia_shared.catalog import (
     DATABASE_NAME,
     DECISION_FUNCTION_NAME,
@@ -42,6 +41,7 @@ from .grants import ManagedPolicy as ManagedPolicy
 from .grants import RoleContract as RoleContract
 from .grants import scoped as scoped
 from .grants import unscoped as unscoped
+from .ledger_kinds import ledger_grants
 from .logical_ids import Ids as Ids
 from .logical_ids import pascal as pascal
 
@@ -128,12 +128,10 @@ def _audit_append(purpose: str) -> Grant:
                  "UpdateItem/DeleteItem")
 
 
-# The chain's head is anchored on ``auditoria-cabeca#{chain}`` ledger items (GetItem,
-# conditional UpdateItem). Roles that write the ledger anyway cover it with their own
-# ledger grant; a role with no other business there gets exactly those keys.
-AUDIT_ANCHOR_ONLY = Grant(("dynamodb:GetItem", "dynamodb:UpdateItem"), (LEDGER,),
-                          "anchor the audit chain's head (auditoria-cabeca#{conversa}); no other ledger item",
-                          leading_keys=(ANCHOR_PREFIX + "*",))
+# Every ledger grant comes from infra/ledger_kinds.py: per role, the item kinds
+# (key prefixes) and the actions on each, scoped by ``dynamodb:LeadingKeys``. The
+# profile tool's row is the chain's head anchor only (auditoria-cabeca#{chain}).
+AUDIT_ANCHOR_ONLY = ledger_grants(Ids.role("atualizar_cadastro"))[0]
 
 
 @dataclass(frozen=True)
@@ -159,8 +157,7 @@ TOOL_ROLES: tuple[ToolRole, ...] = (
                  "previsao_entrega, codigo_rastreio) ON pedidos",)),
     ToolRole("emitir_reembolso", "emitir_reembolso", "cadencia-emitir-reembolso",
              "cadencia-agente-reembolso-role", "cadencia_agente_reembolso", (
-                 Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (LEDGER,),
-                       "claim the idempotency key (conditional PutItem), read and settle the claim"),
+                 *ledger_grants(Ids.role("emitir_reembolso")),  # claim (conditional PutItem), read, settle
                  Grant(("secretsmanager:GetSecretValue",), (ref(Ids.GATEWAY_SECRET),),
                        "read the payment-gateway token, only after the claim succeeded (only this role and the "
                        "reconciler's can)"),
@@ -194,8 +191,7 @@ def tool_role(config: StackConfig, tool: ToolRole) -> RoleContract:
 
 def orchestrator_role(config: StackConfig) -> RoleContract:
     grants = [
-        Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (att(Ids.LEDGER, "Arn"),),
-              "retry ceiling (atomic counter), attempt/audit records, conversation state, interruptor#{tool} read"),
+        *ledger_grants(Ids.ORCHESTRATOR_ROLE),
         Grant(("lambda:InvokeFunction",), TOOL_FUNCTION_ARNS,
               "invoke exactly the tool Lambdas of TOOL_ROLES (unqualified ARNs), nothing else"),
         Grant(("sqs:SendMessage",), (att(Ids.ORCHESTRATOR_DLQ, "Arn"),),
@@ -227,9 +223,9 @@ def reconciler_role(config: StackConfig) -> RoleContract:
         grants=(
             Grant(("dynamodb:Query",), (f"{ledger}/index/{GSI_UNSETTLED}",),
                   "list unsettled refund claims from the ledger's sparse index (never a Scan)"),
-            Grant(("dynamodb:GetItem", "dynamodb:UpdateItem"), (ledger,),
-                  "read each listed claim by key (the index holds keys only), take it over and settle it, "
-                  "fenced on its owner (never creates one)"),
+            # Each listed claim by key (the index holds keys only): take it over and
+            # settle it, fenced on its owner (never creates one).
+            *ledger_grants(Ids.RECONCILER_ROLE),
             Grant(("secretsmanager:GetSecretValue",), (ref(Ids.GATEWAY_SECRET),),
                   "the gateway token, to re-send an unsettled refund's own request"),
             Grant(("rds-db:connect",), (dbuser_arn(config, RECONCILER_DB_USER),),
@@ -249,9 +245,9 @@ def decision_role() -> RoleContract:
         grants=(
             Grant(("dynamodb:Query",), (f"{ledger}/index/{GSI_UNSETTLED}",),
                   "list pending approval requests from the ledger's sparse index (never a Scan)"),
-            Grant(("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:PutItem"), (ledger,),
-                  "read an approval (each listed one by key: the index holds keys only), record one decision "
-                  "(conditional write on its status), append the audit record; tool switches (interruptor#{tool})"),
+            # An approval (each listed one by key: the index holds keys only), one decision
+            # (conditional write on its status); never a request of its own (no PutItem on it).
+            *ledger_grants(Ids.DECISION_ROLE),
             Grant(("lambda:InvokeFunction",), (att(Ids.ORCHESTRATOR_FUNCTION, "Arn"),),
                   "resume the conversation: the orchestrator runs the approved call (this role runs no tool)"),
             _audit_append("append decisions and refused decisions"),
@@ -293,9 +289,7 @@ def whatsapp_consumer_role(config: StackConfig) -> RoleContract:
         purpose=f"Lambda {WHATSAPP_CONSUMER_FUNCTION_NAME} (the orchestrator fed by the WhatsApp queue; outside "
                 "the VPC)",
         grants=(
-            Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (att(Ids.LEDGER, "Arn"),),
-                  "the orchestrator's ledger items (with the tool kill switches, interruptor#{tool}, read "
-                  "before each call), plus the reply outbox (envio#{wamid})"),
+            *ledger_grants(Ids.WHATSAPP_CONSUMER_ROLE),  # the loop's kinds, plus the outbox and contacts
             Grant(("lambda:InvokeFunction",), TOOL_FUNCTION_ARNS,
                   "invoke exactly the tool Lambdas of TOOL_ROLES (unqualified ARNs), nothing else"),
             Grant(("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"),
@@ -322,9 +316,9 @@ def whatsapp_human_reply_role() -> RoleContract:
         purpose="Lambda cadencia-resposta-atendente (a person's reply to a handed-off conversation; the "
                 "attendant's tooling invokes it; outside the VPC)",
         grants=(
-            Grant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"), (att(Ids.LEDGER, "Arn"),),
-                  "write the reply once in the conversation (its inbound claim, the fenced commit), read the "
-                  "conversation's WhatsApp address, the reply's outbox record"),
+            # The reply once in the conversation (its inbound claim, the fenced commit), the
+            # conversation's WhatsApp address, the reply's outbox record.
+            *ledger_grants(Ids.WHATSAPP_HUMAN_REPLY_ROLE),
             Grant(("secretsmanager:GetSecretValue",), (ref(Ids.WHATSAPP_ACCESS_TOKEN),),
                   "the Cloud API access token, to send the reply (the person never holds it)"),
             _audit_append("append the reply"),

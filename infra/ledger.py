@@ -7,13 +7,15 @@ from __future__ import annotations
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from cadencia_shared import ledger as ledger_schema
 from cadencia_shared.catalog import LEDGER_TABLE
 
 from .base import Flat, pin
-from .contract import Ids
+from .contract import LEADING_KEYS, LEADING_KEYS_CONDITION, Ids
+from .ledger_kinds import kind_sets
 
 _TYPES = {"S": dynamodb.AttributeType.STRING, "N": dynamodb.AttributeType.NUMBER,
           "B": dynamodb.AttributeType.BINARY}
@@ -57,3 +59,12 @@ class Ledger(Flat):
 
     def index_arn(self, index_name: str) -> str:
         return f"{self.table.table_arn}/index/{index_name}"
+
+
+def ledger_statements(role_logical_id: str, ledger_arn: str) -> list[iam.PolicyStatement]:
+    """A role's ledger statements, one per action set of its row in
+    ``infra/ledger_kinds.py``, each limited to its kinds' keys by ``dynamodb:LeadingKeys``.
+    A role without a row gets none: its code has no business in the ledger."""
+    return [iam.PolicyStatement(actions=list(actions), resources=[ledger_arn],
+                                conditions={LEADING_KEYS_CONDITION: {LEADING_KEYS: list(patterns)}})
+            for actions, patterns in kind_sets(role_logical_id)]

@@ -14,13 +14,13 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from cadencia_shared.catalog import LEDGER_ITEM_ACTIONS, ORCHESTRATOR_FUNCTION_NAME, TOOLS
+from cadencia_shared.catalog import ORCHESTRATOR_FUNCTION_NAME, TOOLS
 
 from .approvals import approval_environment
 from .base import Flat, FunctionSpec, LambdaFunction, acknowledge, lambda_role, pin
 from .config import ANTHROPIC_KEY_SECRET_NAME, StackConfig
 from .contract import Ids
-from .ledger import Ledger
+from .ledger import Ledger, ledger_statements
 from .packaging import BuiltAsset
 from .tool_function import ToolFunction
 
@@ -65,7 +65,8 @@ class Orchestrator(Flat):
                                    "Orchestrator: ledger items, the three tools, the model", in_vpc=False),
             log_group_id=Ids.ORCHESTRATOR_LOG_GROUP, function_name=ORCHESTRATOR_FUNCTION_NAME)
         self.role = parts.role
-        parts.allow(LEDGER_ITEM_ACTIONS, [ledger.table.table_arn])
+        for statement in ledger_statements(Ids.ORCHESTRATOR_ROLE, ledger.table.table_arn):  # infra/ledger_kinds.py
+            parts.role.add_to_policy(statement)
         # Unqualified ARNs only (grant_invoke would add "<arn>:*" for every version/alias).
         parts.allow(["lambda:InvokeFunction"], [tool.function_arn for tool in tools])
         env = {**tool_invocation_environment(config), "LEDGER_TABLE": ledger.table.table_name,

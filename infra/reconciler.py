@@ -37,6 +37,7 @@ from cadencia_shared.observability import NAMESPACE, Metric
 from . import contract
 from .base import FunctionSpec, LambdaFunction, Placement, depends_on, lambda_role, pin
 from .contract import Ids
+from .ledger import ledger_statements
 from .monitoring import tool_metric
 from .payment_gateway import gateway_environment
 
@@ -55,7 +56,8 @@ def add_refund_reconciler(stack: CadenciaStack) -> lambda_.Function:
         stack, role=lambda_role(stack, Ids.RECONCILER_ROLE, contract.RECONCILER_ROLE_NAME,
                                 "Refund reconciler: settles unsettled refund claims with the gateway", in_vpc=True),
         log_group_id=Ids.RECONCILER_LOG_GROUP, function_name=RECONCILER_FUNCTION_NAME)
-    parts.allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [stack.ledger.table_arn])
+    for statement in ledger_statements(Ids.RECONCILER_ROLE, stack.ledger.table_arn):  # infra/ledger_kinds.py
+        parts.role.add_to_policy(statement)
     parts.allow(["dynamodb:Query"], [stack.ledger_construct.index_arn(ledger_schema.GSI_UNSETTLED)])
     parts.allow(["secretsmanager:GetSecretValue"], [stack.gateway_secret.secret_arn])
     stack.database.grant_connect(parts.role, RECONCILER_DB_USER)

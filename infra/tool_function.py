@@ -9,18 +9,16 @@ from collections.abc import Mapping
 
 from aws_cdk import Duration
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from cadencia_shared.audit_anchors import ANCHOR_PREFIX
 from cadencia_shared.catalog import ToolSpec
 
 from .base import Flat, FunctionSpec, LambdaFunction, Placement, depends_on, lambda_role
 from .config import StackConfig
 from .contract import Ids, pascal
 from .database import Database
-from .ledger import Ledger
+from .ledger import Ledger, ledger_statements
 from .network import Network
 from .packaging import BuiltAsset
 from .payment_gateway import gateway_environment
@@ -58,11 +56,16 @@ class ToolFunction(Flat):
             log_group_id=Ids.log_group(tool.package), function_name=tool.function_name)
         database.grant_connect(parts.role, tool.db_user)
         env = database.db_environment(tool.function_name, tool.db_user)
-        if tool.ledger_actions:
-            parts.allow(tool.ledger_actions, [ledger.table.table_arn])
-            env["LEDGER_TABLE"] = ledger.table.table_name
-        if tool.appends_audit:  # the audit table's PutItem/Query and AUDIT_TABLE: infra.controls.add_audit_table
-            parts.role.add_to_policy(audit_anchor_statement(ledger.table.table_arn))
+        if tool.ledger_actions or tool.appends_audit:
+            # The audit table's PutItem/Query and AUDIT_TABLE: infra.controls.add_audit_table.
+            # On the ledger, only the item kinds of its row in infra/ledger_kinds.py.
+            statements = ledger_statements(Ids.role(tool.package), ledger.table.table_arn)
+            granted = {a for s in statements for a in s.actions}
+            if not statements or not granted <= set(tool.ledger_actions) | set(_ANCHOR_ACTIONS):
+                raise ValueError(f"tool {tool.name}: its ledger_actions/appends_audit and its row in "
+                                 f"infra/ledger_kinds.py disagree ({sorted(granted)} vs {tool.ledger_actions})")
+            for statement in statements:
+                parts.role.add_to_policy(statement)
             env["LEDGER_TABLE"] = ledger.table.table_name
         for name in tool.secrets:
             parts.allow(["secretsmanager:GetSecretValue"], [_secret(secrets, name, tool).secret_arn])
@@ -90,15 +93,9 @@ class ToolFunction(Flat):
         return self.function.function_arn
 
 
-def audit_anchor_statement(ledger_arn: str) -> iam.PolicyStatement:
-    """The chain's head anchor (``cadencia_shared.audit_chain``: a GetItem and a
-    conditional UpdateItem of ``auditoria-cabeca#{chain}``), for a role that has no
-    other business in the ledger: any other key (a refund claim, an approval) is
-    denied by ``dynamodb:LeadingKeys``. ``ForAllValues`` holds vacuously for a request
-    without a key, which GetItem and UpdateItem never are."""
-    return iam.PolicyStatement(
-        actions=["dynamodb:GetItem", "dynamodb:UpdateItem"], resources=[ledger_arn],
-        conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [ANCHOR_PREFIX + "*"]}})
+# The chain's head anchor (``cadencia_shared.audit_chain``: a GetItem and a conditional
+# UpdateItem of ``auditoria-cabeca#{chain}``), what appends_audit alone asks of the ledger.
+_ANCHOR_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem")
 
 
 def _secret(secrets: Mapping[str, secretsmanager.ISecret], name: str, tool: ToolSpec) -> secretsmanager.ISecret:

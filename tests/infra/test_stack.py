@@ -158,16 +158,27 @@ def test_no_security_group_admits_the_internet(default_synth, variant_synth):
 def test_dynamodb_endpoint_policy_allows_only_what_the_functions_in_the_vpc_call(default_synth):
     endpoint = _props(default_synth, Ids.DYNAMODB_ENDPOINT)
     assert endpoint["VpcEndpointType"] == "Gateway"
-    audit, items, index = endpoint["PolicyDocument"]["Statement"]
+    statements = endpoint["PolicyDocument"]["Statement"]
+    ledger = {"Fn::GetAtt": [Ids.LEDGER, "Arn"]}
+
+    def keys(stmt):
+        return stmt.get("Condition", {}).get("ForAllValues:StringLike", {}).get("dynamodb:LeadingKeys")
+
+    by_target = {(json.dumps(s["Resource"], sort_keys=True), json.dumps(keys(s))): s for s in statements}
+    assert len(by_target) == len(statements) == 4, statements
     # The profile tool's audit record (isolated subnets: the endpoint is its only way to DynamoDB).
+    audit = by_target[(json.dumps({"Fn::GetAtt": [Ids.AUDIT_TABLE, "Arn"]}), "null")]
     assert audit["Action"] == ["dynamodb:PutItem", "dynamodb:Query"]
-    assert audit["Resource"] == {"Fn::GetAtt": [Ids.AUDIT_TABLE, "Arn"]}
-    # The refund's claim and the reconciler's reads and settles.
-    assert sorted(items["Action"]) == ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
-    assert items["Resource"] == {"Fn::GetAtt": [Ids.LEDGER, "Arn"]}
+    # Its chain's head anchor, and nothing else of the ledger (infra/ledger_kinds.py).
+    anchor = by_target[(json.dumps(ledger), json.dumps(["auditoria-cabeca#*"]))]
+    assert sorted(anchor["Action"]) == ["dynamodb:GetItem", "dynamodb:UpdateItem"]
+    # The refund's claim and the reconciler's reads and settles: refund claims only.
+    claims = by_target[(json.dumps(ledger), json.dumps(["reivindicacao#*"]))]
+    assert sorted(claims["Action"]) == ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
     # The reconciler's one Query, on the sparse index of unsettled refund claims only.
+    index = by_target[(json.dumps({"Fn::Join": ["", [ledger, "/index/pendenciasPorVisita"]]}, sort_keys=True),
+                       "null")]
     assert index["Action"] == "dynamodb:Query"
-    assert index["Resource"] == {"Fn::Join": ["", [{"Fn::GetAtt": [Ids.LEDGER, "Arn"]}, "/index/pendenciasPorVisita"]]}
 
 
 def test_db_users_custom_resource_and_the_teardown_order(default_synth):

@@ -98,8 +98,8 @@ class SwitchStore:
         return switch_from_item(tool, self.table.get(switch_pk(tool)))
 
     def tool_switches(self, tools: list[str]) -> list[ToolSwitch]:
-        found = self.table.get_many([switch_pk(tool) for tool in tools])
-        return [switch_from_item(tool, found.get(switch_pk(tool))) for tool in tools]
+        # One GetItem per tool (a handful): the roles hold GetItem by item kind, never BatchGetItem.
+        return [self.tool_switch(tool) for tool in tools]
 
     def set_switch(self, tool: str, state: SwitchState, *, subject: str, name: str, reason: str) -> ToolSwitch:
         """Replace the tool's switch (the latest word wins). The caller checks who may."""
