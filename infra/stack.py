@@ -51,6 +51,7 @@ from .orchestrator_function import ORCHESTRATOR_TIMEOUT_S, RETRY_CEILING, Orches
 from .packaging import BuiltAsset
 from .payment_gateway import gateway_secret
 from .reconciler import add_refund_reconciler
+from .secret_policies import restrict_secret_readers
 from .tool_function import ToolFunction, tool_security_group
 
 
@@ -79,6 +80,7 @@ class CadenciaStack(Stack):
         self.orchestrator_construct: Orchestrator | None = None
         if config.deploy_functions:
             self._functions()
+            restrict_secret_readers(self, contract.build(config))
         tables = {contract.LEDGER: self.ledger.table_arn}
         if config.deploy_functions:
             tables[contract.AUDIT_TABLE] = self.audit_table.table_arn
