@@ -35,7 +35,17 @@ from cadencia_shared.ledger import Ledger
 from . import texts
 
 __all__ = ["awaited_approval", "expire", "expired_text", "expired_wait", "requested_approvals",
-           "void_open_approvals", "was_approved"]
+           "void_approval", "void_open_approvals", "was_approved"]
+
+
+def void_approval(ledger: Ledger, conversation_id: str, approval: str, *, reason: str) -> bool:
+    """Void one open approval (a no-op when it is not open); audited with ``reason``."""
+    before = ApprovalStore(ledger).close(approval, conversation_id=conversation_id, status=ApprovalStatus.VOIDED)
+    if before is None:
+        return False
+    ledger.append_audit(conversation_id=conversation_id, event="APROVACAO_ANULADA",
+                        details={"aprovacaoId": approval, "statusAnterior": before.value, "motivo": reason})
+    return True
 
 
 def void_open_approvals(ledger: Ledger, conversation_id: str, messages: Iterable[dict[str, Any]],

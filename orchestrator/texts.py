@@ -38,6 +38,11 @@ TOOL_STOPPED = (
     "Essa operação está temporariamente suspensa pela nossa equipe, então nada foi feito no seu pedido agora. "
     "Pode tentar de novo mais tarde?"
 )
+# An approved call whose tool an operator stopped before it ran (orchestrator/resume.py).
+APPROVED_TOOL_STOPPED = (
+    "Sua solicitação para o pedido {order_id} foi aprovada, mas a operação está temporariamente suspensa "
+    "pela nossa equipe e nada foi feito. Um atendente vai acompanhar e falar com você por aqui."
+)
 # The output contract's fallback is rendered from the ledger (money_sentences.fallback).
 IN_PROGRESS = "Recebi sua mensagem e já estou cuidando dela."
 
