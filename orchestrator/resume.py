@@ -49,7 +49,7 @@ from .invokers import ToolInvoker
 from .loop import ConversationBusyError, Orchestrator
 from .model import Deadline
 from .settings import OrchestratorSettings
-from .steps import HandOff, Reply
+from .steps import HandOff
 from .switches import SwitchRefusal
 from .tool_round import RoundResult, ToolRound
 from .whatsapp_replies import CustomerMessages, NoChannel, customer_messages
@@ -189,15 +189,27 @@ class Resumer:
                               mensagemId=f"aprovacao-{record.id}", mensagem="(aprovação)")
         done = self.tool_round.run(request, [block], deadline, seen, approved_attempt=record.attempt_number)
         messages.append({"role": "user", "content": done.results})
-        if isinstance(done.ending, Reply) and done.ending.reason == SwitchRefusal.STOPPED.value:
-            # An operator stopped the tool after the approval: nothing ran, and the approval is
-            # voided so it cannot authorise the call later (as a cancellation voids it).
+        if _refused_as(done, SwitchRefusal.STOPPED):
+            # An operator stopped the tool after the approval: this round's only call did not
+            # run, and the approval is voided so it cannot authorise the call later (as a
+            # cancellation voids it).
             approval_lifecycle.void_approval(self.ledger, record.conversation_id, record.id,
                                              reason=SwitchRefusal.STOPPED.value)
             return messages, ConversationStatus.WAITING_HUMAN, texts.APPROVED_TOOL_STOPPED.format(order_id=order), \
                 "aprovada_ferramenta_desligada"
         status, text, reason = _after_approved_call(done, record)
         return messages, status, text, reason
+
+
+def _refused_as(done: RoundResult, reason: SwitchRefusal) -> bool:
+    """Whether the round's one call was refused by a control with ``reason`` (never invoked)."""
+    result = done.results[0]
+    if not result.get("is_error"):
+        return False
+    try:
+        return bool(json.loads(result["content"]).get("erro") == reason.value)
+    except (TypeError, ValueError, AttributeError):
+        return False
 
 
 def _expiring(record: ApprovalRecord, now_ms: int) -> bool:

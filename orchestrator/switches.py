@@ -10,8 +10,11 @@ raises (the turn fails and is retried), it never lets the call through.
 
 The refusal is typed (``ferramenta_desligada``), linked once on the
 conversation's audit chain (``BLOQUEADO_POR_INTERRUPTOR``), counted
-(``RecusasPorInterruptor{Ferramenta}``), and the customer reads a reply written
-here, true whatever the tool would have done: nothing was done.
+(``RecusasPorInterruptor{Ferramenta}``), and goes back to the model: the turn does
+not end here, because another call of the same response may have run (a refund
+beside a stopped profile tool), and a fixed "nothing was done" would then be false.
+What the customer reads about money comes, as always, from the verified statements
+(``reembolso_nao_feito`` / ``recusado_pela_ferramenta``).
 """
 
 from __future__ import annotations
@@ -22,12 +25,9 @@ from typing import Protocol
 from cadencia_shared.ledger import AuditTrail, SwitchReader
 from cadencia_shared.observability import Metric, count_for_tool
 
-from . import texts
 from .controls import CallContext, CallOutcome, Refusal
-from .steps import Reply
 
 SWITCH_EVENT = "BLOQUEADO_POR_INTERRUPTOR"
-SWITCH_REPLY_REASON = "ferramenta_desligada"
 
 
 class SwitchRefusal(StrEnum):
@@ -52,7 +52,6 @@ class ToolSwitches:
         return Refusal(
             SwitchRefusal.STOPPED,
             {"mensagem": "Ferramenta desligada por um operador; não foi executada. Não tente novamente."},
-            ending=Reply(texts.TOOL_STOPPED, SWITCH_REPLY_REASON),
         )
 
     def after(self, ctx: CallContext, outcome: CallOutcome) -> None:

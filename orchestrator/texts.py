@@ -33,11 +33,6 @@ TOOL_UNAVAILABLE = (
     "Um dos nossos sistemas está instável agora e não consegui concluir seu atendimento por aqui. "
     "Pode tentar de novo em alguns minutos?"
 )
-# A tool an operator stopped (``switches``): the call was not made, so nothing was done.
-TOOL_STOPPED = (
-    "Essa operação está temporariamente suspensa pela nossa equipe, então nada foi feito no seu pedido agora. "
-    "Pode tentar de novo mais tarde?"
-)
 # An approved call whose tool an operator stopped before it ran (orchestrator/resume.py).
 APPROVED_TOOL_STOPPED = (
     "Sua solicitação para o pedido {order_id} foi aprovada, mas a operação está temporariamente suspensa "

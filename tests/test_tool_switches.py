@@ -11,7 +11,6 @@ import pytest
 
 from cadencia_shared.catalog import LEDGER_TABLE, TOOLS
 from cadencia_shared.ledger import ItemType, SwitchState, switch_pk
-from orchestrator import texts
 from orchestrator.events import TurnRequest
 from orchestrator.invokers.local import InProcessInvoker
 from orchestrator.model import Deadline
@@ -39,12 +38,20 @@ def _refund_then_text() -> ScriptedModel:
                          text_reply("Posso ajudar em algo mais?"))
 
 
+def _last_refusal(model: ScriptedModel) -> str:
+    """The is_error tool_result the model read last (what the control answered it)."""
+    blocks = [b for r in model.requests for m in r["messages"] if m["role"] == "user" and isinstance(m["content"], list)
+              for b in m["content"] if b.get("type") == "tool_result" and b.get("is_error")]
+    content = blocks[-1]["content"]
+    return content if isinstance(content, str) else content[0]["text"]
+
+
 def _switch_links(ledger, conv: str) -> list[dict]:
     return [json.loads(a["detalhes"]) for a in ledger.history(conv, item_type=ItemType.AUDIT)
             if a["evento"] == SWITCH_EVENT]
 
 
-def test_a_stopped_refund_tool_is_never_invoked_and_the_customer_is_told_nothing_was_done(
+def test_a_stopped_refund_tool_is_never_invoked_and_the_model_reads_the_typed_refusal(
         local_stack, mocked_aws, gateway, erp, tools):
     ledger = mocked_aws["ledger"]
     ledger.set_switch(REFUND, SwitchState.STOPPED, reason="gateway em manutenção", **SUPERVISOR)
@@ -55,13 +62,13 @@ def test_a_stopped_refund_tool_is_never_invoked_and_the_customer_is_told_nothing
 
     assert sum(invoker.calls.values()) == 0  # not the refund, not the feasibility's status read
     assert gateway.debits() == [] and gateway.stats().get("reembolso", 0) == 0
-    assert (reply.status, reply.motivo, reply.resposta) == ("ativa", "ferramenta_desligada", texts.TOOL_STOPPED)
-    assert "nada foi feito" in reply.resposta
+    # The turn goes on: the model read the refusal and answered (no fixed reply from the control).
+    assert reply.status == "ativa" and reply.resposta == "Posso ajudar em algo mais?" and len(model.requests) == 2
     state = ledger.read_conversation("conv-int-1")
     result = [b for m in state.messages if m["role"] == "user" and isinstance(m["content"], list)
               for b in m["content"] if b.get("type") == "tool_result"]
-    assert len(result) == 1 and result[0]["is_error"] is True
-    assert json.loads(result[0]["content"])["erro"] == "ferramenta_desligada"
+    assert result[0]["is_error"] is True and json.loads(result[0]["content"])["erro"] == "ferramenta_desligada"
+    assert [r for r in result if r.get("is_error")] == [result[0]]  # the only refusal: the stopped call
     assert _switch_links(ledger, "conv-int-1") == [
         {"ferramenta": REFUND, "mensagemId": _switch_links(ledger, "conv-int-1")[0]["mensagemId"]}]
     assert list(ledger.attempts("conv-int-1")) == []  # refused before the ceiling counts it
@@ -77,8 +84,9 @@ def test_a_hand_edited_malformed_item_stops_the_tool(mocked_aws, estado):
     mocked_aws["dynamodb"].put_item(TableName=LEDGER_TABLE, Item=item)
     model, invoker = _refund_then_text(), CountingInvoker()
     orch, _ = build(model, mocked_aws["ledger"], invoker)
-    reply = orch.handle(_turn(f"conv-int-{uuid.uuid4().hex[:6]}"), Deadline.after(60))
-    assert reply.motivo == "ferramenta_desligada" and sum(invoker.calls.values()) == 0
+    orch.handle(_turn(f"conv-int-{uuid.uuid4().hex[:6]}"), Deadline.after(60))
+    assert sum(invoker.calls.values()) == 0
+    assert json.loads(_last_refusal(model))["erro"] == "ferramenta_desligada"
     assert not mocked_aws["ledger"].tool_switch(REFUND).running
 
 
@@ -112,3 +120,25 @@ def test_a_switch_needs_a_bounded_single_line_reason(mocked_aws, reason):
     with pytest.raises(ValueError):
         mocked_aws["ledger"].set_switch(REFUND, SwitchState.STOPPED, reason=reason, **SUPERVISOR)
     assert mocked_aws["ledger"].tool_switch(REFUND).running  # nothing written
+
+
+def test_a_stopped_tool_beside_an_executed_refund_never_says_nothing_was_done(
+        local_stack, mocked_aws, gateway, erp, tools):
+    """One response, two calls: the refund runs, the profile tool is stopped. The refusal goes
+    back to the model (the turn goes on); nothing the customer reads says nothing was done."""
+    from .support.anthropic_fake import tool_uses
+
+    ledger = mocked_aws["ledger"]
+    ledger.set_switch("atualizar_cadastro", SwitchState.STOPPED, reason="manutenção do cadastro", **SUPERVISOR)
+    model = ScriptedModel(tool_uses((REFUND, {"pedidoId": "4821", "valor": 189.9}),
+                                    ("atualizar_cadastro", {"campos": {"email": "a@example.com"}})),
+                          text_reply("Posso ajudar em algo mais?"))
+    invoker = _real_tools(tools)
+    orch, _ = build(model, ledger, invoker)
+    reply = orch.handle(_turn("conv-int-rodada"), Deadline.after(60))
+
+    assert invoker.calls[REFUND] == 1 and invoker.calls.get("atualizar_cadastro", 0) == 0
+    assert len(gateway.debits()) == 1
+    assert reply.motivo != "ferramenta_desligada"
+    assert "nada foi feito" not in (reply.resposta or "")
+    assert len(model.requests) == 2  # the model read both results and answered
