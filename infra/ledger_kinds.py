@@ -78,7 +78,9 @@ LEDGER_ACCESS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         "conversa#": GPU, "envio#": GPU, "contato#": (GET,), "auditoria#": (PUT,), "auditoria-cabeca#": GU,
     },
     Ids.DECISION_ROLE: {
-        "aprovacao#": GU, "conversa#": (GET,), "auditoria#": (PUT,), "auditoria-cabeca#": GU,
+        # PutItem: approving a LOWER amount records a new request bound to the new arguments
+        # (cadencia_shared.approval_policy), which this role creates and decides at once.
+        "aprovacao#": GPU, "conversa#": (GET,), "auditoria#": (PUT,), "auditoria-cabeca#": GU,
         "interruptor#": GP,  # the supervisors' switch route (GET /interruptores, POST /interruptores/{ferramenta})
     },
     Ids.RECONCILER_ROLE: {"reivindicacao#": GU},

@@ -192,10 +192,11 @@ def test_the_contract_grants_are_the_table():
         assert all(p.endswith("#*") and p != "*" for g in grants for p in g.leading_keys)
 
 
-def test_no_one_but_the_decision_role_may_update_an_approval_without_also_requesting_one():
-    """The point of the table: the decision role never creates a request, and the
-    roles that create requests are the orchestrators (the gate), never a tool."""
-    assert "dynamodb:PutItem" not in LEDGER_ACCESS[Ids.DECISION_ROLE]["aprovacao#"]
+def test_only_the_orchestrators_and_the_decision_role_touch_approvals():
+    """The roles that write approval records are the orchestrators (the gate's request) and
+    the decision role (a decision, and the new request a lower approved amount needs: its
+    PutItem is what `approval_policy` calls), never a tool nor the channel's other roles."""
+    assert "dynamodb:PutItem" in LEDGER_ACCESS[Ids.DECISION_ROLE]["aprovacao#"]
     writers = {r for r, row in LEDGER_ACCESS.items() if "aprovacao#" in row}
     assert writers == {Ids.ORCHESTRATOR_ROLE, Ids.WHATSAPP_CONSUMER_ROLE, Ids.DECISION_ROLE}
 
@@ -219,6 +220,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
     # deployed role has AUDIT_TABLE): the rows that carried that fallback keep it.
     "auditoria#": ("audit_pk",),
     "auditoria-cabeca#": ("append_audit",),
+    "interruptor#": ("switch_pk", "tool_switch", "set_switch"),
 }
 # Role -> its handler module (as the constructs name it).
 HANDLERS = {
