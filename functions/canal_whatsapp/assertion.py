@@ -23,10 +23,11 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
-import pydantic_core
+from pydantic import TypeAdapter, ValidationError
 
 ASSERTION = "assercao"
 ISSUED_AT = "emitidoEm"
+_ANY_JSON: TypeAdapter[Any] = TypeAdapter(Any)
 CLOCK_SKEW_S = 300  # an issue time this far in the future is still the ingress's clock, not a forgery
 _HEX = re.compile(r"\A[0-9a-f]{64}\Z")
 
@@ -63,8 +64,8 @@ def verify(body: str | bytes, key: str, *, now_s: float, max_age_s: int) -> dict
     """The signed fields (without ``emitidoEm`` and the assertion), or why they are refused."""
     try:
         # pydantic's parser bounds nesting (json.loads raises RecursionError on a deep body).
-        parsed = pydantic_core.from_json(body)
-    except ValueError:
+        parsed = _ANY_JSON.validate_json(body)
+    except (ValidationError, ValueError):
         return Refusal.NOT_AN_OBJECT
     if not isinstance(parsed, dict):
         return Refusal.NOT_AN_OBJECT
