@@ -130,8 +130,8 @@ def _audit_append(purpose: str) -> Grant:
 
 # Every ledger grant comes from infra/ledger_kinds.py: per role, the item kinds
 # (key prefixes) and the actions on each, scoped by ``dynamodb:LeadingKeys``. The
-# profile tool's row is the chain's head anchor only (auditoria-cabeca#{chain}).
-AUDIT_ANCHOR_ONLY = ledger_grants(Ids.role("atualizar_cadastro"))[0]
+# profile tool's row is the chain's head anchor (auditoria-cabeca#{chain}) and, like every
+# tool's, SEAL's edge: GetItem of the call's session, PutItem of its used envelope.
 
 
 @dataclass(frozen=True)
@@ -152,12 +152,15 @@ class ToolRole:
 
 TOOL_ROLES: tuple[ToolRole, ...] = (
     ToolRole("consultar_status_pedido", "consultar_status_pedido", "cadencia-consultar-status-pedido",
-             "cadencia-agente-consulta-role", "cadencia_agente_consulta", db_privileges=(
+             "cadencia-agente-consulta-role", "cadencia_agente_consulta", (
+                 *ledger_grants(Ids.role("consultar_status_pedido")),  # SEAL's edge only
+             ), db_privileges=(
                  "SELECT (id, cliente_id, status, valor_pedido, status_reembolso, valor_reembolsado, "
                  "previsao_entrega, codigo_rastreio) ON pedidos",)),
     ToolRole("emitir_reembolso", "emitir_reembolso", "cadencia-emitir-reembolso",
              "cadencia-agente-reembolso-role", "cadencia_agente_reembolso", (
-                 *ledger_grants(Ids.role("emitir_reembolso")),  # claim (conditional PutItem), read, settle
+                 # claim (conditional PutItem), read, settle; SEAL's edge and the approval it names
+                 *ledger_grants(Ids.role("emitir_reembolso")),
                  Grant(("secretsmanager:GetSecretValue",), (ref(Ids.GATEWAY_SECRET),),
                        "read the payment-gateway token, only after the claim succeeded (only this role and the "
                        "reconciler's can)"),
@@ -170,7 +173,7 @@ TOOL_ROLES: tuple[ToolRole, ...] = (
     ToolRole("atualizar_cadastro", "atualizar_cadastro", "cadencia-atualizar-cadastro",
              "cadencia-agente-cadastro-role", "cadencia_agente_cadastro", (
                  _audit_append("append the profile change's record (field names only)"),
-                 AUDIT_ANCHOR_ONLY,
+                 *ledger_grants(Ids.role("atualizar_cadastro")),
              ), db_privileges=("SELECT (id) ON clientes", "UPDATE (endereco, telefone, email) ON clientes")),
 )
 TOOL_FUNCTION_ARNS = tuple(att(Ids.function(t.package), "Arn") for t in TOOL_ROLES)

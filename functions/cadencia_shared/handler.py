@@ -18,7 +18,8 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ValidationError
 
-from .observability import Metric, count_for_tool
+from . import seal_edge
+from .observability import TOOL_DIMENSION, Metric, count, count_for_tool
 from .results import ErrorCode, ToolError, ToolResponse
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -125,6 +126,18 @@ def tool_handler(
             logger.info("tool answered", extra={"resultado": response.resultado})
             return response.to_json()
 
-        return answer
+        def sealed_edge(event: Any, context: LambdaContext) -> dict[str, Any]:
+            # SEAL first (docs/seal.md): a call the turn did not sign reaches no logic. An event
+            # that is not an object is answered invalid by the strict edge, with nothing read.
+            if isinstance(event, dict):
+                found = seal_edge.verify(tool, event)
+                if found is not None:
+                    logger.warning("seal refused", extra={"codigo": int(found.code), "envelope": found.envelope_id})
+                    count(Metric.SEAL_REFUSALS, {TOOL_DIMENSION: tool, "Codigo": str(int(found.code))})
+                    return ToolResponse.failure(tool, seal_edge.refusal_error(found)).to_json()
+                event = seal_edge.without_envelope(event)
+            return answer(event, context)
+
+        return sealed_edge
 
     return decorate

@@ -183,9 +183,11 @@ def _amount(arguments: Mapping[str, Any]) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
         return Decimal("Infinity")  # no readable amount: treated as above any limit
     try:
-        return Decimal(str(value))
+        amount = Decimal(str(value))
     except InvalidOperation:
         return Decimal("Infinity")
+    # NaN (Python's json reads it) would make the comparison raise: no readable amount either.
+    return amount if amount.is_finite() else Decimal("Infinity")
 
 
 def ledger_approvals(ledger: Any) -> ApprovalCheck:
