@@ -139,8 +139,8 @@ def run(state: Any) -> Result:
         rows = []
         for case, spec, event, expected in forged_calls(ledger, used):
             out = invoker.invoke(spec, event).payload or {}
-            erro = out.get("erro") or {}
-            code = (erro.get("detalhes") or {}).get("codigo") if erro.get("codigo") == "selo_recusado" else None
+            error = out.get("erro") or {}
+            code = (error.get("detalhes") or {}).get("codigo") if error.get("codigo") == "selo_recusado" else None
             rows.append(Row(case, expected, code))
         erp_after = _erp(conn)
         changes = sum(a != b for a, b in zip(erp_before, erp_after, strict=True)) \
