@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from cadencia_shared.catalog import TOOLS
+
 from .grants import Grant
 from .logical_ids import Ids
 
@@ -78,7 +80,7 @@ _SEAL_EDGE: dict[str, tuple[str, ...]] = {"sessao#": (GET,), "jti#": (PUT,)}
 
 # Role logical id -> kind prefix -> the actions on it. Derived from what each role's
 # code calls (the scan in tests/infra/test_ledger_kinds.py keeps the kinds honest).
-LEDGER_ACCESS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
+_ROWS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     Ids.ORCHESTRATOR_ROLE: _LOOP,
     Ids.WHATSAPP_CONSUMER_ROLE: {**_LOOP, "envio#": GPU, "contato#": GP},
     Ids.WHATSAPP_HUMAN_REPLY_ROLE: {
@@ -92,9 +94,12 @@ LEDGER_ACCESS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     },
     Ids.RECONCILER_ROLE: {"reivindicacao#": GU},
     # A refund above the limit names its approval: the edge reads that record (codes 2005/2006).
-    Ids.role("emitir_reembolso"): {"reivindicacao#": GPU, **_SEAL_EDGE, "aprovacao#": (GET,)},
-    Ids.role("atualizar_cadastro"): {"auditoria-cabeca#": GU, **_SEAL_EDGE},
-    Ids.role("consultar_status_pedido"): _SEAL_EDGE,
+    Ids.role("emitir_reembolso"): {"reivindicacao#": GPU, "aprovacao#": (GET,)},
+    Ids.role("atualizar_cadastro"): {"auditoria-cabeca#": GU},
+}
+# Every tool of the registry gets SEAL's edge beside what its own row says (a new tool too).
+LEDGER_ACCESS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
+    **_ROWS, **{Ids.role(t.package): {**_ROWS.get(Ids.role(t.package), {}), **_SEAL_EDGE} for t in TOOLS.values()},
 }
 
 

@@ -30,7 +30,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from cadencia_shared.catalog import TOOLS
 from cadencia_shared.ledger import Ledger
 from cadencia_shared.ledger.sessions import SessionLimits, SessionStore, TurnSession
-from cadencia_shared.seal import seal
+from cadencia_shared.seal_envelope import seal
 
 from .model import Deadline
 

@@ -9,7 +9,8 @@ from decimal import Decimal
 from cadencia_shared import approval_policy, seal_edge
 from cadencia_shared.identity import APPROVERS, SUPERVISORS, Person
 from cadencia_shared.ledger import Ledger, SwitchState
-from cadencia_shared.seal import Verifier, ledger_approvals
+from cadencia_shared.seal import Verifier
+from cadencia_shared.seal_approvals import ledger_approvals
 from infra.contract import Ids
 from orchestrator.model import Deadline
 from orchestrator.resume import Resumer
@@ -59,7 +60,7 @@ def test_a_sealed_refund_above_the_limit_runs_within_the_rows_of_the_orchestrato
     reads the approval the envelope names and uses up the envelope (jti#): each within its row."""
     refund_table, as_refund = _as_role(mocked_aws, Ids.role("emitir_reembolso"))
     edge = Verifier(refund_table.table, ledger_approvals(refund_table))
-    monkeypatch.setattr(seal_edge, "verify", edge.verify)
+    monkeypatch.setattr(seal_edge, "verify", lambda tool, event, _approvals: edge.verify(tool, event))
     orchestrator, as_orchestrator = _as_role(mocked_aws, Ids.ORCHESTRATOR_ROLE)
     conv = _conv("selada")
     first, orch = _ask(orchestrator, _invoker(tools), conv)

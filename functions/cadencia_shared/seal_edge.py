@@ -9,27 +9,31 @@ built once per execution environment from ``LEDGER_TABLE`` and the AWS settings.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
 from .aws import AwsSettings, client
 from .ledger import Ledger
 from .results import ErrorCode, ToolError
-from .seal import ENVELOPE_FIELD, SealRefusal, Verifier, ledger_approvals
+from .seal import ENVELOPE_FIELD, ApprovalCheck, SealRefusal, Verifier
 from .settings import LedgerSettings
+
+# How a tool's edge checks an approval an envelope names: the refund's handler wires
+# ``seal_approvals.ledger_approvals``; a tool without an approval policy, ``no_approvals``.
+Approvals = Callable[[Ledger], ApprovalCheck]
 
 REFUSAL_MESSAGE = "Chamada recusada: não foi autorizada por este atendimento (selo)."
 
 
 @cache
-def verifier_for(aws: AwsSettings, ledger: LedgerSettings) -> Verifier:
+def verifier_for(aws: AwsSettings, ledger: LedgerSettings, approvals: Approvals) -> Verifier:
     table = Ledger(ledger.table_name, client("dynamodb", aws))
-    return Verifier(table.table, ledger_approvals(table))
+    return Verifier(table.table, approvals(table))
 
 
-def verify(tool: str, event: Mapping[str, Any]) -> SealRefusal | None:
-    return verifier_for(AwsSettings.from_env(), LedgerSettings.from_env()).verify(tool, event)
+def verify(tool: str, event: Mapping[str, Any], approvals: Approvals) -> SealRefusal | None:
+    return verifier_for(AwsSettings.from_env(), LedgerSettings.from_env(), approvals).verify(tool, event)
 
 
 def refusal_error(refusal: SealRefusal) -> ToolError:

@@ -33,7 +33,7 @@ def seal_as_turn(ledger: Ledger, tool: str, event: Any, *, approval_id: str | No
     if not isinstance(event, dict) or ENVELOPE_FIELD in event:
         return event
     conversation, customer = event.get("conversaId"), event.get("clienteId")
-    if not isinstance(conversation, str) or type(customer) is not int or not 0 < customer < 2**63:
+    if not isinstance(conversation, str) or type(customer) is not int or not -(2**63) < customer < 2**63:
         return event
     try:
         session = open_session(ledger, conversation, customer)
