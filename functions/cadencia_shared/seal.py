@@ -77,7 +77,9 @@ def _well_formed(envelope: Any) -> bool:
         return False
     texts = ("sessao", "jti", "ferramenta", "argsSha256", "conversaId", "assinatura")
     numbers = ("clienteId", "emitidoEm", "expiraEm")
-    if any(not isinstance(envelope.get(k), str) or not envelope[k] or len(envelope[k]) > 200 for k in texts):
+    # A conversation id may be 256 characters (cadencia_shared.models.CONVERSATION_ID_PATTERN).
+    if any(not isinstance(envelope.get(k), str) or not envelope[k]
+           or len(envelope[k]) > (256 if k == "conversaId" else 200) for k in texts):
         return False
     if any(type(envelope.get(k)) is not int for k in numbers):
         return False
