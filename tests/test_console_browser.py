@@ -85,6 +85,23 @@ def test_an_approver_approves_from_the_page_and_the_refund_runs_once(local_stack
     assert [d["valor"] for d in gateway.debits_for(conv)] == ["120.00"]
 
 
+def test_above_the_two_person_amount_the_page_needs_a_second_approver(local_stack, erp, gateway, api, browser):
+    conv, approval = _waiting(local_stack, 189.9)  # above POLICY's R$ 150 for two people
+    for login in ("ana", "ana"):  # the same person twice changes nothing
+        sign_in(browser, api, login)
+        browser.get(f"{api.url}/console/aprovacoes/{approval}")
+        submit(browser, "aprovar", justificativa="conferido com o cliente")
+        assert "falta a de outra pessoa" in browser.find_element(By.ID, "aviso").text
+        assert browser.find_element(By.ID, "situacao").text == "pendente"
+        assert gateway.debits_for(conv) == []
+    sign_in(browser, api, "bruno")
+    browser.get(f"{api.url}/console/aprovacoes/{approval}")
+    submit(browser, "aprovar", justificativa="segunda pessoa confere")
+    assert browser.find_element(By.ID, "situacao").text in ("aprovada", "consumida")
+    assert USERS["bruno"].sub in browser.find_element(By.ID, "decidido-por").text
+    assert [d["valor"] for d in gateway.debits_for(conv)] == ["189.90"]
+
+
 def test_an_approver_denies_with_a_hostile_reason_shown_as_text(local_stack, erp, gateway, api, browser):
     conv, approval = _waiting(local_stack, 120.0)
     sign_in(browser, api, "bruno")

@@ -76,6 +76,12 @@ MESSAGES = {
     "entrada_invalida": "Preencha o formulário: a justificativa tem de 3 a 500 caracteres, numa linha.",
     "login_invalido": "Usuário ou senha inválidos.",
 }
+OUTCOMES = {  # what the page after a decision says (the redirect names the outcome, nothing personal)
+    "aprovada": "Aprovado: a chamada vai rodar e o cliente será avisado.",
+    "negada": "Negado: o cliente será avisado.",
+    approval_policy.AWAITING_SECOND: "Sua aprovação foi registrada; falta a de outra pessoa (valor acima do "
+                                     "limite de duas pessoas).",
+}
 REASONS = {"acima_do_limite": "valor acima do limite automático",
            "segundo_reembolso": "segundo reembolso do mesmo pedido"}
 DECISION_FIELDS = frozenset({CSRF_FIELD, "decisao", "justificativa", "valorAprovado"})
@@ -168,17 +174,19 @@ def register(app: APIGatewayHttpResolver, ledger: Ledger, *, resume: Callable[[s
         pending = [_view(r, now) for r in ApprovalStore(ledger).pending()]
         return page("aprovacoes.html", pendentes=pending, **common(who))
 
-    def show(approval: str, who: Person, status: int = 200, message: str | None = None) -> Response[str]:
+    def show(approval: str, who: Person, status: int = 200, message: str | None = None,
+             notice: str | None = None) -> Response[str]:
         record = ApprovalStore(ledger).get(approval)
         if record is None:
             raise PageError(404, "aprovacao_inexistente")
         return page("aprovacao.html", status, a=_view(record, ledger.now_ms(), full=record), mensagem=message,
-                    **common(who))
+                    aviso=notice, **common(who))
 
     @app.get("/console/aprovacoes/<approval>")
     def approval_page(approval: str) -> Response[str]:
         who = operator()
-        return show(_approval_id(approval), who)
+        outcome = (app.current_event.query_string_parameters or {}).get("resultado", "")
+        return show(_approval_id(approval), who, notice=OUTCOMES.get(outcome))
 
     @app.post("/console/aprovacoes/<approval_path>/decisao")
     def decision(approval_path: str) -> Response[str]:
@@ -200,7 +208,7 @@ def register(app: APIGatewayHttpResolver, ledger: Ledger, *, resume: Callable[[s
         except actions.Refused as refused:
             status = {"grupo_nao_autorizado": 403, "valor_invalido": 400, "aprovacao_inexistente": 404}
             return show(approval, who, status.get(refused.code, 409), MESSAGES.get(refused.code, refused.code))
-        return see_other(f"/console/aprovacoes/{decided.record.id}")
+        return see_other(f"/console/aprovacoes/{decided.record.id}?resultado={decided.outcome}")
 
     @app.get("/console/interruptores")
     def switches() -> Response[str]:

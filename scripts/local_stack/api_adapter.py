@@ -23,6 +23,7 @@ import json
 import re
 import threading
 import time
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable, Mapping
@@ -82,6 +83,9 @@ def api_event(route: ApiRoute, params: dict[str, str], *, method: str, path: str
             **({"authorizer": authorizer} if authorizer else {}),
         },
         "pathParameters": params, "body": body, "isBase64Encoded": False,
+        # As API Gateway renders them: a name given twice has its values joined by commas.
+        **({"queryStringParameters": {k: ",".join(v) for k, v in urllib.parse.parse_qs(query).items()}}
+           if query else {}),
     }
 
 

@@ -104,7 +104,7 @@ def _page_to_resume(state: stack.StackState, event: dict[str, Any], answer: dict
 
     from .aws import session_client
 
-    location = (answer.get("headers") or {}).get("Location", "")
+    location = (answer.get("headers") or {}).get("Location", "").split("?", 1)[0]
     approval = location.rsplit("/", 1)[-1] if location else (event.get("pathParameters") or {}).get("aprovacaoId")
     ledger = Ledger(state.ledger_table, session_client("dynamodb", state.aws_endpoint))
     record = ApprovalStore(ledger).get(approval or "")
