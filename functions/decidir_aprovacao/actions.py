@@ -10,22 +10,35 @@ the decision is final. ``switch`` replaces a tool's kill switch and audits it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel
 
 from cadencia_shared import approval_policy
 from cadencia_shared.approvals import DecisionRefused
 from cadencia_shared.identity import Person
 from cadencia_shared.ledger import Ledger, SwitchState, ToolSwitch
+from cadencia_shared.models import EDGE_CONFIG, Justification
 
 SWITCH_CHANGED_EVENT = "INTERRUPTOR_ALTERADO"
 
 
-@dataclass(frozen=True)
+class ApiDecision(BaseModel):
+    """A decision's body: the JSON API's and the page's form (read into the same model)."""
+
+    model_config = EDGE_CONFIG
+
+    decisao: Literal["aprovar", "negar"]
+    justificativa: Justification
+    valorAprovado: str | None = None  # reais as text ("150.00"): a lower amount than asked
+
+
 class Refused(Exception):
     """A decision the policy refused (nothing decided); ``code`` is its wire name."""
 
-    code: str
+    def __init__(self, code: str) -> None:
+        super().__init__(code)
+        self.code = code
 
 
 def decide(ledger: Ledger, approval: str, *, who: Person, approve: bool, justification: str,

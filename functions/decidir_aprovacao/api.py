@@ -18,31 +18,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from cadencia_shared import approval_policy
 from cadencia_shared.approvals import ApprovalStore
 from cadencia_shared.handler import describe
 from cadencia_shared.identity import APPROVERS, IdentityRefused, Person, json_body, person_from_event
 from cadencia_shared.ledger import Ledger
-from cadencia_shared.models import APPROVAL_ID_PATTERN, EDGE_CONFIG, Justification
+from cadencia_shared.models import APPROVAL_ID_PATTERN
 
 from . import actions, console, switches_api
+from .actions import ApiDecision
 from .logic import masked
 
 Resume = Callable[[str], None]
 STATUS = {"aprovacao_inexistente": 404, "grupo_nao_autorizado": 403, "valor_invalido": 400}
-
-
-class ApiDecision(BaseModel):
-    model_config = EDGE_CONFIG
-
-    decisao: Literal["aprovar", "negar"]
-    justificativa: Justification
-    valorAprovado: str | None = None  # reais as text ("150.00"): a lower amount than asked
 
 
 class ApiError(Exception):

@@ -50,6 +50,7 @@ from .console_session import (
     session_token,
 )
 from .logic import masked
+from .switches_api import SwitchChange
 
 PAGES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True)
 SECURITY_HEADERS = {
@@ -193,11 +194,9 @@ def register(app: APIGatewayHttpResolver, ledger: Ledger, *, resume: Callable[[s
         approval = _approval_id(approval_path)
         form = posted(DECISION_FIELDS)
         who = operator()
-        from .api import ApiDecision  # the JSON API's body model: the same rules
-
         amount = form.get("valorAprovado", "").strip() or None
         try:
-            request = ApiDecision.model_validate({"decisao": form.get("decisao"), "justificativa":
+            request = actions.ApiDecision.model_validate({"decisao": form.get("decisao"), "justificativa":
                                                   form.get("justificativa", ""), "valorAprovado": amount}, strict=True)
         except ValidationError:
             return show(approval, who, 400, MESSAGES["entrada_invalida"])
@@ -226,8 +225,6 @@ def register(app: APIGatewayHttpResolver, ledger: Ledger, *, resume: Callable[[s
             raise PageError(403, "grupo_nao_autorizado")
         if not TOOL_PATTERN.match(tool) or tool not in TOOLS:
             raise PageError(404, "ferramenta_inexistente")
-        from .switches_api import SwitchChange  # the JSON API's body model: the same rules
-
         try:
             request = SwitchChange.model_validate({"estado": form.get("estado"), "motivo": form.get("motivo", "")},
                                                   strict=True)
