@@ -24,7 +24,7 @@ from orchestrator.model import Deadline
 
 from .support.anthropic_fake import ScriptedModel, text_reply, tool_use
 from .support.orchestrators import CountingInvoker, build
-from .test_operator_api import POLICY, USERS, _ledger, _status, _waiting, api, token  # noqa: F401 - fixture reused
+from .test_operator_api import POLICY, USERS, _chain, _ledger, _status, _waiting, api, token  # noqa: F401 - fixture reused
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 if not (CHROMIUM and DRIVER):
@@ -83,6 +83,8 @@ def test_an_approver_approves_from_the_page_and_the_refund_runs_once(local_stack
     assert browser.find_element(By.ID, "situacao").text in ("aprovada", "consumida")
     assert USERS["ana"].sub in browser.find_element(By.ID, "decidido-por").text
     assert [d["valor"] for d in gateway.debits_for(conv)] == ["120.00"]
+    decided = [r["detalhes"] for r in _chain(local_stack, conv) if r["evento"] == "APROVACAO_DECIDIDA"]
+    assert [(d["pessoaSub"], d["pessoaNome"], d["via"]) for d in decided] == [(USERS["ana"].sub, "ana", "api")]
 
 
 def test_above_the_two_person_amount_the_page_needs_a_second_approver(local_stack, erp, gateway, api, browser):
