@@ -33,9 +33,9 @@ if not (CHROMIUM and DRIVER):
     pytest.skip("chromium/chromedriver not installed (scripts/setup.sh installs them)", allow_module_level=True)
 
 from selenium import webdriver  # noqa: E402 - only once the browser is known to be there
+from selenium.common.exceptions import WebDriverException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support import expected_conditions  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 HOSTILE = '<script>document.title="pwned"</script><img src=x onerror="document.title=\'pwned\'">'
@@ -69,8 +69,17 @@ def submit(driver: webdriver.Chrome, form_id: str, **fields: str) -> None:
     form = driver.find_element(By.ID, form_id)
     for name, value in fields.items():
         form.find_element(By.NAME, name).send_keys(value)
+    # The old document is marked; the next page is loaded once a complete document lacks the mark.
+    # (Selenium's staleness_of asks the old node, which chromedriver may answer with a plain
+    # WebDriverException "Node with given id does not belong to the document" mid-navigation.)
+    driver.execute_script("document.documentElement.dataset.enviado = 'sim'")
     form.find_element(By.TAG_NAME, "button").click()
-    WebDriverWait(driver, 120).until(expected_conditions.staleness_of(form))  # the next page has loaded
+    WebDriverWait(driver, 120, ignored_exceptions=(WebDriverException,)).until(_next_page_loaded)
+
+
+def _next_page_loaded(driver: webdriver.Chrome) -> bool:
+    return bool(driver.execute_script(
+        "return document.readyState === 'complete' && document.documentElement.dataset.enviado === undefined"))
 
 
 def test_an_approver_approves_from_the_page_and_the_refund_runs_once(local_stack, erp, gateway, api, browser):
