@@ -74,9 +74,9 @@ _LOOP: dict[str, tuple[str, ...]] = {
     "sessao#": (PUT, UPDATE),  # the turn's SEAL session: opened (PutItem), closed (UpdateItem); nobody else writes it
 }
 
-# Every tool's edge (SEAL, cadencia_shared/seal_edge.py): reads the call's session and uses
-# up its envelope (a conditional PutItem of jti#); nothing else of the ledger.
-_SEAL_EDGE: dict[str, tuple[str, ...]] = {"sessao#": (GET,), "jti#": (PUT,)}
+# Every tool's edge (cadencia_shared/seal_edge.py): reads the call's SEAL session, uses up
+# its envelope (a conditional PutItem of jti#) and reads the tool's kill switch again.
+_SEAL_EDGE: dict[str, tuple[str, ...]] = {"sessao#": (GET,), "jti#": (PUT,), "interruptor#": (GET,)}
 
 # Role logical id -> kind prefix -> the actions on it. Derived from what each role's
 # code calls (the scan in tests/infra/test_ledger_kinds.py keeps the kinds honest).
