@@ -189,26 +189,24 @@ def _amount(arguments: Mapping[str, Any]) -> Decimal:
 
 
 def ledger_approvals(ledger: Any) -> ApprovalCheck:
-    """The approval check over the ledger's ``aprovacao#`` records: the named record
-    exists, is approved (or already handed to this call: consumed), unexpired, and
-    binds exactly this conversation, tool and arguments (``ApprovalRecord.binds``; the
-    tool version is the confirmation gate's check, the release being the orchestrator's)."""
-    from .approvals import ApprovalStatus, ApprovalStore
+    """The approval check over the ledger: ``approval_use.usability`` — the named request
+    binds exactly this conversation, tool and arguments (the tool version is the
+    confirmation gate's check, the release being the orchestrator's), is approved (or
+    already handed to this call: consumed) and unexpired, AND the person's decision record
+    (``decisao#``, which only the decision role writes) approves exactly it."""
+    from .approval_use import Usability, usability
+    from .approvals import ApprovalStore
 
     store = ApprovalStore(ledger)
+    codes = {Usability.NOT_BINDING: SealCode.APPROVAL_NOT_BINDING, Usability.NOT_USABLE: SealCode.APPROVAL_NOT_USABLE}
 
     def check(approval: str, conversation_id: str, tool: str, arguments: dict[str, Any]) -> SealCode | None:
         try:
             record = store.get(approval)
         except ValueError:
             record = None
-        digest = canonical_arguments(arguments)[1]
-        if record is None or not record.binds(conversation_id=conversation_id, tool=tool,
-                                              version=record.tool_version, arguments_sha256=digest):
-            return SealCode.APPROVAL_NOT_BINDING
-        if record.status not in (ApprovalStatus.APPROVED, ApprovalStatus.CONSUMED) \
-                or record.expired(ledger.now_ms()):
-            return SealCode.APPROVAL_NOT_USABLE
-        return None
+        answer = usability(ledger, record, conversation_id=conversation_id, tool=tool,
+                           arguments_sha256=canonical_arguments(arguments)[1])
+        return codes.get(answer)
 
     return check
