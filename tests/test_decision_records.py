@@ -17,6 +17,7 @@ from botocore.exceptions import ClientError
 from cadencia_shared import approval_decisions, approval_policy
 from cadencia_shared.approval_arguments import canonical_arguments
 from cadencia_shared.approval_use import Usability, usability
+from cadencia_shared.approval_use import binding_of as approval_use_binding
 from cadencia_shared.approvals import ApprovalStatus, ApprovalStore, DecisionRefused
 from cadencia_shared.identity import APPROVERS, Person
 from cadencia_shared.ledger import APPROVAL_APPROVED_MARK, Ledger, approval_pk, decision_pk
@@ -185,3 +186,51 @@ def test_a_denial_stands_even_when_the_request_is_reopened_by_hand(mocked_aws, g
         _decide(decision, approval, BRUNO)
     assert approval_decisions.read(decision, approval).decision == approval_decisions.DENIED
     assert invoker.calls["emitir_reembolso"] == 0 and gateway.debits_for(conv) == []
+
+
+def _approved_request(ledger: Ledger):
+    store = ApprovalStore(ledger)
+    record, _ = store.request(tool="emitir_reembolso", version="v1", arguments={"pedidoId": "4821", "valor": 150.0},
+                              conversation_id=_conv("campos"), customer_id=1001, amount=Decimal("150"),
+                              reason="acima_do_limite", validity_s=600)
+    _forge_approved(ledger, record.id)
+    return store.get(record.id)
+
+
+# Each way a decision record may fail to be exactly this request's approval.
+OFF = {
+    "conversation": ({"conversation_id": "outra-conversa"}, {}),
+    "tool": ({"tool": "atualizar_cadastro"}, {}),
+    "version": ({"tool_version": "v2"}, {}),
+    "digest": ({"arguments_sha256": "0" * 64}, {}),
+    "expiry": ({"expires_at_ms": 10**15}, {}),
+    "denied": ({}, {"decision": approval_decisions.DENIED}),
+    "first only": ({}, {"decision": approval_decisions.FIRST}),
+    "one person twice": ({}, {"approvers": (ANA.subject, ANA.subject), "required": 2}),
+    "nobody required": ({}, {"approvers": (), "required": 0}),
+}
+
+
+@pytest.mark.parametrize("off", sorted(OFF))
+def test_a_decision_record_off_by_one_field_authorises_nothing(mocked_aws, off):
+    ledger = mocked_aws["ledger"]
+    record = _approved_request(ledger)
+    changed, written = OFF[off]
+    binding = approval_use_binding(record)
+    binding = type(binding)(**{**binding.__dict__, **changed})
+    approval_decisions.write(ledger, binding, **{"decision": approval_decisions.APPROVED,
+                                                 "approvers": (ANA.subject,), "required": 1, **written})
+    assert usability(ledger, record, conversation_id=record.conversation_id, tool=record.tool,
+                     arguments_sha256=record.arguments_sha256) is Usability.NOT_USABLE
+
+
+def test_the_same_record_with_its_exact_decision_is_usable(mocked_aws):
+    """The control for the test above: nothing changed, usable."""
+    ledger = mocked_aws["ledger"]
+    record = _approved_request(ledger)
+    approval_decisions.write(ledger, approval_use_binding(record), decision=approval_decisions.APPROVED,
+                             approvers=(ANA.subject,), required=1)
+    assert usability(ledger, record, conversation_id=record.conversation_id, tool=record.tool,
+                     arguments_sha256=record.arguments_sha256) is Usability.USABLE
+    assert usability(ledger, record, conversation_id=record.conversation_id, tool=record.tool,
+                     arguments_sha256="0" * 64) is Usability.NOT_BINDING

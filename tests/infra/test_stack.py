@@ -165,7 +165,7 @@ def test_dynamodb_endpoint_policy_allows_only_what_the_functions_in_the_vpc_call
         return stmt.get("Condition", {}).get("ForAllValues:StringLike", {}).get("dynamodb:LeadingKeys")
 
     by_target = {(json.dumps(s["Resource"], sort_keys=True), json.dumps(keys(s))): s for s in statements}
-    assert len(by_target) == len(statements) == 4, statements
+    assert len(by_target) == len(statements) == 5, statements
     # The profile tool's audit record (isolated subnets: the endpoint is its only way to DynamoDB).
     audit = by_target[(json.dumps({"Fn::GetAtt": [Ids.AUDIT_TABLE, "Arn"]}), "null")]
     assert audit["Action"] == ["dynamodb:PutItem", "dynamodb:Query"]
@@ -175,6 +175,9 @@ def test_dynamodb_endpoint_policy_allows_only_what_the_functions_in_the_vpc_call
     # The refund's claim and the reconciler's reads and settles: refund claims only.
     claims = by_target[(json.dumps(ledger), json.dumps(["reivindicacao#*"]))]
     assert sorted(claims["Action"]) == ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
+    # The refund edge's read of a person's approval decision (SEAL's check): read only.
+    decisions = by_target[(json.dumps(ledger), json.dumps(["decisao#*"]))]
+    assert decisions["Action"] == "dynamodb:GetItem"
     # The reconciler's one Query, on the sparse index of unsettled refund claims only.
     index = by_target[(json.dumps({"Fn::Join": ["", [ledger, "/index/pendenciasPorVisita"]]}, sort_keys=True),
                        "null")]
