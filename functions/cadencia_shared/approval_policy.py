@@ -197,17 +197,22 @@ def _write_first(ledger: Ledger, record: ApprovalRecord, person: Person) -> bool
     except ClientError as err:
         if not condition_failed(err):
             raise
-        # The display copy is there already (this person's retry), or the request moved on.
+        # A display copy is there already (a retry, or one the orchestrators wrote: it decides
+        # nothing), or the request moved on since it was read.
         fresh = ApprovalStore(ledger).get(record.id)
         if fresh is None or fresh.status is not ApprovalStatus.PENDING or fresh.expired(ledger.now_ms()):
-            raise DecisionRefused("aprovacao_anulada" if fresh is not None and fresh.status is ApprovalStatus.VOIDED
-                                  else "aprovacao_ja_decidida" if fresh is not None
-                                  and fresh.status is not ApprovalStatus.PENDING else "aprovacao_expirada",
-                                  fresh) from None
-        return True
+            raise DecisionRefused(_moved_on(fresh), fresh) from None
     ledger.append_audit(conversation_id=record.conversation_id, event="APROVACAO_PRIMEIRA_PESSOA",
                         details={"aprovacaoId": record.id, **person.audit()})
     return True
+
+
+def _moved_on(record: ApprovalRecord | None) -> str:
+    if record is not None and record.status is ApprovalStatus.VOIDED:
+        return "aprovacao_anulada"
+    if record is not None and record.status is not ApprovalStatus.PENDING:
+        return "aprovacao_ja_decidida"
+    return "aprovacao_expirada"
 
 
 def _lower_request(store: ApprovalStore, record: ApprovalRecord, amount: Decimal, now_ms: int) -> ApprovalRecord:
