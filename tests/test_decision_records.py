@@ -22,7 +22,8 @@ from cadencia_shared.approvals import ApprovalStatus, ApprovalStore, DecisionRef
 from cadencia_shared.identity import APPROVERS, Person
 from cadencia_shared.ledger import APPROVAL_APPROVED_MARK, Ledger, approval_pk, decision_pk
 from cadencia_shared.ledger.table import serialize
-from cadencia_shared.seal import SealCode, ledger_approvals
+from cadencia_shared.seal import SealCode
+from cadencia_shared.seal_approvals import ledger_approvals
 from infra.contract import Ids
 from infra.ledger_kinds import LEDGER_ACCESS
 from orchestrator.model import Deadline
@@ -234,3 +235,24 @@ def test_the_same_record_with_its_exact_decision_is_usable(mocked_aws):
                      arguments_sha256=record.arguments_sha256) is Usability.USABLE
     assert usability(ledger, record, conversation_id=record.conversation_id, tool=record.tool,
                      arguments_sha256="0" * 64) is Usability.NOT_BINDING
+
+
+def test_the_refund_edge_reads_the_request_and_the_decision_within_its_row(mocked_aws, gateway, tools):
+    """SEAL's approval check as the refund tool's role (IAM's row enforced): it GetItems the request
+    AND the person's decision, nothing else; a request marked approved by hand is 2006 there too."""
+    orchestrator, _ = _as_role(mocked_aws, Ids.ORCHESTRATOR_ROLE)
+    decision, _ = _as_role(mocked_aws, Ids.DECISION_ROLE)
+    refund, as_refund = _as_role(mocked_aws, Ids.role("emitir_reembolso"))
+    conv = _conv("borda")
+    _ask(orchestrator, _invoker(tools), conv)
+    approval = _approval(mocked_aws["ledger"], conv)
+    _forge_approved(orchestrator, approval)
+    assert _seal_check(refund, approval) is SealCode.APPROVAL_NOT_USABLE
+    assert ("dynamodb:GetItem", "decisao#") in {(a, k) for a, k, _ in as_refund.calls}
+    # The real decision (the request is already aprovada by hand: its record is written, the request kept).
+    approval_decisions.write(decision, approval_use_binding(ApprovalStore(decision).get(approval)),
+                             decision=approval_decisions.APPROVED, approvers=(ANA.subject,), required=1)
+    assert _seal_check(refund, approval) is None
+    assert {(a, k) for a, k, _ in as_refund.calls} == {("dynamodb:GetItem", "aprovacao#"),
+                                                      ("dynamodb:GetItem", "decisao#")}
+    assert as_refund.violations == []

@@ -1,6 +1,6 @@
 """Whether an approval may be used to run a call: ONE answer every reader asks
 (the confirmation gate before it consumes, the resume before it runs the approved
-call, the tool edge's SEAL check ``seal.ledger_approvals``).
+call, the tool edge's SEAL check ``seal_approvals.ledger_approvals``).
 
     the request (``aprovacao#``) binds exactly this conversation, tool, version and
         arguments, intact                                          ─ else NOT_BINDING
@@ -17,7 +17,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from . import approval_decisions
-from .approvals import ApprovalRecord, ApprovalStatus
+from .approval_record import ApprovalRecord, ApprovalStatus
 from .ledger import Ledger
 
 

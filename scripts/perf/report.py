@@ -73,7 +73,9 @@ def goals_table(results: list[Measurement]) -> list[str]:
     cold = next((m for m in results if (m.design, m.scenario, m.scope) == ("cadencia", "status_disjuntor_frio",
                                                                             "turno")), None)
     rows = [
-        ("status turn: write units", "≤ 4", status.aws.total_write_units, status.aws.total_write_units <= 4),
+        # ≤ 4 before SEAL; + the session's open and close and the used envelope, one unit each
+        # (docs/performance.md, *SEAL*).
+        ("status turn: write units", "≤ 7", status.aws.total_write_units, status.aws.total_write_units <= 7),
         ("status turn: AWS calls", "≤ 4", status.aws_calls(), status.aws_calls() <= 4),
         *([("status turn, breaker state cold: AWS calls / read units", "warm + 1 GetItem",
             f"{cold.aws_calls()} / {_units(cold.aws.read_units)}",
