@@ -229,7 +229,18 @@ def _lower_request(store: ApprovalStore, record: ApprovalRecord, amount: Decimal
 
 def _close_replaced(ledger: Ledger, store: ApprovalStore, original: ApprovalRecord, lower: ApprovalRecord,
                     person: Person) -> None:
-    before = store.close(original.id, conversation_id=original.conversation_id, status=ApprovalStatus.VOIDED)
+    """The original closes only while still undecided. Decided meanwhile (another person
+    approved or denied it from a fresher read, or the conversation was cancelled), the lower
+    request this decision made is voided instead and the decision refused: a decision on a
+    stale read never overrides another's, and two approvals never wait side by side."""
+    before = store.close(original.id, conversation_id=original.conversation_id, status=ApprovalStatus.VOIDED,
+                         only_pending=True)
+    if before is None:
+        store.close(lower.id, conversation_id=lower.conversation_id, status=ApprovalStatus.VOIDED)
+        ledger.append_audit(conversation_id=original.conversation_id, event="APROVACAO_VALOR_MENOR_DESCARTADA",
+                            details={"aprovacaoId": original.id, "novaAprovacaoId": lower.id,
+                                     "motivo": "pedido_original_ja_decidido", **person.audit()})
+        raise DecisionRefused(_moved_on(store.get(original.id)), store.get(original.id))
     ledger.append_audit(conversation_id=original.conversation_id, event="APROVACAO_SUBSTITUIDA_POR_VALOR_MENOR",
                         details={"aprovacaoId": original.id, "novaAprovacaoId": lower.id,
                                  "statusAnterior": before.value if before else None,

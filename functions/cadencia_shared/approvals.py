@@ -248,16 +248,19 @@ class ApprovalStore:
         return DecisionRefused("aprovacao_expirada", record)
 
     def close(self, approval: str, *, conversation_id: str, status: ApprovalStatus,
-              only_expired: bool = False) -> ApprovalStatus | None:
+              only_expired: bool = False, only_pending: bool = False) -> ApprovalStatus | None:
         """An open record (pendente, or aprovada and not consumed) of this conversation
         → ``status``, a terminal one, in one conditional write that also takes it out
-        of the operators' list. ``only_expired``: only once its expiry has passed.
-        Returns the status it had, or None when it was not open (nothing changed)."""
+        of the operators' list. ``only_expired``: only once its expiry has passed;
+        ``only_pending``: only while nobody has decided it (a replacement never overrides
+        another person's approval). Returns the status it had, or None when it was not
+        open (nothing changed)."""
         now = self.ledger.now_ms()
+        open_statuses = (ApprovalStatus.PENDING,) if only_pending else OPEN
         values: dict[str, Any] = {":st": status.value, ":conversa": conversation_id,
                                   ":agora": self.ledger.table.iso(now),
-                                  **{f":o{i}": open_status.value for i, open_status in enumerate(OPEN)}}
-        condition = f"conversaId = :conversa AND #st IN ({', '.join(f':o{i}' for i in range(len(OPEN)))})"
+                                  **{f":o{i}": open_status.value for i, open_status in enumerate(open_statuses)}}
+        condition = f"conversaId = :conversa AND #st IN ({', '.join(f':o{i}' for i in range(len(open_statuses)))})"
         if only_expired:
             condition += " AND expiraEmMs <= :agora_ms"
             values[":agora_ms"] = now
