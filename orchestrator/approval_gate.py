@@ -48,7 +48,7 @@ from cadencia_shared.catalog import ApprovalPolicy
 from cadencia_shared.ledger import ClaimStatus, Ledger
 from cadencia_shared.settings import ApprovalSettings
 
-from . import texts
+from . import handoff_texts, sealing, texts
 from .controls import CallContext, CallOutcome, Refusal, RetryCeiling
 from .feasibility import order_read, own_claim
 from .invokers import ToolInvoker
@@ -151,13 +151,14 @@ class ConfirmationGate:
                                         "Esta NÃO foi executada nem enviada para aprovação; peça de novo depois "
                                         "da decisão."})
         attempt = ctx.notes.get(RetryCeiling)  # kept on the request: its resume runs under it
-        refusal = self._with_approval(call, policy, why, None if attempt is None else attempt.number)
+        refusal = self._with_approval(ctx, policy, why, None if attempt is None else attempt.number)
         if refusal is not None and refusal.reason is ApprovalRefusal.AWAITING:
             ctx.round_notes[ConfirmationGate] = asked
         return refusal
 
-    def _with_approval(self, call: ToolCall, policy: ApprovalPolicy, why: Why,
+    def _with_approval(self, ctx: CallContext, policy: ApprovalPolicy, why: Why,
                        attempt_number: int | None) -> Refusal | None:
+        call = ctx.call
         version = tool_version(call.spec.name, self.settings.release)
         arguments = canonical_input(call.spec.name, call.arguments)
         digest = canonical_arguments(arguments)[1]
@@ -169,6 +170,7 @@ class ConfirmationGate:
         bound = record.binds(conversation_id=call.conversation_id, tool=call.spec.name, version=version,
                              arguments_sha256=digest)
         if bound and self._usable(record):
+            sealing.name_approval(call.spec.name, digest, record.id)
             return None
         if record.status is ApprovalStatus.DENIED:
             return self._denied(call, record)
@@ -181,7 +183,8 @@ class ConfirmationGate:
         self._audit(call, "APROVACAO_INVALIDA", {"aprovacaoId": record.id, "status": record.status.value,
                                                   "vinculada": bound})
         return Refusal(ApprovalRefusal.UNUSABLE, {"mensagem": "Aprovação expirada ou que não confere; não executada."},
-                       ending=HandOff(texts.APPROVAL_UNUSABLE, "aprovacao_inutilizavel"))
+                       ending=HandOff(handoff_texts.approval_unusable(own_claim(ctx, self.ledger)),
+                                      "aprovacao_inutilizavel"))
 
     def _usable(self, record: ApprovalRecord) -> bool:
         # The request's status alone authorises nothing: the decision record must approve

@@ -34,6 +34,7 @@ from typing import Any
 
 from cadencia_shared import approval_use
 from cadencia_shared.approvals import OPEN, ApprovalRecord, ApprovalStatus, ApprovalStore
+from cadencia_shared.catalog import EMITIR_REEMBOLSO
 from cadencia_shared.ledger import (
     CancellationPending,
     ClaimStatus,
@@ -41,10 +42,12 @@ from cadencia_shared.ledger import (
     ConversationState,
     ConversationStatus,
     Ledger,
+    RefundClaim,
+    refund_idempotency_key,
 )
 from cadencia_shared.outcomes import Outcome
 
-from . import approval_lifecycle, handoffs, history, sealing, texts
+from . import approval_lifecycle, handoff_texts, handoffs, history, sealing, texts
 from .budgets import Limit, ending_for
 from .controls import default_controls
 from .events import TurnRequest
@@ -164,6 +167,13 @@ class Resumer:
         # Closed whatever the conversation does now; it is told only when it waits on this one.
         return approval_lifecycle.expire(self.ledger, record) and waiting
 
+    def _claim_of(self, record: ApprovalRecord) -> RefundClaim | None:
+        """The refund claim of the call ``record`` asked for (None: not a refund, or none yet)."""
+        order = record.arguments.get("pedidoId")
+        if not isinstance(order, str) or record.tool != EMITIR_REEMBOLSO.name:
+            return None
+        return self.ledger.get_claim(refund_idempotency_key(record.conversation_id, order))
+
     def _decided(self, record: ApprovalRecord, messages: list[dict[str, Any]],
                  deadline: Deadline) -> tuple[list[dict[str, Any]], ConversationStatus, str, str]:
         """The decision into the history: the approved call as an assistant tool_use
@@ -184,7 +194,8 @@ class Resumer:
                                               "vinculada": record.intact, "decisao": decided})
             body = {"erro": "aprovacao_inutilizavel", "mensagem": "Aprovação inválida; a chamada não foi executada."}
             messages.append({"role": "user", "content": [history.tool_result(block.id, _json(body), is_error=True)]})
-            return messages, ConversationStatus.WAITING_HUMAN, texts.APPROVAL_UNUSABLE, "aprovacao_inutilizavel"
+            return (messages, ConversationStatus.WAITING_HUMAN, handoff_texts.approval_unusable(self._claim_of(record)),
+                    "aprovacao_inutilizavel")
         if record.status is ApprovalStatus.DENIED:
             denied = {"erro": "aprovacao_negada", "aprovacaoId": record.id, "motivo": record.justification,
                       "mensagem": "A aprovação foi negada; a chamada não foi executada. Não tente novamente."}

@@ -8,6 +8,9 @@ turn's first tool invocation (a turn that calls no tool writes nothing), and clo
 when the scope ends, however it ends; its expiry is the turn's deadline, so a crash
 that skips the close leaves a session that verifies nothing after it.
 
+``name_approval(...)``: the confirmation gate's word that a call of this turn runs on an
+approval, which that call's envelope then names.
+
 ``sealed(tool, event)`` is what the invokers (``invokers/aws.py``, ``invokers/local.py``)
 call on every event: inside a turn, the event with its ``selo``; outside one, the
 event unchanged — which the tool's edge refuses (code 1001). The scope is a context
@@ -21,16 +24,17 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from cadencia_shared.approval_arguments import canonical_arguments
 from cadencia_shared.catalog import TOOLS
 from cadencia_shared.ledger import Ledger
 from cadencia_shared.ledger.sessions import SessionLimits, SessionStore, TurnSession
-from cadencia_shared.seal_envelope import seal
+from cadencia_shared.seal_envelope import call_arguments, seal
 
 from .model import Deadline
 
@@ -46,6 +50,9 @@ class _TurnScope:
     limits: SessionLimits
     approval_id: str | None
     session: TurnSession | None = None
+    # Approvals the confirmation gate found usable for a call of this turn, by (tool, the
+    # arguments' SHA-256): the envelope of that very call names its approval.
+    approvals: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def open(self) -> TurnSession:
         if self.session is None:
@@ -96,5 +103,17 @@ def sealed(tool: str, event: dict[str, Any]) -> dict[str, Any]:
     if scope is None:
         return event
     spec = TOOLS.get(tool)
-    approval = scope.approval_id if spec is not None and spec.approval is not None else None
+    approval = None
+    if spec is not None and spec.approval is not None:
+        digest = canonical_arguments(call_arguments(event))[1]
+        approval = scope.approvals.get((tool, digest), scope.approval_id)
     return seal(event, tool=tool, session=scope.open(), now_ms=scope.ledger.now_ms(), approval_id=approval)
+
+
+def name_approval(tool: str, arguments_sha256: str, approval_id: str) -> None:
+    """The gate passed a call of this turn on ``approval_id`` (a consumed one too: the same
+    call again, answered by its idempotency key): that call's envelope names it, so the
+    tool's edge checks the approval instead of refusing an amount above the limit."""
+    scope = _current.get()
+    if scope is not None:
+        scope.approvals[(tool, arguments_sha256)] = approval_id

@@ -57,10 +57,12 @@ NO_APPROVER = (
 )
 APPROVAL_DENIED = ("Seu pedido de reembolso do pedido {order_id} foi analisado e não foi aprovado. "
                    "Nenhum valor foi movimentado.")
-APPROVAL_UNUSABLE = (
+APPROVAL_UNUSABLE_HANDED_OFF = (
     "A aprovação do seu pedido de reembolso não pôde ser usada (expirou ou não confere com o pedido) — "
-    "vou encaminhar para um atendente humano. Nenhum valor foi movimentado."
+    "vou encaminhar para um atendente humano."
 )
+# Said only when the call's claim proves nothing moved (handoff_texts.approval_unusable).
+APPROVAL_UNUSABLE = f"{APPROVAL_UNUSABLE_HANDED_OFF} Nenhum valor foi movimentado."
 # A request that expired undecided: closed, nothing moved, the agent answers again.
 APPROVAL_EXPIRED = (
     "O pedido de aprovação do reembolso do pedido {order_id} expirou sem uma decisão da nossa equipe. "
