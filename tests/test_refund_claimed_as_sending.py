@@ -48,9 +48,9 @@ def test_a_process_killed_before_the_secret_leaves_a_sending_claim_that_is_resen
         read_before.append(ledger.get_claim(key).status.value)  # what the ledger says when the secret is read
         raise _Killed
 
-    with psycopg.connect(local_stack.postgres.user_conninfo("cadencia_agente_reembolso")) as conn:
-        with pytest.raises(_Killed):
-            _service(local_stack, ledger, conn, killed_at_the_secret).issue(request)
+    with psycopg.connect(local_stack.postgres.user_conninfo("cadencia_agente_reembolso")) as conn, \
+            pytest.raises(_Killed):
+        _service(local_stack, ledger, conn, killed_at_the_secret).issue(request)
     claim = ledger.get_claim(key)
     assert read_before == ["envio_possivel"]  # claimed (as a possible send) before the secret
     assert claim.status is ClaimStatus.SENDING and claim.first_send_at == claim.created_at

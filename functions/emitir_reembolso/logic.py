@@ -17,8 +17,9 @@ money is one transition, reachable only on a definitive answer.
      it in the ERP and claim the key (conditional PutItem, or a fenced retake) —
      all **before** the secret may be read.
 2. **Execute** — read the gateway secret, record ``envio_possivel`` (fenced;
-   a fresh key's claim was written as ``envio_possivel`` already), then POST with ``Idempotency-Key`` = the key. No database lock is held during
-   the call. No answer -> *unknown*, and one immediate reconciliation.
+   a fresh key's claim was written as ``envio_possivel`` already), then POST
+   with ``Idempotency-Key`` = the key. No database lock is held during the call.
+   No answer -> *unknown*, and one immediate reconciliation.
 2'. **Reconcile** — take the claim over (fenced) and re-send the *same* request:
    same key, the claim's own order and amount (never a retry's new amount). The
    gateway answers the original outcome, performs it exactly once, or says it is
