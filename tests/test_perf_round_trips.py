@@ -210,15 +210,14 @@ def test_a_successful_call_on_a_healthy_circuit_writes_nothing_and_a_success_sti
 
 def test_a_first_refund_settles_its_claim_with_the_erp_already_updated_in_one_write(tools, gateway, erp, call_log,
                                                                                      mocked_aws):
-    """The claim is written as SENDING by its conditional PutItem (no separate send
-    record), and the ERP's refund commits before the claim's last write, which then says
-    both "executed" and "the ERP agrees" (and leaves the reconciler's list): one
-    UpdateItem in all. A crash between the two leaves the claim
+    """The ERP's refund commits before the claim's last write, which then says both
+    "executed" and "the ERP agrees" (and leaves the reconciler's list): one UpdateItem
+    fewer than settling, then flagging. A crash between the two leaves the claim
     SENDING, which a repeat or the reconciler settles by re-sending the same request
     (test_a_crash_after_the_erp_update_before_the_claim_settles_is_reconciled_once)."""
     event = _event()
     assert tools(EMITIR_REEMBOLSO, event)["resultado"] == "executado"
-    assert call_log.count("UpdateItem") == 1, call_log.calls  # claimed as SENDING; EXECUTED + erpAtualizado
+    assert call_log.count("UpdateItem") == 2, call_log.calls  # SENDING, then EXECUTED + erpAtualizado
     ledger: Ledger = mocked_aws["ledger"]
     claim = ledger.get_claim(refund_idempotency_key(event["conversaId"], "4821"))
     assert claim.status is ClaimStatus.EXECUTED and claim.erp_updated

@@ -18,7 +18,6 @@ EXPECTED: dict[tuple[ClaimStatus | None, Event], tuple[ClaimStatus, Money]] = {
     (ABSENT, Event.CLAIMED): (S.IN_PROGRESS, Money.RESERVE),
     (S.FAILED_BEFORE_GATEWAY, Event.CLAIMED): (S.IN_PROGRESS, Money.RESERVE),
     (S.IN_PROGRESS, Event.CLAIMED): (S.IN_PROGRESS, Money.RESERVE),
-    (ABSENT, Event.CLAIMED_TO_SEND): (S.SENDING, Money.RESERVE),
     (S.IN_PROGRESS, Event.SECRET_FAILED): (S.FAILED_BEFORE_GATEWAY, Money.RELEASE),
     (S.IN_PROGRESS, Event.ABANDONED_BEFORE_SEND): (S.FAILED_BEFORE_GATEWAY, Money.RELEASE),
     (S.IN_PROGRESS, Event.SEND_RECORDED): (S.SENDING, Money.HOLD),
@@ -27,7 +26,6 @@ EXPECTED: dict[tuple[ClaimStatus | None, Event], tuple[ClaimStatus, Money]] = {
     (S.SENDING, Event.NOT_REACHED): (S.FAILED_BEFORE_GATEWAY, Money.RELEASE),
     (S.SENDING, Event.REJECTED): (S.FAILED_BEFORE_GATEWAY, Money.RELEASE),
     (S.SENDING, Event.NO_ANSWER): (S.UNKNOWN, Money.HOLD),
-    (S.SENDING, Event.SECRET_FAILED): (S.FAILED_BEFORE_GATEWAY, Money.RELEASE),
     (S.SENDING, Event.RECONCILE_TAKEN): (S.RECONCILING, Money.HOLD),
     (S.UNKNOWN, Event.RECONCILE_TAKEN): (S.RECONCILING, Money.HOLD),
     (S.RECONCILING, Event.RECONCILE_TAKEN): (S.RECONCILING, Money.HOLD),
@@ -61,15 +59,13 @@ def test_every_other_pair_is_refused(state, event):
 
 def test_release_only_on_a_definitive_answer():
     """The only releasing rows: a decline, or a failure proven to come before any
-    request could have left (no send recorded, the only request refused, or its
-    owner never got the secret to send it)."""
+    request could have left (no send recorded, or the only request refused)."""
     releasing = {k for k, v in TABLE.items() if v.money is Money.RELEASE}
     assert releasing == {
         (S.IN_PROGRESS, Event.SECRET_FAILED),
         (S.IN_PROGRESS, Event.ABANDONED_BEFORE_SEND),
         (S.SENDING, Event.DECLINED),
         (S.SENDING, Event.NOT_REACHED),
-        (S.SENDING, Event.SECRET_FAILED),  # the owner's own read failed before its POST (fenced)
         (S.SENDING, Event.REJECTED),
         (S.RECONCILING, Event.DECLINED),
     }
@@ -87,8 +83,7 @@ def test_final_states_have_no_way_out_and_apply_happens_only_on_approval():
     assert not [k for k in TABLE if k[0] in FINAL_CLAIM_STATUSES]
     assert {k[1] for k, v in TABLE.items() if v.money is Money.APPLY} == {Event.APPROVED}
     assert {k for k, v in TABLE.items() if v.money is Money.RESERVE} == {
-        (ABSENT, Event.CLAIMED), (ABSENT, Event.CLAIMED_TO_SEND), (S.FAILED_BEFORE_GATEWAY, Event.CLAIMED),
-        (S.IN_PROGRESS, Event.CLAIMED)}
+        (ABSENT, Event.CLAIMED), (S.FAILED_BEFORE_GATEWAY, Event.CLAIMED), (S.IN_PROGRESS, Event.CLAIMED)}
 
 
 def test_every_state_is_reachable_from_absent():

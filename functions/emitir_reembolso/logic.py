@@ -16,10 +16,9 @@ money is one transition, reachable only on a definitive answer.
      (no send was ever recorded) -> check the amount against the balance, reserve
      it in the ERP and claim the key (conditional PutItem, or a fenced retake) —
      all **before** the secret may be read.
-2. **Execute** — read the gateway secret, record ``envio_possivel`` (fenced;
-   a fresh key's claim was written as ``envio_possivel`` already), then POST
-   with ``Idempotency-Key`` = the key. No database lock is held during the call.
-   No answer -> *unknown*, and one immediate reconciliation.
+2. **Execute** — read the gateway secret, record ``envio_possivel`` (fenced),
+   then POST with ``Idempotency-Key`` = the key. No database lock is held during
+   the call. No answer -> *unknown*, and one immediate reconciliation.
 2'. **Reconcile** — take the claim over (fenced) and re-send the *same* request:
    same key, the claim's own order and amount (never a retry's new amount). The
    gateway answers the original outcome, performs it exactly once, or says it is
@@ -180,10 +179,7 @@ class RefundService:
     def _claim(self, req: RefundRequest, key: str, order: OrderForRefund,
                existing: RefundClaim | None) -> RefundClaim:
         """Check the balance, reserve, claim: the CLAIMED transition (money: reserve)."""
-        # A fresh key is claimed as SENDING in the same write (one write fewer than
-        # claiming, then recording the send); a retake keeps the two steps.
-        event = Event.CLAIMED if existing is not None else Event.CLAIMED_TO_SEND
-        claimed = step(existing.status if existing else None, event)  # raises on a take the table forbids
+        step(existing.status if existing else None, Event.CLAIMED)  # raises on a take the table forbids
         if req.valor > order.balance:
             refusal = answers.exceeds_balance(req.valor, order.id, order.balance)
             raise _HeldByOthers(refusal) if order.reserved_amount > 0 else refusal
@@ -193,7 +189,7 @@ class RefundService:
                 return self.ledger.retake_claim(existing, amount=req.valor, lease_s=self.claim_lease_s)
             return self.ledger.claim_refund(
                 key=key, conversation_id=req.conversaId, order_id=req.pedidoId,
-                customer_id=req.clienteId, amount=req.valor, lease_s=self.claim_lease_s, status=claimed.to,
+                customer_id=req.clienteId, amount=req.valor, lease_s=self.claim_lease_s,
             )
         except ClaimTaken as taken:  # only if something bypassed the row lock
             raise _Answer(self._answer_taken(taken.existing)) from None
@@ -211,8 +207,7 @@ class RefundService:
         except Exception as err:  # the secret store failed before any send was recorded
             self.transition(claim, _Heard(Event.SECRET_FAILED, detail=f"segredo: {type(err).__name__}"))
             raise answers.unavailable() from None
-        if claim.status is ClaimStatus.IN_PROGRESS:  # a retaken claim: record the send before the POST
-            claim = self.transition(claim, _Heard(Event.SEND_RECORDED))
+        claim = self.transition(claim, _Heard(Event.SEND_RECORDED))
         heard = self._send(claim, token)
         claim = self.transition(claim, heard)
         if claim.status is ClaimStatus.FAILED_BEFORE_GATEWAY:

@@ -14,9 +14,7 @@ The table gives the next state and the one money action on the ERP:
 key: a decline (the gateway's definitive "no"), or a failure of the *only*
 request that could have left (``SENDING`` -> connection refused / a 4xx for that
 request), or a claim that never recorded a possible send (secret-store failure
-or an abandoned claim still ``IN_PROGRESS``), or the owner's own secret-store failure
-before its POST (a fresh claim written directly as ``SENDING``: nobody else may send
-before taking the claim over, which fences the owner's write out). ``SENDING`` is written, fenced on
+or an abandoned claim still ``IN_PROGRESS``). ``SENDING`` is written, fenced on
 the owner, *before* the POST, so "never sent" is only ever said of a claim no
 request could have left for. Once a send may have happened (``UNKNOWN``,
 ``RECONCILING``) nothing but the gateway's answer to the *same* request (same
@@ -41,8 +39,6 @@ class Money(StrEnum):
 
 class Event(StrEnum):
     CLAIMED = "reivindicada"  # balance checked, amount reserved, key claimed (or retaken)
-    # a fresh key claimed, in the same write, as "a POST may leave" (CLAIMED + SEND_RECORDED in one)
-    CLAIMED_TO_SEND = "reivindicada_para_envio"
     SECRET_FAILED = "segredo_falhou"  # the secret store did not answer
     SEND_RECORDED = "envio_registrado"  # "a POST may leave now" is in the ledger
     RECONCILE_TAKEN = "conciliacao_assumida"  # a reconciler took over an unsettled claim
@@ -73,8 +69,6 @@ TABLE: dict[tuple[ClaimStatus | None, Event], Step] = {
     (S.FAILED_BEFORE_GATEWAY, Event.CLAIMED): Step(S.IN_PROGRESS, Money.RESERVE),
     # an abandoned claim that never recorded a send: retaken by a new request
     (S.IN_PROGRESS, Event.CLAIMED): Step(S.IN_PROGRESS, Money.RESERVE),
-    # a fresh key: its one write both claims it and records that a request may leave
-    (ABSENT, Event.CLAIMED_TO_SEND): Step(S.SENDING, Money.RESERVE),
     # -- before any request may have left ---------------------------------------
     (S.IN_PROGRESS, Event.SECRET_FAILED): Step(S.FAILED_BEFORE_GATEWAY, Money.RELEASE),
     (S.IN_PROGRESS, Event.ABANDONED_BEFORE_SEND): Step(S.FAILED_BEFORE_GATEWAY, Money.RELEASE),
@@ -85,9 +79,6 @@ TABLE: dict[tuple[ClaimStatus | None, Event], Step] = {
     (S.SENDING, Event.NOT_REACHED): Step(S.FAILED_BEFORE_GATEWAY, Money.RELEASE),
     (S.SENDING, Event.REJECTED): Step(S.FAILED_BEFORE_GATEWAY, Money.RELEASE),
     (S.SENDING, Event.NO_ANSWER): Step(S.UNKNOWN, Money.HOLD),
-    # the owner of a claim written as SENDING could not read the secret, so it never
-    # POSTed; its write is fenced on ``dono``, and only the owner sends before a takeover
-    (S.SENDING, Event.SECRET_FAILED): Step(S.FAILED_BEFORE_GATEWAY, Money.RELEASE),
     # -- a request may have left: only the gateway's answer to the same one settles -
     (S.SENDING, Event.RECONCILE_TAKEN): Step(S.RECONCILING, Money.HOLD),  # lease over
     (S.UNKNOWN, Event.RECONCILE_TAKEN): Step(S.RECONCILING, Money.HOLD),

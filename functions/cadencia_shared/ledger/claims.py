@@ -120,7 +120,7 @@ class RefundClaim:
     def to_item(self) -> dict[str, Any]:
         """The new claim's item: in the reconciler's index; the conversation's history
         reaches it through its counter (``AuditStore.history``)."""
-        item: dict[str, Any] = {
+        return {
             TABLE_KEY: claim_pk(self.key), "tipo": ItemType.CLAIM.value, "chaveIdempotencia": self.key,
             "conversaId": self.conversation_id, "pedidoId": self.order_id, "clienteId": self.customer_id,
             "valor": self.amount, "status": self.status.value, "dono": self.owner, "leaseAteMs": self.lease_until_ms,
@@ -129,9 +129,6 @@ class RefundClaim:
             # by the key its counter names, one index write fewer per refund.
             GSI_UNSETTLED_PARTITION: UNSETTLED_MARK, GSI_UNSETTLED_SORT: self.created_at,
         }
-        if self.first_send_at is not None:  # claimed as SENDING: the idempotency window starts now
-            item["primeiroEnvioEm"] = self.first_send_at
-        return item
 
 
 class ClaimTaken(LedgerError):
@@ -154,7 +151,7 @@ class RefundClaims(Protocol):
     def get_claim(self, key: str) -> RefundClaim | None: ...
 
     def claim_refund(self, *, key: str, conversation_id: str, order_id: str, customer_id: int,
-                     amount: Decimal, lease_s: int, status: ClaimStatus = ClaimStatus.IN_PROGRESS) -> RefundClaim: ...
+                     amount: Decimal, lease_s: int) -> RefundClaim: ...
 
     def retake_claim(self, existing: RefundClaim, *, amount: Decimal, lease_s: int,
                      status: ClaimStatus = ClaimStatus.IN_PROGRESS) -> RefundClaim: ...
@@ -236,19 +233,13 @@ class ClaimStore:
         return RefundClaim.from_item(item) if item else None
 
     def claim_refund(self, *, key: str, conversation_id: str, order_id: str, customer_id: int,
-                     amount: Decimal, lease_s: int, status: ClaimStatus = ClaimStatus.IN_PROGRESS) -> RefundClaim:
-        """Claim the idempotency key with one conditional PutItem; raises ClaimTaken.
-        ``status`` SENDING (the refund tool's fresh claim): the claim says from its first
-        write that a request may leave, so no separate send record is needed before the
-        POST (``primeiroEnvioEm`` = now: the gateway's idempotency window starts here)."""
-        if status not in (ClaimStatus.IN_PROGRESS, ClaimStatus.SENDING):
-            raise ValueError(f"a new claim is {ClaimStatus.IN_PROGRESS} or {ClaimStatus.SENDING}, not {status}")
+                     amount: Decimal, lease_s: int) -> RefundClaim:
+        """Claim the idempotency key with one conditional PutItem; raises ClaimTaken."""
         now = self.table.now_ms()
         claim = RefundClaim(
             key=key, conversation_id=conversation_id, order_id=order_id, customer_id=customer_id, amount=amount,
-            status=status, owner=uuid.uuid4().hex, lease_until_ms=now + lease_s * 1000,
+            status=ClaimStatus.IN_PROGRESS, owner=uuid.uuid4().hex, lease_until_ms=now + lease_s * 1000,
             created_at=self.table.iso(now), updated_at=self.table.iso(now),
-            first_send_at=self.table.iso(now) if status is ClaimStatus.SENDING else None,
         )
         try:
             self.table.client.put_item(
