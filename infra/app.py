@@ -56,7 +56,7 @@ def asset_specs() -> list[packaging.AssetSpec]:
     specs.append(packaging.AssetSpec(  # the reconciler runs the refund's own state machine
         name=RECONCILER_FUNCTION_NAME,
         sources=(ROOT / "functions" / RECONCILER_PACKAGE, ROOT / "functions" / "emitir_reembolso", shared),
-        requirements=_requirements("lambda-refund.txt"),
+        requirements=_requirements("lambda-reconciler.txt"),  # no SEAL edge: no cryptography
         include_ca_bundle=True,
     ))
     specs.append(packaging.AssetSpec(  # approval decisions: no database, no gateway

@@ -130,14 +130,16 @@ def _audit_append(purpose: str) -> Grant:
 
 # Every ledger grant comes from infra/ledger_kinds.py: per role, the item kinds
 # (key prefixes) and the actions on each, scoped by ``dynamodb:LeadingKeys``. The
-# profile tool's row is the chain's head anchor only (auditoria-cabeca#{chain}).
-AUDIT_ANCHOR_ONLY = ledger_grants(Ids.role("atualizar_cadastro"))[0]
+# profile tool's row is the chain's head anchor (auditoria-cabeca#{chain}); the refund's, its
+# claims and the approval a SEAL envelope names; and every tool's, SEAL's edge (GetItem of the
+# call's session, PutItem of its used envelope). ``tool_role`` renders a tool's row before its grants.
 
 
 @dataclass(frozen=True)
 class ToolRole:
     """One tool's role, written by hand (never read from the registry): its Lambda,
-    its DB user, and what it may do beyond logging in to PostgreSQL as that user."""
+    its DB user, and what it may do beyond logging in to PostgreSQL as that user and
+    its ledger row (``infra/ledger_kinds.py``, which gives every tool SEAL's edge)."""
 
     package: str  # names its resources' logical ids (Ids.function/role/log_group)
     tool: str
@@ -157,7 +159,6 @@ TOOL_ROLES: tuple[ToolRole, ...] = (
                  "previsao_entrega, codigo_rastreio) ON pedidos",)),
     ToolRole("emitir_reembolso", "emitir_reembolso", "cadencia-emitir-reembolso",
              "cadencia-agente-reembolso-role", "cadencia_agente_reembolso", (
-                 *ledger_grants(Ids.role("emitir_reembolso")),  # claim (conditional PutItem), read, settle
                  Grant(("secretsmanager:GetSecretValue",), (ref(Ids.GATEWAY_SECRET),),
                        "read the payment-gateway token, only after the claim succeeded (only this role and the "
                        "reconciler's can)"),
@@ -170,7 +171,6 @@ TOOL_ROLES: tuple[ToolRole, ...] = (
     ToolRole("atualizar_cadastro", "atualizar_cadastro", "cadencia-atualizar-cadastro",
              "cadencia-agente-cadastro-role", "cadencia_agente_cadastro", (
                  _audit_append("append the profile change's record (field names only)"),
-                 AUDIT_ANCHOR_ONLY,
              ), db_privileges=("SELECT (id) ON clientes", "UPDATE (endereco, telefone, email) ON clientes")),
 )
 TOOL_FUNCTION_ARNS = tuple(att(Ids.function(t.package), "Arn") for t in TOOL_ROLES)
@@ -184,7 +184,8 @@ def tool_role(config: StackConfig, tool: ToolRole) -> RoleContract:
         role_name=tool.role_name,
         service="lambda.amazonaws.com",
         purpose=f"Lambda {tool.function_name} (tool {tool.tool})",
-        grants=(connect, *tool.grants) + _platform(Ids.log_group(tool.package)),
+        # Its ledger row (infra/ledger_kinds.py; every tool's includes SEAL's edge), then its own grants.
+        grants=(connect, *ledger_grants(Ids.role(tool.package)), *tool.grants) + _platform(Ids.log_group(tool.package)),
         managed_policies=(ENI_MANAGEMENT,),
     )
 

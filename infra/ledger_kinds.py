@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from cadencia_shared.catalog import TOOLS
+
 from .grants import Grant
 from .logical_ids import Ids
 
@@ -48,6 +50,8 @@ KINDS: Mapping[str, str] = {
     "envio#": "a WhatsApp reply's outbox record",
     "contato#": "a conversation's WhatsApp address",
     "interruptor#": "a tool's kill switch (set by a supervisor, read before every call)",
+    "sessao#": "a turn's SEAL session: the public key that signs its tool calls (docs/seal.md)",
+    "jti#": "a SEAL envelope already used (single use, taken by the tool's edge)",
 }
 
 GPU = (GET, PUT, UPDATE)
@@ -67,11 +71,16 @@ _LOOP: dict[str, tuple[str, ...]] = {
     "envio#": GP,  # a decided approval's message to a WhatsApp customer
     "contato#": (GET,),
     "interruptor#": (GET,),  # read before every tool call; only the decision function sets one
+    "sessao#": (PUT, UPDATE),  # the turn's SEAL session: opened (PutItem), closed (UpdateItem); nobody else writes it
 }
+
+# Every tool's edge (SEAL, cadencia_shared/seal_edge.py): reads the call's session and uses
+# up its envelope (a conditional PutItem of jti#); nothing else of the ledger.
+_SEAL_EDGE: dict[str, tuple[str, ...]] = {"sessao#": (GET,), "jti#": (PUT,)}
 
 # Role logical id -> kind prefix -> the actions on it. Derived from what each role's
 # code calls (the scan in tests/infra/test_ledger_kinds.py keeps the kinds honest).
-LEDGER_ACCESS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
+_ROWS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     Ids.ORCHESTRATOR_ROLE: _LOOP,
     Ids.WHATSAPP_CONSUMER_ROLE: {**_LOOP, "envio#": GPU, "contato#": GP},
     Ids.WHATSAPP_HUMAN_REPLY_ROLE: {
@@ -84,8 +93,13 @@ LEDGER_ACCESS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         "interruptor#": GP,  # the supervisors' switch route (GET /interruptores, POST /interruptores/{ferramenta})
     },
     Ids.RECONCILER_ROLE: {"reivindicacao#": GU},
-    Ids.role("emitir_reembolso"): {"reivindicacao#": GPU},
+    # A refund above the limit names its approval: the edge reads that record (codes 2005/2006).
+    Ids.role("emitir_reembolso"): {"reivindicacao#": GPU, "aprovacao#": (GET,)},
     Ids.role("atualizar_cadastro"): {"auditoria-cabeca#": GU},
+}
+# Every tool of the registry gets SEAL's edge beside what its own row says (a new tool too).
+LEDGER_ACCESS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
+    **_ROWS, **{Ids.role(t.package): {**_ROWS.get(Ids.role(t.package), {}), **_SEAL_EDGE} for t in TOOLS.values()},
 }
 
 

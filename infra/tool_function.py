@@ -56,17 +56,18 @@ class ToolFunction(Flat):
             log_group_id=Ids.log_group(tool.package), function_name=tool.function_name)
         database.grant_connect(parts.role, tool.db_user)
         env = database.db_environment(tool.function_name, tool.db_user)
-        if tool.ledger_actions or tool.appends_audit:
-            # The audit table's PutItem/Query and AUDIT_TABLE: infra.controls.add_audit_table.
-            # On the ledger, only the item kinds of its row in infra/ledger_kinds.py.
-            statements = ledger_statements(Ids.role(tool.package), ledger.table.table_arn)
-            granted = {a for s in statements for a in s.actions}
-            if not statements or not granted <= set(tool.ledger_actions) | set(_ANCHOR_ACTIONS):
-                raise ValueError(f"tool {tool.name}: its ledger_actions/appends_audit and its row in "
-                                 f"infra/ledger_kinds.py disagree ({sorted(granted)} vs {tool.ledger_actions})")
-            for statement in statements:
-                parts.role.add_to_policy(statement)
-            env["LEDGER_TABLE"] = ledger.table.table_name
+        # Every tool's edge verifies the call's SEAL envelope on the ledger (docs/seal.md); the
+        # audit table's PutItem/Query and AUDIT_TABLE: infra.controls.add_audit_table. On the
+        # ledger, only the item kinds of its row in infra/ledger_kinds.py.
+        statements = ledger_statements(Ids.role(tool.package), ledger.table.table_arn)
+        granted = {a for s in statements for a in s.actions}
+        if not statements or not tool.egress.https \
+                or not granted <= set(tool.ledger_actions) | set(_ANCHOR_ACTIONS) | set(_SEAL_ACTIONS):
+            raise ValueError(f"tool {tool.name}: its ledger_actions/appends_audit/egress and its row in "
+                             f"infra/ledger_kinds.py disagree ({sorted(granted)} vs {tool.ledger_actions})")
+        for statement in statements:
+            parts.role.add_to_policy(statement)
+        env["LEDGER_TABLE"] = ledger.table.table_name
         for name in tool.secrets:
             parts.allow(["secretsmanager:GetSecretValue"], [_secret(secrets, name, tool).secret_arn])
         if tool.calls_payment_gateway:
@@ -96,6 +97,8 @@ class ToolFunction(Flat):
 # The chain's head anchor (``cadencia_shared.audit_chain``: a GetItem and a conditional
 # UpdateItem of ``auditoria-cabeca#{chain}``), what appends_audit alone asks of the ledger.
 _ANCHOR_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem")
+# SEAL's edge, every tool: GetItem of the call's session, PutItem of its used envelope's jti.
+_SEAL_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem")
 
 
 def _secret(secrets: Mapping[str, secretsmanager.ISecret], name: str, tool: ToolSpec) -> secretsmanager.ISecret:

@@ -53,7 +53,7 @@ from cadencia_shared.ledger import (
 from cadencia_shared.ledger.exhausted import ExhaustedAttempts
 from cadencia_shared.observability import Metric, count
 
-from . import approval_lifecycle, handoffs, history, texts
+from . import approval_lifecycle, handoffs, history, sealing, texts
 from .budgets import Limit, TurnBudget, ending_for
 from .controls import Control, default_controls
 from .events import TurnReply, TurnRequest
@@ -149,19 +149,19 @@ class Orchestrator:
 
     # -- the turn ---------------------------------------------------------------
     def handle(self, req: TurnRequest, deadline: Deadline) -> TurnReply:
-        # The turn's audit links (one per tool call, the contract's, the limits') are
-        # anchored once, by the commit (audit_anchors), or at the block's end if the
-        # commit does not happen: no anchor write per link (audit_chain module doc).
+        # The turn's audit links are anchored once, by the commit (audit_anchors), or at the
+        # block's end if the commit does not happen: no anchor write per link (audit_chain module doc).
         attributes: Attributes = {"gen_ai.operation.name": "invoke_agent",
                       "gen_ai.conversation.id": conversation_ref(req.conversaId)}
-        with self.tracer.span("turn", attributes) as span, self.ledger.one_anchor_per_block():
+        with self.tracer.span("turn", attributes) as span, self.ledger.one_anchor_per_block(), \
+                sealing.turn(self.ledger, conversation_id=req.conversaId, customer_id=req.clienteId,
+                             deadline=deadline, threshold=self.settings.approval.threshold):
             reply = self._handle(req, deadline)
             span.put({"cadencia.status": reply.status, "cadencia.motivo": reply.motivo})
             return reply
 
     def _handle(self, req: TurnRequest, deadline: Deadline) -> TurnReply:
-        # Leases outlive this invocation whatever the configuration says, so a live
-        # turn never loses its message or its conversation to a redelivery.
+        # Leases outlive this invocation, so a live turn never loses its message or conversation to a redelivery.
         lease_s = max(self.settings.conversation_lease_s, int(deadline.remaining_s()) + 30)
         try:
             # One write takes the lease and claims the message; a message already

@@ -41,7 +41,7 @@ from cadencia_shared.ledger import (
 )
 from cadencia_shared.outcomes import Outcome
 
-from . import approval_lifecycle, handoffs, history, texts
+from . import approval_lifecycle, handoffs, history, sealing, texts
 from .budgets import Limit, ending_for
 from .controls import default_controls
 from .events import TurnRequest
@@ -187,7 +187,10 @@ class Resumer:
             return messages, ConversationStatus.ACTIVE, texts.APPROVAL_DENIED.format(order_id=order), "aprovacao_negada"
         request = TurnRequest(conversaId=record.conversation_id, clienteId=record.customer_id,
                               mensagemId=f"aprovacao-{record.id}", mensagem="(aprovação)")
-        done = self.tool_round.run(request, [block], deadline, seen, approved_attempt=record.attempt_number)
+        # Sealed by a session of this resume, its envelope naming the approval (docs/seal.md).
+        with sealing.turn(self.ledger, conversation_id=record.conversation_id, customer_id=record.customer_id,
+                          deadline=deadline, threshold=self.settings.approval.threshold, approval_id=record.id):
+            done = self.tool_round.run(request, [block], deadline, seen, approved_attempt=record.attempt_number)
         messages.append({"role": "user", "content": done.results})
         if _refused_as(done, SwitchRefusal.STOPPED):
             # An operator stopped the tool after the approval: this round's only call did not

@@ -16,9 +16,13 @@ from rich.console import Console
 from rich.table import Table
 
 from cadencia_shared.catalog import EMITIR_REEMBOLSO
+from cadencia_shared.ledger import Ledger
+from orchestrator import sealing
 from orchestrator.invokers.local import InProcessInvoker
+from orchestrator.model import Deadline
 
 from .local_stack import postgres, stack
+from .local_stack.aws import session_client
 from .local_stack.emf import capture_emf
 
 console = Console()
@@ -36,6 +40,7 @@ def main() -> int:
     # so the demo shows the same thing every time it runs.
     postgres.apply_sql(state.postgres, ("demo.sql",))
     invoker = InProcessInvoker(state.function_environments())
+    ledger = Ledger(state.ledger_table, session_client("dynamodb", state.aws_endpoint))
     event = {"conversaId": f"conv-demo-{uuid.uuid4().hex[:8]}", "clienteId": 1001, "pedidoId": "4821", "valor": 189.90}
     table = Table(title="emitir_reembolso, same conversation and order, called twice")
     for col in ("call", "resultado", "transacao", "gateway debits so far"):
@@ -43,7 +48,10 @@ def main() -> int:
     ok = True
     with capture_emf(state.metrics_file) as metrics:
         for n in (1, 2):
-            result = invoker.invoke(EMITIR_REEMBOLSO, event)
+            # Sealed as a turn seals it (docs/seal.md): the tool's edge refuses an unsealed call.
+            with sealing.turn(ledger, conversation_id=event["conversaId"], customer_id=1001,
+                              deadline=Deadline.after(60), threshold=None):
+                result = invoker.invoke(EMITIR_REEMBOLSO, event)
             payload = result.payload or {}
             debits = _get(f"{state.gateway_url}/_admin/debitos")
             table.add_row(str(n), str(payload.get("resultado") or payload.get("erro")),

@@ -2,7 +2,8 @@
 # One-time (and idempotent) set-up of a fresh machine for this repository:
 #   1. a Python virtual environment with the exact versions in requirements.lock;
 #   2. PostgreSQL server binaries (Debian package) for the local stack and the tests;
-#   3. the CDK CLI and its node packages (package-lock.json), used by `npx cdk`.
+#   3. Chromium and chromium-driver (the console's browser tests);
+#   4. the CDK CLI and its node packages (package-lock.json), used by `npx cdk`.
 # Each step is skipped when it is already satisfied, so running it twice is cheap.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +37,18 @@ else
   echo "PostgreSQL server binaries not found: install the 'postgresql' package," >&2
   echo "or point CADENCIA_PG_DSN at an existing server (see docs/local-stack.md)." >&2
   exit 1
+fi
+
+# 2b. Chromium and its driver, for the operators' console's browser tests ---
+if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
+  step "chromium and chromium-driver present"
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  step "installing chromium and chromium-driver (Debian packages)"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver </dev/null >/dev/null
+else
+  echo "chromium/chromedriver not found: the console's browser tests will be skipped" >&2
+  echo "(install Debian's 'chromium' and 'chromium-driver' packages to run them)." >&2
 fi
 
 # 3. CDK CLI (local npm dev dependency) --------------------------------------

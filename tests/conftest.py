@@ -35,7 +35,7 @@ import psycopg
 import pytest
 from moto import mock_aws
 
-from cadencia_shared import db
+from cadencia_shared import db, seal_edge
 from cadencia_shared.audit_chain import table_definition as audit_table_definition
 from cadencia_shared.catalog import GATEWAY_SECRET_NAME, LEDGER_TABLE, TOOLS, ToolSpec
 from cadencia_shared.ledger import Ledger, table_definition
@@ -44,6 +44,8 @@ from scripts.local_stack import postgres, stack
 from scripts.local_stack.aws import LOCAL_CREDENTIALS, REGION
 from scripts.local_stack.gateway_admin import GatewayAdmin
 from scripts.local_stack.layer_guard import FORBIDDEN_ENV
+
+from .support import seal_harness
 
 # Fixtures that start (or hand out) local-stack processes: a test using any of them,
 # even through another fixture, belongs to the stack layer.
@@ -142,6 +144,7 @@ def mocked_aws(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
 
 
 def _reset_tool_caches() -> None:
+    seal_edge.reset_verifiers()
     for spec in TOOLS.values():
         module = importlib.import_module(f"{spec.package}.handler")
         reset = getattr(module, "reset_adapters", None)
@@ -151,10 +154,16 @@ def _reset_tool_caches() -> None:
 
 @dataclass
 class ToolRunner:
-    """Runs tool handlers in-process, each with its own environment."""
+    """Runs tool handlers in-process, each with its own environment.
+
+    The runner stands where the orchestrator stands: each event it is given without
+    an envelope is sealed by a session of its own (``tests/support/seal_harness.py``;
+    a limit above any amount, the confirmation gate being the orchestrator's), so these
+    tests reach the tool's logic. ``sealed=False`` sends the event as given: a forged call."""
 
     state: stack.StackState
     overrides: dict[str, dict[str, str]] = field(default_factory=dict)
+    ledger: Ledger | None = None
 
     def environment(self, spec: ToolSpec) -> dict[str, str]:
         env = self.state.function_environment(spec)
@@ -162,7 +171,9 @@ class ToolRunner:
         env.update(self.overrides.get(spec.name, {}))
         return env
 
-    def __call__(self, spec: ToolSpec, event: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, spec: ToolSpec, event: dict[str, Any], *, sealed: bool = True) -> dict[str, Any]:
+        if sealed and self.ledger is not None:
+            event = seal_harness.seal_as_turn(self.ledger, spec.name, event)
         with function_environment(self.environment(spec)):
             handler = importlib.import_module(f"{spec.package}.handler").lambda_handler
             response = handler(json.loads(json.dumps(event)), LocalContext(spec.function_name))
@@ -172,5 +183,5 @@ class ToolRunner:
 @pytest.fixture
 def tools(local_stack: stack.StackState, mocked_aws: dict[str, Any], erp: psycopg.Connection) -> Iterator[ToolRunner]:
     _reset_tool_caches()
-    yield ToolRunner(local_stack)
+    yield ToolRunner(local_stack, ledger=mocked_aws["ledger"])
     _reset_tool_caches()

@@ -15,9 +15,11 @@ from cadencia_shared.catalog import ATUALIZAR_CADASTRO as TOOL
 from cadencia_shared.catalog import LEDGER_TABLE
 from cadencia_shared.ledger import Ledger
 
+from .support.seal_harness import ledger_items
+
 
 def _ledger_items(mocked_aws):
-    return mocked_aws["dynamodb"].scan(TableName=LEDGER_TABLE)["Items"]
+    return ledger_items(mocked_aws["dynamodb"])
 
 
 def _chain(mocked_aws):
@@ -26,7 +28,7 @@ def _chain(mocked_aws):
 
 def _nothing_written(mocked_aws):
     ddb = mocked_aws["dynamodb"]
-    return ddb.scan(TableName=LEDGER_TABLE)["Count"] == 0 and ddb.scan(TableName=AUDIT_TABLE)["Count"] == 0
+    return not ledger_items(ddb) and ddb.scan(TableName=AUDIT_TABLE)["Count"] == 0
 
 
 def _row(erp, cliente=1001):

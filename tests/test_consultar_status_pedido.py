@@ -32,11 +32,13 @@ def test_foreign_and_unknown_orders_are_the_same_error(tools):
 
 
 def test_invalid_input_is_typed(tools):
-    for event in (
-        {"conversaId": "c-1", "clienteId": 1001},
-        {"conversaId": "c-1", "clienteId": "abc", "pedidoId": "4821"},
-        {"conversaId": "c-1", "clienteId": 1001, "pedidoId": "4821", "sql": "1; DROP TABLE pedidos"},
-        {"conversaId": "c 1", "clienteId": 1001, "pedidoId": "4821"},
+    for event, code in (
+        ({"conversaId": "c-1", "clienteId": 1001}, "entrada_invalida"),
+        # An identity no turn could bind opens no session: the edge refuses the call unsealed.
+        ({"conversaId": "c-1", "clienteId": "abc", "pedidoId": "4821"}, "selo_recusado"),
+        ({"conversaId": "c-1", "clienteId": 1001, "pedidoId": "4821", "sql": "1; DROP TABLE pedidos"},
+         "entrada_invalida"),
+        ({"conversaId": "c 1", "clienteId": 1001, "pedidoId": "4821"}, "entrada_invalida"),
     ):
         out = tools(TOOL, event)
-        assert out["ok"] is False and out["erro"]["codigo"] == "entrada_invalida", event
+        assert out["ok"] is False and out["erro"]["codigo"] == code, event

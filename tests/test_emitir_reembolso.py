@@ -18,6 +18,8 @@ from emitir_reembolso import handler as refund_handler
 from emitir_reembolso.settings import RefundSettings
 from orchestrator.invokers.local import function_environment
 
+from .support.seal_harness import ledger_items
+
 
 def _event(conv: str | None = None, **overrides):
     event = {"conversaId": conv or f"conv-{uuid.uuid4().hex[:8]}", "clienteId": 1001, "pedidoId": "4821", "valor": 50.0}
@@ -98,15 +100,18 @@ def test_repeat_even_when_balance_is_exhausted_reports_the_original(tools, gatew
     assert len(gateway.debits()) == 1
 
 
+SEAL_REFUSES = {"valor-texto": 2004, "conversaId-forjado": 1001}
+
+
 @pytest.mark.parametrize(
     "change, field",
     [
         ({"valor": -10}, "valor"),
         ({"valor": 0}, "valor"),
         ({"valor": 10.001}, "valor"),
-        ({"valor": "NaN"}, "valor"),
+        ({"valor": "NaN"}, "valor-texto"),
         ({"pedidoId": "48#21"}, "pedidoId"),
-        ({"conversaId": "a#b"}, "conversaId"),
+        ({"conversaId": "a#b"}, "conversaId-forjado"),
         ({"clienteId": 0}, "clienteId"),
         ({"extra": "campo"}, "extra"),
     ],
@@ -114,17 +119,26 @@ def test_repeat_even_when_balance_is_exhausted_reports_the_original(tools, gatew
 def test_invalid_input_is_a_typed_error_and_changes_nothing(tools, gateway, mocked_aws, change, field):
     out = tools(EMITIR_REEMBOLSO, _event(**change))
     assert out["ok"] is False
-    assert out["erro"]["codigo"] == "entrada_invalida"
-    assert field in out["erro"]["mensagem"]
+    if field in SEAL_REFUSES:
+        # Refused at the edge, before the model's parse: an identity no turn could bind
+        # opens no session (1001); an amount that is no number counts as above any limit (2004).
+        assert out["erro"]["codigo"] == "selo_recusado"
+        assert out["erro"]["detalhes"]["codigo"] == SEAL_REFUSES[field]
+    else:
+        assert out["erro"]["codigo"] == "entrada_invalida"
+        assert field in out["erro"]["mensagem"]
     assert gateway.stats()["reembolso"] == 0
-    assert mocked_aws["dynamodb"].scan(TableName="cadencia-agente-execucoes")["Count"] == 0
+    assert not ledger_items(mocked_aws["dynamodb"])
 
 
 def test_missing_field_is_a_typed_error(tools, gateway):
     event = _event()
-    del event["valor"]
+    del event["pedidoId"]
     out = tools(EMITIR_REEMBOLSO, event)
     assert out["erro"]["codigo"] == "entrada_invalida"
+    del event["valor"]  # no amount: above any limit for the edge (2004), before the model's parse
+    out = tools(EMITIR_REEMBOLSO, event)
+    assert out["erro"]["codigo"] == "selo_recusado" and out["erro"]["detalhes"]["codigo"] == 2004
 
 
 def test_unknown_and_foreign_orders_get_the_same_error(tools, gateway, mocked_aws):
@@ -133,14 +147,14 @@ def test_unknown_and_foreign_orders_get_the_same_error(tools, gateway, mocked_aw
     assert unknown["erro"]["codigo"] == foreign["erro"]["codigo"] == "pedido_nao_encontrado"
     assert unknown["erro"]["mensagem"].replace("9999", "X") == foreign["erro"]["mensagem"].replace("5100", "X")
     assert gateway.stats()["reembolso"] == 0
-    assert mocked_aws["dynamodb"].scan(TableName="cadencia-agente-execucoes")["Count"] == 0
+    assert not ledger_items(mocked_aws["dynamodb"])
 
 
 def test_amount_above_balance_is_refused_before_any_claim(tools, gateway, mocked_aws):
     out = tools(EMITIR_REEMBOLSO, _event(valor=189.91))
     assert out["erro"]["codigo"] == "valor_excede_saldo"
     assert out["erro"]["detalhes"]["saldo"] == "189.90"
-    assert mocked_aws["dynamodb"].scan(TableName="cadencia-agente-execucoes")["Count"] == 0
+    assert not ledger_items(mocked_aws["dynamodb"])
     assert gateway.stats()["reembolso"] == 0
 
 

@@ -49,7 +49,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "orchestrator/human_reply.py": frozenset({"conversaId", "texto"}),
     # The operators' HTTP API bodies (POST .../respostas, POST .../decisao).
     "orchestrator/human_reply_api.py": frozenset({"texto"}),
-    "functions/decidir_aprovacao/api.py": frozenset({"decisao", "justificativa", "valorAprovado"}),
+    "functions/decidir_aprovacao/actions.py": frozenset({"decisao", "justificativa", "valorAprovado"}),
     "functions/decidir_aprovacao/switches_api.py": frozenset({"estado", "motivo"}),
     # The channel's queue message and webhook payload.
     "functions/canal_whatsapp/models.py": frozenset({"tipo", "mensagemId", "conversaId", "clienteId", "mensagem",

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from cadencia_shared import approval_policy
+from cadencia_shared import approval_policy, seal_edge
 from cadencia_shared.identity import APPROVERS, SUPERVISORS, Person
 from cadencia_shared.ledger import Ledger, SwitchState
+from cadencia_shared.seal import Verifier
+from cadencia_shared.seal_approvals import ledger_approvals
 from infra.contract import Ids
+from orchestrator.model import Deadline
+from orchestrator.resume import Resumer
 
 from .support.ledger_rows import RowEnforcingClient
-from .test_approval_lifecycle import _approval, _ask, _conv, _invoker
+from .test_approval_lifecycle import _approval, _ask, _conv, _decide, _invoker
 
 ANA = Person(subject="ana.operadora", name="Ana", groups=frozenset({APPROVERS, SUPERVISORS}))
 
@@ -48,3 +52,22 @@ def test_the_enforcing_client_notices_a_call_the_row_does_not_grant(mocked_aws):
     orchestrator, as_orchestrator = _as_role(mocked_aws, Ids.ORCHESTRATOR_ROLE)
     orchestrator.set_switch("emitir_reembolso", SwitchState.STOPPED, subject="s", name="n", reason="teste")
     assert as_orchestrator.violations == [("dynamodb:PutItem", "interruptor#", "interruptor#emitir_reembolso")]
+
+
+def test_a_sealed_refund_above_the_limit_runs_within_the_rows_of_the_orchestrator_and_the_refund_tool(
+        mocked_aws, gateway, tools, monkeypatch):
+    """The orchestrator opens and closes the turn's session (sessao#), the refund's edge reads it,
+    reads the approval the envelope names and uses up the envelope (jti#): each within its row."""
+    refund_table, as_refund = _as_role(mocked_aws, Ids.role("emitir_reembolso"))
+    edge = Verifier(refund_table.table, ledger_approvals(refund_table))
+    monkeypatch.setattr(seal_edge, "verify", lambda tool, event, _approvals: edge.verify(tool, event))
+    orchestrator, as_orchestrator = _as_role(mocked_aws, Ids.ORCHESTRATOR_ROLE)
+    conv = _conv("selada")
+    first, orch = _ask(orchestrator, _invoker(tools), conv)
+    assert first.motivo == "aguardando_aprovacao"
+    _decide(mocked_aws["ledger"], _approval(mocked_aws["ledger"], conv))
+    resumed = Resumer.of(orch).resume(_approval(mocked_aws["ledger"], conv), Deadline.after(60))
+    assert resumed.reason == "aprovada_executada" and len(gateway.debits_for(conv)) == 1
+    assert as_orchestrator.violations == [] and as_refund.violations == []
+    assert {"sessao#", "jti#", "aprovacao#"} <= {kind for _, kind, _ in as_refund.calls}
+    assert ("dynamodb:PutItem", "sessao#") in {(a, k) for a, k, _ in as_orchestrator.calls}

@@ -30,6 +30,8 @@ from cadencia_shared.ledger import ClaimStatus, Ledger, refund_idempotency_key, 
 from emitir_reembolso import handler as refund_handler
 from orchestrator.invokers.local import LocalContext, function_environment
 
+from .support.seal_harness import seal_as_turn
+
 ROOT = Path(__file__).resolve().parents[1]
 ORDER, ORDER_VALUE = "4821", Decimal("189.90")
 LEASE_S = 2  # short leases, so an abandoned claim is the reconciler's within the test
@@ -50,7 +52,14 @@ def _env(local_stack, **extra: str) -> dict[str, str]:
     return {**local_stack.function_environment(EMITIR_REEMBOLSO), **FAST, **extra}
 
 
+def _sealed(local_stack, event: dict, extra: dict[str, str]) -> dict:
+    """Sealed as a turn seals it (docs/seal.md), on the ledger the function will read."""
+    table = _env(local_stack, **extra)["LEDGER_TABLE"]
+    return seal_as_turn(Ledger(table, _dynamodb(local_stack)), EMITIR_REEMBOLSO.name, event)
+
+
 def refund_here(local_stack, event: dict, **extra: str) -> dict:
+    event = _sealed(local_stack, event, extra)  # as the turn would
     refund_handler.reset_adapters()
     with function_environment(_env(local_stack, **extra)):
         out = refund_handler.lambda_handler(json.loads(json.dumps(event)), LocalContext("cadencia-emitir-reembolso"))
@@ -59,6 +68,8 @@ def refund_here(local_stack, event: dict, **extra: str) -> dict:
 
 
 def refund_process(local_stack, event: dict, **extra: str) -> subprocess.Popen:
+    """Each process its own envelope, as each attempt of a turn is sealed on its own."""
+    event = _sealed(local_stack, event, extra)
     env = {**os.environ, **_env(local_stack, **extra),
            "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'functions'}"}
     return subprocess.Popen([sys.executable, "-m", "tests.support.refund_process", json.dumps(event)],

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from cadencia_shared.ledger import Ledger
 from cadencia_shared.ledger.sessions import SessionLimits, SessionStore
-from cadencia_shared.seal import ENVELOPE_FIELD, SealCode, Verifier, ledger_approvals, seal
+from cadencia_shared.seal import ENVELOPE_FIELD, SealCode, Verifier, seal
+from cadencia_shared.seal_approvals import ledger_approvals
 
 NOW_S = 1_800_000_000.0
 NOW_MS = int(NOW_S * 1000)

@@ -25,7 +25,8 @@ import json, sys, time
 from pathlib import Path
 import boto3
 from cadencia_shared.ledger import Ledger
-from cadencia_shared.seal import Verifier, ledger_approvals
+from cadencia_shared.seal import Verifier
+from cadencia_shared.seal_approvals import ledger_approvals
 endpoint, event_file, go = sys.argv[1:4]
 ledger = Ledger("cadencia-agente-execucoes", boto3.client("dynamodb", region_name="us-east-1", endpoint_url=endpoint))
 verifier = Verifier(ledger.table, ledger_approvals(ledger))

@@ -23,6 +23,8 @@ from orchestrator import handler as orchestrator_handler
 from orchestrator.invokers.local import LocalContext
 from orchestrator.tools import INPUT_SCHEMAS, validation_errors
 
+from .support.seal_harness import ledger_items
+
 VALID = {
     EMITIR_REEMBOLSO.name: {"conversaId": "conv-edges", "clienteId": 1001, "pedidoId": "4821", "valor": 50.0},
     CONSULTAR_STATUS_PEDIDO.name: {"conversaId": "conv-edges", "clienteId": 1001, "pedidoId": "4821"},
@@ -51,7 +53,7 @@ class NothingChanged:
 
     def check(self) -> None:
         assert _erp_snapshot(self.erp) == self.before, "an ERP row changed"
-        assert self.ddb.scan(TableName=LEDGER_TABLE)["Count"] == 0, "a ledger item was written"
+        assert not ledger_items(self.ddb), "a ledger item was written"
         assert self.gateway.stats()["reembolso"] == 0, "the gateway was called"
 
 
@@ -69,7 +71,10 @@ def _assert_logged_small(caplog: pytest.LogCaptureFixture) -> None:
 
 def _assert_typed_refusal(out: dict[str, Any], tool: str) -> None:
     assert out["ok"] is False and out["ferramenta"] == tool
-    assert out["erro"]["codigo"] == "entrada_invalida"
+    # The model's parse refuses it (entrada_invalida), or SEAL's edge before it: an identity no
+    # turn could bind opens no session (1001), a refund amount that is no number counts as
+    # above any limit (2004). Either way a typed answer and nothing changed.
+    assert out["erro"]["codigo"] in ("entrada_invalida", "selo_recusado")
     assert len(json.dumps(out)) < 2_000
 
 

@@ -17,11 +17,11 @@ from pydantic import Field
 from cadencia_shared import db
 from cadencia_shared.audit_chain import AuditChain
 from cadencia_shared.aws import AwsSettings, client
-from cadencia_shared.handler import tool_handler
 from cadencia_shared.ledger import AuditTrail, Ledger
 from cadencia_shared.observability import logger_for
 from cadencia_shared.results import ToolResponse
 from cadencia_shared.settings import DatabaseSettings, EnvSettings, LedgerSettings
+from cadencia_shared.tool_edge import tool_handler
 
 from .logic import TOOL, update_profile
 from .models import ProfileUpdateRequest

@@ -188,6 +188,8 @@ CONSULTAR_STATUS_PEDIDO = ToolSpec(
     db_user="cadencia_agente_consulta",
     package="consultar_status_pedido",
     read_only=True,  # its grants.sql: SELECT only (tests/test_db_privileges.py)
+    requirements="lambda-status.txt",  # + cryptography (SEAL's edge)
+    egress=Egress.LEDGER_ENDPOINT,  # SEAL's edge: the call's session and its used envelope (docs/seal.md)
     timeout_s=5,
     reserved_concurrency=10,
 )

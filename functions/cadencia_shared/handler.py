@@ -1,7 +1,8 @@
 """The thin-handler kit: parse the event at the edge, run the logic, answer JSON.
 
-Each tool's ``handler.py`` is a few lines around ``tool_handler``: a strict pydantic
-model for the event, a function from that model to a ``ToolResponse``. Lambdas
+Each tool's ``handler.py`` is a few lines around ``tool_edge.tool_handler`` (this edge
+behind SEAL's check): a strict pydantic model for the event, a function from that model
+to a ``ToolResponse``. Lambdas
 that answer in another shape (a person's reply, ``orchestrator/human_reply_handler.py``)
 use the same edge, ``strict_handler``, with their own answers.
 An invalid event (not a JSON object, or failing the model) becomes a typed
@@ -17,9 +18,6 @@ from typing import Any, TypeVar
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ValidationError
-
-from .observability import Metric, count_for_tool
-from .results import ErrorCode, ToolError, ToolResponse
 
 Model = TypeVar("Model", bound=BaseModel)
 Refusal = TypeVar("Refusal", bound=Exception)
@@ -100,31 +98,5 @@ def strict_handler(
                 return refused(err)
 
         return lambda_handler
-
-    return decorate
-
-
-def tool_handler(
-    *, tool: str, model: type[Model], logger: Logger
-) -> Callable[[Callable[[Model], ToolResponse]], Callable[[Any, LambdaContext], dict[str, Any]]]:
-    def invalid(problems: list[str]) -> dict[str, Any]:
-        count_for_tool(Metric.TOOL_REFUSALS, tool)
-        return ToolResponse.failure(
-            tool, ToolError(ErrorCode.INVALID_INPUT, "Entrada inválida: " + "; ".join(problems))
-        ).to_json()
-
-    def refused(err: ToolError) -> dict[str, Any]:
-        logger.info("typed refusal", extra={"codigo": err.code.value})
-        count_for_tool(Metric.TOOL_REFUSALS, tool)
-        return ToolResponse.failure(tool, err).to_json()
-
-    def decorate(run: Callable[[Model], ToolResponse]) -> Callable[[Any, LambdaContext], dict[str, Any]]:
-        @strict_handler(model=model, logger=logger, invalid=invalid, refusal=ToolError, refused=refused)
-        def answer(request: Model, _context: LambdaContext) -> dict[str, Any]:
-            response = run(request)
-            logger.info("tool answered", extra={"resultado": response.resultado})
-            return response.to_json()
-
-        return answer
 
     return decorate

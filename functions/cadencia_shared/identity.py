@@ -10,6 +10,9 @@ cannot speak for someone else by writing a name.
 API Gateway renders every claim as a string; an array claim such as
 ``cognito:groups`` arrives as ``"[aprovadores atendentes]"`` (bracketed,
 space-separated). Both that and a JSON list are read; anything else is no group.
+The console's pages arrive with a cookie instead of a header: a Lambda authorizer
+verifies the same token and hands the same claims in ``requestContext.authorizer.lambda``
+(docs/decisions/console-auth.md); both places are the platform's, never the caller's.
 
 Direct invocation (no ``requestContext``) is the break-glass path: only the role
 the contract names may invoke the functions directly, and every such decision is
@@ -28,6 +31,9 @@ APPROVERS = "aprovadores"
 ATTENDANTS = "atendentes"
 SUPERVISORS = "supervisores"
 GROUPS = (APPROVERS, ATTENDANTS, SUPERVISORS)
+
+# The console's session cookie: the person's access token (HttpOnly; Secure; SameSite=Strict).
+SESSION_COOKIE = "cadencia_sessao"
 
 VIA_API = "api"
 VIA_BREAK_GLASS = "quebra_de_vidro"
@@ -77,7 +83,10 @@ def is_api_event(event: Any) -> bool:
 
 def person_from_event(event: dict[str, Any]) -> Person:
     """The verified person of an HTTP API event, or ``IdentityRefused(401)``."""
-    claims = ((event.get("requestContext") or {}).get("authorizer") or {}).get("jwt", {}).get("claims")
+    authorizer = (event.get("requestContext") or {}).get("authorizer") or {}
+    # The JWT authorizer's claims, or (the console's pages, signed in with a cookie) the
+    # context of the Lambda authorizer that verified the same token by the same rules.
+    claims = (authorizer.get("jwt") or {}).get("claims") if "jwt" in authorizer else authorizer.get("lambda")
     if not isinstance(claims, dict):
         raise IdentityRefused(401, "sem_identidade")
     subject = claims.get("sub")

@@ -51,6 +51,7 @@ class Metric:
     UNKNOWN_OUTCOMES = "ResultadosDesconhecidos"
     TOOL_REFUSALS = "RecusasDaFerramenta"
     TOOL_ERRORS = "ErrosDeFerramenta"
+    SEAL_REFUSALS = "ChamadasSeladasRecusadas"  # {Ferramenta, Codigo}: a call refused at the tool's edge (SEAL)
     MODEL_ERRORS = "ErrosDoModelo"
     HUMAN_HANDOFFS = "EncaminhamentosHumanos"
     BREAKER_TRANSITIONS = "TransicoesDoDisjuntor"  # {Ferramenta, Estado}: a circuit changed state

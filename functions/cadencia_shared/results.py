@@ -21,6 +21,7 @@ class ErrorCode(StrEnum):
     CUSTOMER_NOT_FOUND = "cliente_nao_encontrado"
     AMOUNT_EXCEEDS_BALANCE = "valor_excede_saldo"
     GATEWAY_UNAVAILABLE = "gateway_indisponivel"  # nothing was debited; a later attempt may succeed
+    SEAL_REFUSED = "selo_recusado"  # the call's SEAL envelope was refused at the edge (detalhes.codigo)
 
 
 class ToolError(Exception):

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
-import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -28,18 +26,23 @@ from botocore.exceptions import ClientError
 from cryptography.exceptions import InvalidSignature
 
 from .approval_arguments import canonical_arguments
-from .ledger.sessions import SessionRecord, SessionStore, TurnSession
+from .ledger.sessions import SessionRecord, SessionStore
 from .ledger.table import TTL_ATTRIBUTE, LedgerTable, checked_id, condition_failed
 
-VERSION = "seal/v1"
-ENVELOPE_FIELD = "selo"
-IDENTITY_FIELDS = ("conversaId", "clienteId")
+# The envelope's format and the signing side: seal_envelope (re-exported here).
+from .seal_envelope import APPROVAL_FIELD as APPROVAL_FIELD
+from .seal_envelope import ENVELOPE_FIELD as ENVELOPE_FIELD
+from .seal_envelope import ENVELOPE_TTL_MS as ENVELOPE_TTL_MS
+from .seal_envelope import IDENTITY_FIELDS as IDENTITY_FIELDS
+from .seal_envelope import SIGNED_FIELDS as _FIELDS
+from .seal_envelope import VERSION as VERSION
+from .seal_envelope import call_arguments as call_arguments
+from .seal_envelope import seal as seal
+from .seal_envelope import signed_message as _message
+
 REFUND_TOOL = "emitir_reembolso"
 REFUND_AMOUNT_FIELD = "valor"
-APPROVAL_FIELD = "aprovacaoId"  # inside the envelope: the approval record this call claims
-ENVELOPE_TTL_MS = 60_000  # an envelope is good for one invoke, not for the whole turn
 JTI_KEPT_S = 24 * 3600
-_FIELDS = ("v", "sessao", "jti", "ferramenta", "argsSha256", "conversaId", "clienteId", "emitidoEm", "expiraEm")
 
 
 class SealCode(IntEnum):
@@ -69,37 +72,14 @@ ApprovalCheck = Callable[[str, str, str, dict[str, Any]], SealCode | None]
 unexpired, binds exactly these arguments; else the refusal's code."""
 
 
-def call_arguments(event: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in event.items() if k != ENVELOPE_FIELD and k not in IDENTITY_FIELDS}
-
-
-def _message(fields: Mapping[str, Any]) -> bytes:
-    return json.dumps({k: fields[k] for k in _FIELDS}, sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=False).encode()
-
-
-def seal(event: Mapping[str, Any], *, tool: str, session: TurnSession, now_ms: int,
-         approval_id: str | None = None) -> dict[str, Any]:
-    """The event with its signed envelope (the orchestrator's invoker calls this)."""
-    fields: dict[str, Any] = {
-        "v": VERSION, "sessao": session.session_id, "jti": secrets.token_urlsafe(18), "ferramenta": tool,
-        "argsSha256": canonical_arguments(call_arguments(event))[1],
-        "conversaId": event.get("conversaId"), "clienteId": event.get("clienteId"),
-        "emitidoEm": now_ms, "expiraEm": min(now_ms + ENVELOPE_TTL_MS, session.record.expires_at_ms),
-    }
-    envelope = {**fields, "assinatura": base64.b64encode(session.sign(_message(fields))).decode()}
-    if approval_id is not None:
-        envelope[APPROVAL_FIELD] = approval_id
-    return {**call_arguments(event), **{k: event[k] for k in IDENTITY_FIELDS if k in event},
-            ENVELOPE_FIELD: envelope}
-
-
 def _well_formed(envelope: Any) -> bool:
     if not isinstance(envelope, dict) or envelope.get("v") != VERSION:
         return False
     texts = ("sessao", "jti", "ferramenta", "argsSha256", "conversaId", "assinatura")
     numbers = ("clienteId", "emitidoEm", "expiraEm")
-    if any(not isinstance(envelope.get(k), str) or not envelope[k] or len(envelope[k]) > 200 for k in texts):
+    # A conversation id may be 256 characters (cadencia_shared.models.CONVERSATION_ID_PATTERN).
+    if any(not isinstance(envelope.get(k), str) or not envelope[k]
+           or len(envelope[k]) > (256 if k == "conversaId" else 200) for k in texts):
         return False
     if any(type(envelope.get(k)) is not int for k in numbers):
         return False
@@ -169,6 +149,11 @@ class Verifier:
         return True
 
 
+def no_approvals(_approval: str, _conversation_id: str, _tool: str, _arguments: dict[str, Any]) -> SealCode:
+    """For a tool with no approval policy: an envelope naming an approval binds nothing."""
+    return SealCode.APPROVAL_NOT_BINDING
+
+
 def signed(session: SessionRecord, envelope: dict[str, Any]) -> bool:
     try:
         signature = base64.b64decode(envelope["assinatura"], validate=True)
@@ -183,32 +168,8 @@ def _amount(arguments: Mapping[str, Any]) -> Decimal:
     if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
         return Decimal("Infinity")  # no readable amount: treated as above any limit
     try:
-        return Decimal(str(value))
+        amount = Decimal(str(value))
     except InvalidOperation:
         return Decimal("Infinity")
-
-
-def ledger_approvals(ledger: Any) -> ApprovalCheck:
-    """The approval check over the ledger's ``aprovacao#`` records: the named record
-    exists, is approved (or already handed to this call: consumed), unexpired, and
-    binds exactly this conversation, tool and arguments (``ApprovalRecord.binds``; the
-    tool version is the confirmation gate's check, the release being the orchestrator's)."""
-    from .approvals import ApprovalStatus, ApprovalStore
-
-    store = ApprovalStore(ledger)
-
-    def check(approval: str, conversation_id: str, tool: str, arguments: dict[str, Any]) -> SealCode | None:
-        try:
-            record = store.get(approval)
-        except ValueError:
-            record = None
-        digest = canonical_arguments(arguments)[1]
-        if record is None or not record.binds(conversation_id=conversation_id, tool=tool,
-                                              version=record.tool_version, arguments_sha256=digest):
-            return SealCode.APPROVAL_NOT_BINDING
-        if record.status not in (ApprovalStatus.APPROVED, ApprovalStatus.CONSUMED) \
-                or record.expired(ledger.now_ms()):
-            return SealCode.APPROVAL_NOT_USABLE
-        return None
-
-    return check
+    # NaN (Python's json reads it) would make the comparison raise: no readable amount either.
+    return amount if amount.is_finite() else Decimal("Infinity")

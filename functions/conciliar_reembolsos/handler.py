@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cadencia_shared.observability import logger_for
-from emitir_reembolso.handler import refund_service
+from emitir_reembolso.wiring import refund_service
 
 from .books import BooksAudit
 from .debits import HttpDebitListing

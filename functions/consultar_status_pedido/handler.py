@@ -5,10 +5,10 @@ from __future__ import annotations
 from functools import partial
 
 from cadencia_shared import db
-from cadencia_shared.handler import tool_handler
 from cadencia_shared.observability import logger_for
 from cadencia_shared.results import ToolResponse
 from cadencia_shared.settings import DatabaseSettings
+from cadencia_shared.tool_edge import tool_handler
 
 from .logic import TOOL, order_status
 from .models import OrderStatusRequest

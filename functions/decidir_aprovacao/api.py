@@ -5,6 +5,7 @@
     POST /aprovacoes/{aprovacaoId}/decisao    {decisao, justificativa, valorAprovado?}
     GET  /interruptores, POST /interruptores/{ferramenta}                  group supervisores
                                               (the tool kill switches: ``switches_api``)
+    /console/...                              the operators' pages (``console``)
 
 Who decides is the authorizer's verified claims (``cadencia_shared.identity``); a body
 naming an actor is refused before anything is read. The decision itself is
@@ -17,31 +18,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from cadencia_shared import approval_policy
-from cadencia_shared.approvals import ApprovalStore, DecisionRefused
+from cadencia_shared.approvals import ApprovalStore
 from cadencia_shared.handler import describe
 from cadencia_shared.identity import APPROVERS, IdentityRefused, Person, json_body, person_from_event
 from cadencia_shared.ledger import Ledger
-from cadencia_shared.models import APPROVAL_ID_PATTERN, EDGE_CONFIG, Justification
+from cadencia_shared.models import APPROVAL_ID_PATTERN
 
-from . import switches_api
+from . import actions, console, switches_api
+from .actions import ApiDecision
 from .logic import masked
 
 Resume = Callable[[str], None]
 STATUS = {"aprovacao_inexistente": 404, "grupo_nao_autorizado": 403, "valor_invalido": 400}
-
-
-class ApiDecision(BaseModel):
-    model_config = EDGE_CONFIG
-
-    decisao: Literal["aprovar", "negar"]
-    justificativa: Justification
-    valorAprovado: str | None = None  # reais as text ("150.00"): a lower amount than asked
 
 
 class ApiError(Exception):
@@ -97,30 +91,17 @@ def build(ledger: Ledger, *, resume: Resume, policy: approval_policy.PolicySetti
         approval = approval_id(approval_path)
         request = _decision_body(app.current_event.raw_event)
         try:
-            amount = (approval_policy.parse_amount(request.valorAprovado)
-                      if request.valorAprovado is not None else None)
-            decided = approval_policy.decide(ledger, approval, person=who, approve=request.decisao == "aprovar",
-                                             justification=request.justificativa, approved_amount=amount,
-                                             settings=policy)
-        except DecisionRefused as refused:
-            ledger.append_audit(conversation_id=refused.record.conversation_id if refused.record else None,
-                                event="DECISAO_DE_APROVACAO_RECUSADA",
-                                details={"aprovacaoId": approval, "motivo": refused.reason, **who.audit()})
-            if refused.reason == "aprovacao_expirada":
-                resume(approval)  # a late decision unsticks the conversation: it is closed and told
-            return error(STATUS.get(refused.reason, 409), refused.reason)
+            decided = actions.decide(ledger, approval, who=who, approve=request.decisao == "aprovar",
+                                     justification=request.justificativa, amount_text=request.valorAprovado,
+                                     policy=policy, resume=resume)
+        except actions.Refused as refused:
+            return error(STATUS.get(refused.code, 409), refused.code)
         record = decided.record
-        ledger.append_audit(conversation_id=record.conversation_id, event="APROVACAO_DECIDIDA",
-                            details={"aprovacaoId": record.id, "status": record.status.value,
-                                     "resultado": decided.outcome, "argumentosSha256": record.arguments_sha256,
-                                     **({"substituiu": decided.replaced} if decided.replaced else {}),
-                                     **who.audit()})
-        if decided.outcome != approval_policy.AWAITING_SECOND:
-            resume(record.id)
         return {"ok": True, "resultado": decided.outcome, "aprovacao": masked(record, ledger.now_ms()),
                 **({"substituiu": decided.replaced} if decided.replaced else {})}
 
     switches_api.register(app, ledger, ApiError)
+    console.register(app, ledger, resume=resume, policy=policy)
     return app
 
 

@@ -25,10 +25,11 @@ from pydantic import BaseModel, ValidationError
 from cadencia_shared.catalog import TOOLS
 from cadencia_shared.handler import describe
 from cadencia_shared.identity import SUPERVISORS, Person, json_body, person_from_event
-from cadencia_shared.ledger import Ledger, SwitchState
+from cadencia_shared.ledger import Ledger
 from cadencia_shared.models import EDGE_CONFIG, Justification
 
-SWITCH_CHANGED_EVENT = "INTERRUPTOR_ALTERADO"
+from . import actions
+from .actions import SWITCH_CHANGED_EVENT as SWITCH_CHANGED_EVENT
 
 
 class SwitchChange(BaseModel):
@@ -64,11 +65,5 @@ def register(app: APIGatewayHttpResolver, ledger: Ledger, api_error: Callable[..
             request = SwitchChange.model_validate(body, strict=True)
         except ValidationError as err:
             raise api_error(400, "entrada_invalida", describe(err)) from None
-        before = ledger.tool_switch(tool)
-        after = ledger.set_switch(tool, SwitchState(request.estado), subject=who.subject, name=who.name,
-                                  reason=request.motivo)
-        ledger.append_audit(conversation_id=None, event=SWITCH_CHANGED_EVENT,
-                            details={"ferramenta": tool, "estado": after.state.value,
-                                     "estadoAnterior": before.state.value, "motivo": after.reason,
-                                     "alteradoEm": after.at, **who.audit()})
+        before, after = actions.switch(ledger, tool, who=who, state=request.estado, reason=request.motivo)
         return {"ok": True, "interruptor": after.public(), "estadoAnterior": before.state.value}

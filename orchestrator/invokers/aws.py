@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnec
 
 from cadencia_shared.catalog import ToolSpec
 
+from ..sealing import sealed
 from .base import Invocation, InvocationStatus
 
 # No SDK retries: a re-sent invoke would be a second attempt the ceiling never
@@ -28,10 +29,9 @@ class LambdaInvoker:
 
     def invoke(self, tool: ToolSpec, event: dict[str, Any]) -> Invocation:
         name = self.function_names.get(tool.name, tool.function_name)
+        payload = json.dumps(sealed(tool.name, event)).encode()  # the turn's envelope (orchestrator/sealing.py)
         try:
-            resp = self.client.invoke(
-                FunctionName=name, InvocationType="RequestResponse", Payload=json.dumps(event).encode()
-            )
+            resp = self.client.invoke(FunctionName=name, InvocationType="RequestResponse", Payload=payload)
         except ClientError as err:
             code = err.response.get("Error", {}).get("Code", "")
             status = InvocationStatus.THROTTLED if code in _THROTTLING else InvocationStatus.INVOKE_FAILED

@@ -23,6 +23,7 @@ from typing import Any
 
 from cadencia_shared.catalog import ToolSpec
 
+from ..sealing import sealed
 from .base import Invocation, InvocationStatus
 
 _env_lock = threading.RLock()
@@ -66,7 +67,7 @@ class InProcessInvoker:
         self.calls: list[tuple[str, dict[str, Any]]] = []
 
     def invoke(self, tool: ToolSpec, event: dict[str, Any]) -> Invocation:
-        wire_event = json.loads(json.dumps(event))
+        wire_event = json.loads(json.dumps(sealed(tool.name, event)))
         self.calls.append((tool.name, wire_event))
         with function_environment(self.environments[tool.name]):
             handler = importlib.import_module(f"{tool.package}.handler").lambda_handler

@@ -33,6 +33,7 @@ def cmd_up(_: argparse.Namespace) -> int:
         api = console_api.start(state)
     console.print(f"API dos operadores: {api['api']}   emissor OpenID: {api['emissor']} "
                   f"(client_id {console_api.LOCAL_AUDIENCE})")
+    console.print(f"console no navegador: {api['api']}/console/entrar")
     table = Table(title="usuários de demonstração (scripts/local_stack/demo_users.json)")
     for col in ("usuário", "senha", "grupos"):
         table.add_column(col)

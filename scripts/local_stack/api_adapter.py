@@ -7,7 +7,10 @@
             ─► the function's handler, in-process, with a payload-2.0 event whose
                ``requestContext.authorizer.jwt.claims`` are the verified claims rendered
                as API Gateway renders them (every value a string; an array as
-               ``"[a b]"``) ─► its statusCode, headers and body
+               ``"[a b]"``) ─► its statusCode, headers, cookies and body
+            (the console's pages: the same token read from the ``cadencia_sessao`` cookie,
+             verified by the same rules, its claims in ``requestContext.authorizer.lambda``
+             as the console's Lambda authorizer hands them; the sign-in page: no authorizer)
 
 The JWKS is read from the issuer's ``jwks_uri`` over HTTP (as API Gateway reads
 Cognito's) and re-read when a token names an unknown key. Functions are called one
@@ -20,6 +23,7 @@ import json
 import re
 import threading
 import time
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Callable, Mapping
@@ -27,7 +31,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from orchestrator.api_routes import ROUTES, ApiRoute
+from orchestrator.api_routes import AUTH_COOKIE, AUTH_NONE, CONSOLE_ROUTES, ROUTES, SESSION_COOKIE, ApiRoute
 
 from . import jwt_rs256
 
@@ -51,14 +55,25 @@ def route_pattern(route: ApiRoute) -> re.Pattern[str]:
     return re.compile(rf"\A{regex}\Z")
 
 
+# What the console's cookie authorizer hands on of the verified claims (its simple
+# response's ``context``: strings only, as API Gateway passes a Lambda authorizer's context).
+COOKIE_CONTEXT_CLAIMS = ("sub", "name", "cognito:username", "username", "cognito:groups")
+
+
 def api_event(route: ApiRoute, params: dict[str, str], *, method: str, path: str, query: str,
               headers: Mapping[str, str], body: str | None, claims: Mapping[str, Any] | None) -> dict[str, Any]:
     """A payload-2.0 event, as API Gateway builds it for a Lambda proxy integration."""
     now = time.time()
-    authorizer = {"jwt": {"claims": {k: claim_text(v) for k, v in claims.items()}, "scopes": None}} if claims else None
+    authorizer: dict[str, Any] | None = None
+    if claims and route.auth == AUTH_COOKIE:
+        authorizer = {"lambda": {k: claim_text(claims[k]) for k in COOKIE_CONTEXT_CLAIMS if k in claims}}
+    elif claims:
+        authorizer = {"jwt": {"claims": {k: claim_text(v) for k, v in claims.items()}, "scopes": None}}
+    lowered = {k.lower(): v for k, v in headers.items()}
+    cookies = [c.strip() for c in lowered.pop("cookie", "").split(";") if c.strip()]
     return {
         "version": "2.0", "routeKey": route.route_key, "rawPath": path, "rawQueryString": query,
-        "headers": {k.lower(): v for k, v in headers.items()},
+        "headers": lowered, **({"cookies": cookies} if cookies else {}),
         "requestContext": {
             "accountId": "000000000000", "apiId": "local", "domainName": "127.0.0.1", "domainPrefix": "127",
             "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1",
@@ -68,6 +83,9 @@ def api_event(route: ApiRoute, params: dict[str, str], *, method: str, path: str
             **({"authorizer": authorizer} if authorizer else {}),
         },
         "pathParameters": params, "body": body, "isBase64Encoded": False,
+        # As API Gateway renders them: a name given twice has its values joined by commas.
+        **({"queryStringParameters": {k: ",".join(v) for k, v in urllib.parse.parse_qs(query).items()}}
+           if query else {}),
     }
 
 
@@ -83,6 +101,15 @@ class Authorizer:
             jwks_uri = json.load(resp)["jwks_uri"]
         with urllib.request.urlopen(jwks_uri, timeout=5) as resp:
             self._keys = list(json.load(resp)["keys"])
+
+    def cookie_claims(self, cookie_header: str | None) -> dict[str, Any]:
+        """The console's cookie authorizer: the session cookie's token, verified by the
+        same rules (one cookie of that name; none, or two: refused)."""
+        values = [v for n, _, v in (c.strip().partition("=") for c in (cookie_header or "").split(";"))
+                  if n == SESSION_COOKIE]
+        if len(values) != 1:
+            raise jwt_rs256.TokenRefused("missing")
+        return self.claims(values[0])
 
     def claims(self, authorization: str | None) -> dict[str, Any]:
         """Verified claims, or ``TokenRefused``. The header may hold the token with or
@@ -104,7 +131,7 @@ class Authorizer:
 
 
 def serve(authorizer: Authorizer, functions: Mapping[str, Function], port: int = 0,
-          routes: tuple[ApiRoute, ...] = ROUTES) -> ThreadingHTTPServer:
+          routes: tuple[ApiRoute, ...] = ROUTES + CONSOLE_ROUTES) -> ThreadingHTTPServer:
     """Listen on loopback in a daemon thread; the address is ``server.server_address``."""
     compiled = [(route, route_pattern(route)) for route in routes]
     one_at_a_time = threading.Lock()
@@ -113,9 +140,12 @@ def serve(authorizer: Authorizer, functions: Mapping[str, Function], port: int =
         def log_message(self, *args: Any) -> None:  # request lines carry conversation ids
             return
 
-        def _write(self, status: int, body: bytes | str, headers: Mapping[str, str]) -> None:
+        def _write(self, status: int, body: bytes | str, headers: Mapping[str, str],
+                   cookies: list[str] | tuple[()] = ()) -> None:
             data = body.encode() if isinstance(body, str) else body
             self.send_response(status)
+            for cookie in cookies:  # payload 2.0's ``cookies``: one Set-Cookie each
+                self.send_header("Set-Cookie", cookie)
             for name, value in headers.items():
                 if name.lower() != "content-length":
                     self.send_header(name, value)
@@ -134,7 +164,10 @@ def serve(authorizer: Authorizer, functions: Mapping[str, Function], port: int =
                 return
             route, match = found
             try:
-                claims = authorizer.claims(self.headers.get("Authorization"))
+                claims: dict[str, Any] | None = (
+                    None if route.auth == AUTH_NONE
+                    else authorizer.cookie_claims(self.headers.get("Cookie")) if route.auth == AUTH_COOKIE
+                    else authorizer.claims(self.headers.get("Authorization")))
             except jwt_rs256.TokenRefused:
                 self._json(401, UNAUTHORIZED)
                 return
@@ -154,7 +187,7 @@ def serve(authorizer: Authorizer, functions: Mapping[str, Function], port: int =
             with one_at_a_time:
                 answer = functions[route.function](event)
             self._write(int(answer.get("statusCode", 200)), answer.get("body") or "",
-                        answer.get("headers") or {"Content-Type": "application/json"})
+                        answer.get("headers") or {"Content-Type": "application/json"}, answer.get("cookies") or [])
 
         def do_GET(self) -> None:
             self._handle("GET")

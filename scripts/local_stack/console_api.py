@@ -69,7 +69,7 @@ def _decision(state: stack.StackState, extra_env: dict[str, str], resumed: list[
             from decidir_aprovacao.handler import lambda_handler
 
             answer = lambda_handler(event, LocalContext(DECISION_FUNCTION_NAME))
-        to_resume = _to_resume(event, answer)
+        to_resume = _to_resume(event, answer) or _page_to_resume(state, event, answer)
         if to_resume:
             settings = OrchestratorSettings.from_env({**env, "TOOL_INVOKER": "local",
                                                       "LEDGER_TABLE": state.ledger_table})
@@ -82,14 +82,37 @@ def _decision(state: stack.StackState, extra_env: dict[str, str], resumed: list[
 
 def _to_resume(event: dict[str, Any], answer: dict[str, Any]) -> str | None:
     """What the deployed decision function hands to the orchestrator's resume."""
-    if event.get("requestContext", {}).get("http", {}).get("method") != "POST":
-        return None
+    if (event.get("requestContext", {}).get("http", {}).get("method") != "POST"
+            or str(event.get("rawPath", "")).startswith("/console/")):
+        return None  # a page's HTML answer: _page_to_resume
     body = json.loads(answer.get("body") or "{}")
     if body.get("ok") and body.get("resultado") in ("aprovada", "negada"):
         return body["aprovacao"]["aprovacaoId"]
     if (body.get("erro") or {}).get("codigo") == "aprovacao_expirada":
         return (event.get("pathParameters") or {}).get("aprovacaoId")
     return None
+
+
+def _page_to_resume(state: stack.StackState, event: dict[str, Any], answer: dict[str, Any]) -> str | None:
+    """The same for a console page's decision (an HTML answer): the request the page
+    decided (its redirect's) when the ledger shows it aprovada or negada, or the path's
+    when it is still pending past its expiry (a late decision unsticks it)."""
+    if not str(event.get("routeKey", "")).startswith("POST /console/aprovacoes/"):
+        return None
+    from cadencia_shared.approvals import ApprovalStore
+    from cadencia_shared.ledger import Ledger
+
+    from .aws import session_client
+
+    location = (answer.get("headers") or {}).get("Location", "").split("?", 1)[0]
+    approval = location.rsplit("/", 1)[-1] if location else (event.get("pathParameters") or {}).get("aprovacaoId")
+    ledger = Ledger(state.ledger_table, session_client("dynamodb", state.aws_endpoint))
+    record = ApprovalStore(ledger).get(approval or "")
+    if record is None:
+        return None
+    if location:
+        return record.id if record.status.value in ("aprovada", "negada") else None
+    return record.id if record.status.value == "pendente" and record.expired(ledger.now_ms()) else None
 
 
 def _reply(state: stack.StackState) -> api_adapter.Function:
@@ -125,9 +148,12 @@ def serve(state: stack.StackState, *, now: Callable[[], float] = time.time, extr
         key_path.write_bytes(jwt_rs256.pem(key))
     issuer = oidc_issuer.Issuer(key=key, users=oidc_issuer.load_users(users), audience=LOCAL_AUDIENCE, now=now)
     issuer_server = oidc_issuer.serve(issuer)
+    # The console's sign-in page exchanges a demo login and password at the issuer.
+    extra_env = {"CONSOLE_TOKEN_URL": f"{issuer.url}/token", "CONSOLE_CLIENT_ID": LOCAL_AUDIENCE,
+                 **(extra_env or {})}
     authorizer = api_adapter.Authorizer(issuer=issuer.url, audiences=frozenset({LOCAL_AUDIENCE}), now=now)
     resumed: list[Any] = []
-    functions = {DECISION_FUNCTION_NAME: _decision(state, extra_env or {}, resumed),
+    functions = {DECISION_FUNCTION_NAME: _decision(state, extra_env, resumed),
                  HUMAN_REPLY_FUNCTION_NAME: _reply(state)}
     return ConsoleApi(issuer, issuer_server, api_adapter.serve(authorizer, functions), resumed)
 

@@ -18,6 +18,7 @@ from cadencia_shared.ledger import Ledger
 from emitir_reembolso import handler as refund_handler
 from emitir_reembolso.gateway import PaymentGatewayClient
 from orchestrator import handler as orchestrator_handler
+from orchestrator import sealing
 from orchestrator.events import TurnRequest
 from orchestrator.invokers.local import InProcessInvoker, function_environment
 from orchestrator.model import Deadline
@@ -60,6 +61,7 @@ class Bench:
         model_env = {"MODEL_PROVIDER": "anthropic", "ANTHROPIC_BASE_URL": model.base_url,
                      "MODEL_ID": SCRIPTED_MODEL, "ANTHROPIC_API_KEY": "local-scripted-model"}
         ledger = Ledger(state.ledger_table, session_client("dynamodb", state.aws_endpoint))
+        self.ledger = ledger  # a tool alone is still sealed, by a one-call turn's session (docs/seal.md)
         self.runner = ProductionRunner(state, ledger, model_env, log_level="INFO")
         self.invoker = InProcessInvoker({name: {**env, "POWERTOOLS_LOG_LEVEL": "INFO"}
                                          for name, env in state.function_environments().items()})
@@ -132,7 +134,9 @@ class Bench:
         return self.runner.turn(conversa, CUSTOMER, index, messages[index])
 
     def tool(self, name: str, conversa: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        invocation = self.invoker.invoke(TOOLS[name], {**arguments, "conversaId": conversa, "clienteId": CUSTOMER})
+        with self._sealed(conversa):
+            invocation = self.invoker.invoke(TOOLS[name], {**arguments, "conversaId": conversa,
+                                                           "clienteId": CUSTOMER})
         return invocation.payload or {}
 
     def gate_alone(self, conversa: str, call: tuple[str, dict[str, Any]], n: int) -> Any:
@@ -142,7 +146,14 @@ class Bench:
             block = ToolUseBlock(type="tool_use", id=f"toolu_bench_{conversa}_{n}", name=call[0], input=call[1])
             request = TurnRequest(conversaId=conversa, clienteId=CUSTOMER, mensagemId=f"{conversa}.g{n}",
                                   mensagem="bench")
-            return orch.tool_round.run(request, [block], Deadline(lambda: 60_000), set())
+            with self._sealed(conversa):
+                return orch.tool_round.run(request, [block], Deadline(lambda: 60_000), set())
+
+    def _sealed(self, conversa: str) -> Any:
+        """A call outside a customer's turn is sealed as a one-call turn (its session opened
+        and closed around it): the tool's edge refuses an unsealed one."""
+        return sealing.turn(self.ledger, conversation_id=conversa, customer_id=CUSTOMER,
+                            deadline=Deadline(lambda: 60_000), threshold=None)
 
     def breaker_states(self) -> list[Any]:
         """The circuit-state caches of this process's built orchestrators (one per environment)."""

@@ -22,6 +22,7 @@ from cadencia_shared.catalog import TOOLS, ToolSpec
 
 from . import child
 from .child import SEAM_REACHED
+from .sealing import Sealer
 
 PRELOAD = [f"{spec.package}.handler" for spec in TOOLS.values()] + [
     "scripts.reliability.child", "scripts.reliability.hostile", "orchestrator.invokers.local"]
@@ -79,8 +80,9 @@ class Running:
 
 
 class Fleet:
-    def __init__(self, workdir: Path, environments: dict[str, dict[str, str]]) -> None:
+    def __init__(self, workdir: Path, environments: dict[str, dict[str, str]], sealer: Sealer) -> None:
         self.workdir = workdir
+        self.sealer = sealer
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.environments = environments
         self.ctx = multiprocessing.get_context("forkserver")
@@ -91,6 +93,8 @@ class Fleet:
               env: dict[str, str] | None = None) -> Running:
         n = next(self._ids)
         base = self.workdir / f"{n:05d}"
+        if tool.name in TOOLS and isinstance(event, dict):  # signed as a turn signs each call: one per process
+            event = self.sealer(tool.name, event)
         spec = {
             "package": tool.package, "function_name": tool.function_name, "event": event,
             "env": {**self.environments[tool.name], **(env or {})}, "kill_at": kill_at,
@@ -106,6 +110,7 @@ class Fleet:
 
         n = next(self._ids)
         spec = {"package": tool.package, "function_name": tool.function_name, "env": self.environments[tool.name],
+                "tool": tool.name, "seal": {"table": self.sealer.table, "endpoint": self.sealer.endpoint},
                 "base": base, "examples": examples, "log": str(self.workdir / f"{n:05d}.log"),
                 "result": str(self.workdir / f"{n:05d}.hostil.json")}
         process = self.ctx.Process(target=hostile.probe, args=(spec,), name=f"conf-hostil-{n}")

@@ -16,6 +16,7 @@ leaks like every child's).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -25,8 +26,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-VALID_ERROR_CODES = {"entrada_invalida", "pedido_nao_encontrado", "cliente_nao_encontrado",
+VALID_ERROR_CODES = {"entrada_invalida", "selo_recusado", "pedido_nao_encontrado", "cliente_nao_encontrado",
                      "valor_excede_saldo", "gateway_indisponivel"}
+EDGE_CODES = {"entrada_invalida", "selo_recusado"}  # answered before any of the tool's logic ran
 # The shapes the contract allows (DESIGN.md §3.8); a hostile value must fall outside them.
 ORDER_ID = re.compile(r"\A[A-Za-z0-9._\-]{1,64}\Z")
 CONVERSATION_ID = re.compile(r"\A[A-Za-z0-9._:=+/\-]{1,256}\Z")
@@ -131,7 +133,7 @@ def _classify(response: Any) -> str:
     if not isinstance(response, dict) or "crash" in response:
         return "quebra"
     if response.get("ok") is False and (response.get("erro") or {}).get("codigo") in VALID_ERROR_CODES:
-        return "rejeitada_na_borda" if response["erro"]["codigo"] == "entrada_invalida" else "erro_tipado_apos_borda"
+        return "rejeitada_na_borda" if response["erro"]["codigo"] in EDGE_CODES else "erro_tipado_apos_borda"
     return "aceita"
 
 
@@ -143,6 +145,9 @@ def probe(spec: dict[str, Any]) -> None:
     os.environ.update(spec["env"])
     from orchestrator.invokers.local import LocalContext
 
+    from .sealing import Sealer
+
+    sealer = Sealer(**spec["seal"])
     handler = importlib.import_module(f"{spec['package']}.handler").lambda_handler
     counts: dict[str, int] = {}
     accepted: list[str] = []
@@ -152,6 +157,9 @@ def probe(spec: dict[str, Any]) -> None:
     @given(hostile_events(spec["base"]))
     def one(event: Any) -> None:
         wire = json.loads(json.dumps(event))  # what Lambda can carry
+        if isinstance(wire, dict):  # signed by a turn: the strict edge behind SEAL is what is attacked
+            with contextlib.suppress(TypeError, ValueError):  # arguments no turn could sign: sent as they are
+                wire = sealer(spec["tool"], wire, fallback=spec["base"])
         try:
             response: Any = handler(wire, LocalContext(spec["function_name"], timeout_s=30))
         except Exception as err:

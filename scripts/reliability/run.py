@@ -16,6 +16,7 @@ from scripts.local_stack import stack
 from . import leaks, scenarios
 from .fleet import Fleet
 from .scenarios import Reconciler, Tally
+from .sealing import SEAL_PREFIXES, Sealer
 from .truth import Verdicts
 from .world import CUSTOMER, Timing, World
 
@@ -91,7 +92,10 @@ def _rows_changed(before: dict[str, list], after: dict[str, list]) -> int:
 
 
 def _ledger_items(world: World) -> int:
-    return world.ledger.client.scan(TableName=world.state.ledger_table, Select="COUNT")["Count"]
+    """The business ledger's items: SEAL's sessions and used envelope ids are the run's own signing."""
+    pages = world.ledger.client.get_paginator("scan").paginate(TableName=world.state.ledger_table,
+                                                              ProjectionExpression="pk")
+    return sum(1 for page in pages for item in page["Items"] if not item["pk"]["S"].startswith(SEAL_PREFIXES))
 
 
 # Personal data the hostile profile updates send (the leak scan looks for it too).
@@ -125,7 +129,8 @@ def measure(mode: Mode, workdir: Path, reconciler: Reconciler | None, reconciler
         world = World(state, Timing())
         # As the ERP held it before any write, and what the hostile updates send.
         personal = leaks.known_personal_data(state, {f"{k} enviado ao cadastro": v for k, v in NEW_PROFILE.items()})
-        fleet = Fleet(workdir / "processos", world.environments(reconciler_package))
+        fleet = Fleet(workdir / "processos", world.environments(reconciler_package),
+                      Sealer(state.ledger_table, state.aws_endpoint))
         figures.hold_fault = world.hold_fault()
         for point in scenarios.CRASH_POINTS:
             progress(f"SIGKILL {point}: {mode.trials} trial(s), then the retries AWS would make")

@@ -86,7 +86,9 @@ def test_database_and_secret_scoping(default_synth, variant_synth):
             f"{contract.att(Ids.LEDGER, 'Arn')}/index/{GSI_UNSETTLED}"}
         assert not any(a in {"dynamodb:PutItem", "dynamodb:Scan", "lambda:InvokeFunction"} for a, _ in reconciler)
         consulta = roles[Ids.role(TOOLS["consultar_status_pedido"])]
-        assert not any(a.startswith(("dynamodb:", "secretsmanager:")) for a, _ in consulta.pairs)
+        # Read-only: no secret, and on the ledger only SEAL's edge (its session read, its envelope used up).
+        assert not any(a.startswith("secretsmanager:") for a, _ in consulta.pairs)
+        assert {a for a, _ in consulta.pairs if a.startswith("dynamodb:")} == {"dynamodb:GetItem", "dynamodb:PutItem"}
 
 
 @pytest.mark.infra

@@ -59,7 +59,7 @@ FILES = {
     "handler.py": (
         "from functools import partial\n\n"
         "from cadencia_shared import db\n"
-        "from cadencia_shared.handler import tool_handler\n"
+        "from cadencia_shared.tool_edge import tool_handler\n"
         "from cadencia_shared.observability import logger_for\n"
         "from cadencia_shared.settings import DatabaseSettings\n\n"
         "from .logic import TOOL, tracking\n"

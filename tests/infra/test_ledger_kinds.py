@@ -197,8 +197,11 @@ def test_only_the_orchestrators_and_the_decision_role_touch_approvals():
     the decision role (a decision, and the new request a lower approved amount needs: its
     PutItem is what `approval_policy` calls), never a tool nor the channel's other roles."""
     assert "dynamodb:PutItem" in LEDGER_ACCESS[Ids.DECISION_ROLE]["aprovacao#"]
-    writers = {r for r, row in LEDGER_ACCESS.items() if "aprovacao#" in row}
+    writers = {r for r, row in LEDGER_ACCESS.items() if set(row.get("aprovacao#", ())) - {"dynamodb:GetItem"}}
     assert writers == {Ids.ORCHESTRATOR_ROLE, Ids.WHATSAPP_CONSUMER_ROLE, Ids.DECISION_ROLE}
+    # The refund's edge only reads the approval a SEAL envelope names (codes 2005/2006).
+    readers = {r for r, row in LEDGER_ACCESS.items() if row.get("aprovacao#") == ("dynamodb:GetItem",)}
+    assert readers == {Ids.role("emitir_reembolso")}
 
 
 # --- the code scan ------------------------------------------------------------------------
@@ -221,6 +224,9 @@ MARKERS: dict[str, tuple[str, ...]] = {
     "auditoria#": ("audit_pk",),
     "auditoria-cabeca#": ("append_audit",),
     "interruptor#": ("switch_pk", "tool_switch", "set_switch"),
+    # SEAL: the turn's session (opened and closed by the orchestrators, read by the tools' edge)
+    # and the used envelopes (cadencia_shared.seal writes "jti#…": found by the literal).
+    "sessao#": ("session_pk", "SessionStore"),
 }
 # Role -> its handler module (as the constructs name it).
 HANDLERS = {

@@ -57,8 +57,8 @@ def test_tool_functions_names_handlers_runtime_and_environment(default_synth):
         env = props["Environment"]["Variables"]
         expected = {"DB_HOST", "DB_PORT", "DB_NAME", "DB_USER", "DB_AUTH", "POWERTOOLS_LOG_LEVEL",
                     "DB_SSL_MODE", "DB_SSL_ROOT_CERT"}
-        if tool.ledger_actions or tool.appends_audit:  # the registry row: only a tool that writes the ledger
-            expected.add("LEDGER_TABLE")                 # (or anchors the audit chain there) knows the table
+        # Every tool knows the table: its edge verifies each call's SEAL envelope there (docs/seal.md).
+        expected.add("LEDGER_TABLE")
         if tool.appends_audit:
             expected.add("AUDIT_TABLE")
         if tool.calls_payment_gateway:
@@ -165,7 +165,16 @@ def test_dynamodb_endpoint_policy_allows_only_what_the_functions_in_the_vpc_call
         return stmt.get("Condition", {}).get("ForAllValues:StringLike", {}).get("dynamodb:LeadingKeys")
 
     by_target = {(json.dumps(s["Resource"], sort_keys=True), json.dumps(keys(s))): s for s in statements}
-    assert len(by_target) == len(statements) == 4, statements
+    assert len(by_target) == len(statements) == 7, statements
+
+    def actions(stmt):
+        return sorted(stmt["Action"] if isinstance(stmt["Action"], list) else [stmt["Action"]])
+
+    # SEAL's edge (docs/seal.md): every tool reads its call's session and uses up the envelope;
+    # the refund also reads the approval an envelope names. Nothing more of either kind.
+    assert actions(by_target[(json.dumps(ledger), json.dumps(["sessao#*"]))]) == ["dynamodb:GetItem"]
+    assert actions(by_target[(json.dumps(ledger), json.dumps(["jti#*"]))]) == ["dynamodb:PutItem"]
+    assert actions(by_target[(json.dumps(ledger), json.dumps(["aprovacao#*", "sessao#*"]))]) == ["dynamodb:GetItem"]
     # The profile tool's audit record (isolated subnets: the endpoint is its only way to DynamoDB).
     audit = by_target[(json.dumps({"Fn::GetAtt": [Ids.AUDIT_TABLE, "Arn"]}), "null")]
     assert audit["Action"] == ["dynamodb:PutItem", "dynamodb:Query"]

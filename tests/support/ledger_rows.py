@@ -20,6 +20,7 @@ class RowEnforcingClient:
     def __init__(self, inner: Any, table: str, role: str) -> None:
         self._inner, self._table, self.role = inner, table, role
         self.violations: list[tuple[str, str, str | None]] = []
+        self.calls: list[tuple[str, str | None, str | None]] = []  # (action, kind, key) of each keyed call
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._inner, name)
@@ -43,5 +44,6 @@ class RowEnforcingClient:
             return
         key = (kwargs.get("Key") or kwargs.get("Item") or {}).get("pk", {}).get("S")
         kind = next((prefix for prefix in KINDS if key and key.startswith(prefix)), None)
+        self.calls.append((action, kind, key))
         if action not in LEDGER_ACCESS.get(self.role, {}).get(kind or "", ()):
             self.violations.append((action, kind, key))
