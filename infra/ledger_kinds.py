@@ -4,7 +4,9 @@ The ledger is one table whose partition key starts with the item's kind
 (``cadencia_shared.ledger.table``: ``conversa#…``, ``aprovacao#…``; the channel's
 ``envio#``/``contato#``; the breaker's ``disjuntor#``). A grant on the table ARN
 alone lets a role write every item: the orchestrator could mark its own approval
-request approved. Here each role that touches the ledger gets, per kind, the
+request approved. (Even with the grants below, an orchestrator may still write its
+requests: what authorises a call is the ``decisao#`` item only the decision role writes,
+``cadencia_shared.approval_use``.) Here each role that touches the ledger gets, per kind, the
 actions its code calls, and every ledger grant is rendered with
 ``ForAllValues:StringLike`` on ``dynamodb:LeadingKeys`` = ``<prefix>*``. The
 contract (``infra/contract.py``) and the constructs both render from this one table
@@ -41,7 +43,8 @@ LEDGER_ARN = "${" + Ids.LEDGER + ".Arn}"  # as contract.att(Ids.LEDGER, "Arn") s
 KINDS: Mapping[str, str] = {
     "conversa#": "the conversation (lease, history, inbound claims, the chain's anchor)",
     "contador#": "a retry ceiling's counter",
-    "aprovacao#": "an approval request and its decision",
+    "aprovacao#": "an approval request and its lifecycle (its status alone authorises nothing)",
+    "decisao#": "a person's decision on an approval request (only the decision role writes it)",
     "reivindicacao#": "a refund's idempotency claim",
     "primeiro-reembolso#": "the first conversation to ask to refund an order",
     "auditoria#": "an unchained audit record (only when no audit table is configured)",
@@ -62,7 +65,8 @@ GU = (GET, UPDATE)
 _LOOP: dict[str, tuple[str, ...]] = {
     "conversa#": GPU,
     "contador#": GU,
-    "aprovacao#": GPU,  # the request (PutItem), voiding/consuming it; never its decision (the gate reads it)
+    "aprovacao#": GPU,  # the request (PutItem), voiding/consuming/expiring it: display and lifecycle only
+    "decisao#": (GET,),  # the person's decision, which the gate and the resume require before a call runs
     "reivindicacao#": (GET,),  # a refund's outcome, for the approval gate
     "primeiro-reembolso#": GP,
     "auditoria#": (PUT,),
@@ -74,9 +78,9 @@ _LOOP: dict[str, tuple[str, ...]] = {
     "sessao#": (PUT, UPDATE),  # the turn's SEAL session: opened (PutItem), closed (UpdateItem); nobody else writes it
 }
 
-# Every tool's edge (SEAL, cadencia_shared/seal_edge.py): reads the call's session and uses
-# up its envelope (a conditional PutItem of jti#); nothing else of the ledger.
-_SEAL_EDGE: dict[str, tuple[str, ...]] = {"sessao#": (GET,), "jti#": (PUT,)}
+# Every tool's edge (cadencia_shared/seal_edge.py): reads the call's SEAL session, uses up
+# its envelope (a conditional PutItem of jti#) and reads the tool's kill switch again.
+_SEAL_EDGE: dict[str, tuple[str, ...]] = {"sessao#": (GET,), "jti#": (PUT,), "interruptor#": (GET,)}
 
 # Role logical id -> kind prefix -> the actions on it. Derived from what each role's
 # code calls (the scan in tests/infra/test_ledger_kinds.py keeps the kinds honest).
@@ -90,11 +94,13 @@ _ROWS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         # PutItem: approving a LOWER amount records a new request bound to the new arguments
         # (cadencia_shared.approval_policy), which this role creates and decides at once.
         "aprovacao#": GPU, "conversa#": (GET,), "auditoria#": (PUT,), "auditoria-cabeca#": GU,
+        "decisao#": GP,  # the decision itself: conditional PutItem, once; no role has any other write on it
         "interruptor#": GP,  # the supervisors' switch route (GET /interruptores, POST /interruptores/{ferramenta})
     },
     Ids.RECONCILER_ROLE: {"reivindicacao#": GU},
-    # A refund above the limit names its approval: the edge reads that record (codes 2005/2006).
-    Ids.role("emitir_reembolso"): {"reivindicacao#": GPU, "aprovacao#": (GET,)},
+    # A refund above the limit names its approval: the edge reads that request and the person's
+    # decision on it (codes 2005/2006; cadencia_shared.seal_approvals.ledger_approvals).
+    Ids.role("emitir_reembolso"): {"reivindicacao#": GPU, "aprovacao#": (GET,), "decisao#": (GET,)},
     Ids.role("atualizar_cadastro"): {"auditoria-cabeca#": GU},
 }
 # Every tool of the registry gets SEAL's edge beside what its own row says (a new tool too).

@@ -14,7 +14,8 @@ included — was counted.
                                  conversation waits (AwaitApproval)
         pendente              ─► still waiting
         negada                ─► is_error with the approver's reason; the customer is told
-        aprovada              ─► consume it (one conditional write) ─► pass
+        aprovada              ─► its decision record approves it (``approval_use``; else unusable)
+                              ─► consume it (one conditional write) ─► pass
         consumida             ─► pass (the same call again: the refund's idempotency key
                                  answers it, so no second debit can follow)
 
@@ -40,6 +41,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
+from cadencia_shared import approval_use
 from cadencia_shared.approval_arguments import canonical_arguments
 from cadencia_shared.approvals import ApprovalRecord, ApprovalStatus, ApprovalStore
 from cadencia_shared.catalog import ApprovalPolicy
@@ -182,7 +184,9 @@ class ConfirmationGate:
                        ending=HandOff(texts.APPROVAL_UNUSABLE, "aprovacao_inutilizavel"))
 
     def _usable(self, record: ApprovalRecord) -> bool:
-        if record.expired(self.ledger.now_ms()):
+        # The request's status alone authorises nothing: the decision record must approve
+        # exactly this request (approval_use), before it is consumed and after.
+        if record.expired(self.ledger.now_ms()) or not approval_use.usable(self.ledger, record):
             return False
         if record.status is ApprovalStatus.APPROVED:
             if self.store.consume(record):

@@ -9,6 +9,8 @@ step may run later, and again, safely:
     expired undecided, or approved and not run before its expiry ─► the record closed
                 (expirada); the customer is told which of the two; the conversation
                 active again (``approval_lifecycle``)
+    aprovada, without a decision record approving exactly it (``approval_use``) ─► nothing
+                runs; the approval is unusable, a person takes over
     aprovada ─► EXACTLY the approved call — tool and arguments from the record, not a
                 new model turn — through the same control chain (the ceiling lets it through
                 under the number it asked with: the same call, already counted; then the gate,
@@ -30,6 +32,7 @@ from decimal import Decimal
 from types import SimpleNamespace
 from typing import Any
 
+from cadencia_shared import approval_use
 from cadencia_shared.approvals import OPEN, ApprovalRecord, ApprovalStatus, ApprovalStore
 from cadencia_shared.ledger import (
     CancellationPending,
@@ -171,12 +174,14 @@ class Resumer:
         messages.append({"role": "assistant", "content": [
             {"type": "tool_use", "id": block.id, "name": block.name, "input": block.input}]})
         order = record.arguments.get("pedidoId")
-        if not record.intact:
+        decided = record.status not in approval_use.USABLE_STATUSES or approval_use.usable(self.ledger, record)
+        if not record.intact or not decided:
             # Edited after it was requested (its arguments, or the amount people were
-            # shown): what would run, or what was said, is not what was decided.
+            # shown): what would run, or what was said, is not what was decided. Or marked
+            # approved with no person's decision record approving exactly it: never runs.
             self.ledger.append_audit(conversation_id=record.conversation_id, event="APROVACAO_INVALIDA",
                                      details={"aprovacaoId": record.id, "status": record.status.value,
-                                               "vinculada": False})
+                                              "vinculada": record.intact, "decisao": decided})
             body = {"erro": "aprovacao_inutilizavel", "mensagem": "Aprovação inválida; a chamada não foi executada."}
             messages.append({"role": "user", "content": [history.tool_result(block.id, _json(body), is_error=True)]})
             return messages, ConversationStatus.WAITING_HUMAN, texts.APPROVAL_UNUSABLE, "aprovacao_inutilizavel"

@@ -19,7 +19,6 @@ import uuid
 from decimal import Decimal
 
 from rich.console import Console
-from rich.table import Table
 
 from cadencia_shared.ledger import ItemType, approval_pk
 from decidir_aprovacao.handler import lambda_handler as decision_handler
@@ -38,6 +37,7 @@ from .local_stack.aws import session_client
 from .local_stack.emf import capture_emf
 from .local_stack.gateway_admin import GatewayAdmin
 from .operator_cli import audit_table, chained_ledger
+from .verdicts import STACK_DOWN_EXIT, checks_table, running_stack, verdict
 
 OPERATOR = "operadora.prova"
 CUSTOMER = 8700
@@ -140,22 +140,19 @@ def run(section: Section) -> list[tuple[str, object, object]]:
 
 def main() -> int:
     console = Console()
-    state = stack.load()
+    state = running_stack(console)
     if state is None:
-        console.print("local stack is down: bash scripts/local-stack up")
-        return 2
+        return STACK_DOWN_EXIT
     seed_erp(state, [_scenario("seed", o, v) for o, v in ORDERS])
     # The section's metrics go to the local stack's sink (scripts.local_stack metrics), not the table.
     with ScriptedModelServer() as server, capture_emf(state.metrics_file):
         rows = run(Section(state, server))
-    table = Table(title="prova — aprovações (reembolsos acima de R$ 500)")
-    for col in ("verificação", "esperado", "observado", ""):
-        table.add_column(col)
+    table = checks_table("prova — aprovações (reembolsos acima de R$ 500)", "verificação", "esperado", "observado")
     failed = 0
     for name, expected, observed in rows:
         ok = expected == observed
         failed += not ok
-        table.add_row(name, str(expected), str(observed), "[green]ok[/]" if ok else "[red]FALHOU[/]")
+        table.add_row(name, str(expected), str(observed), verdict(ok))
     console.print(table)
     return 1 if failed else 0
 

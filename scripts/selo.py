@@ -22,7 +22,6 @@ from typing import Any
 
 import psycopg
 from rich.console import Console
-from rich.table import Table
 
 from cadencia_shared.catalog import ATUALIZAR_CADASTRO, CONSULTAR_STATUS_PEDIDO, EMITIR_REEMBOLSO, ToolSpec
 from cadencia_shared.ledger import Ledger
@@ -30,9 +29,10 @@ from cadencia_shared.ledger.sessions import SessionLimits, SessionStore, TurnSes
 from cadencia_shared.seal import seal
 from orchestrator.invokers.local import InProcessInvoker
 
-from .local_stack import postgres, stack
+from .local_stack import postgres
 from .local_stack.aws import session_client
 from .local_stack.gateway_admin import GatewayAdmin
+from .verdicts import STACK_DOWN_EXIT, checks_table, running_stack, verdict
 
 CUSTOMER, OTHER_CUSTOMER = 1001, 1002  # Ana and Bruno (sql/demo.sql)
 ORDER, OTHER_ORDER = "4821", "5100"  # Ana's and Bruno's orders
@@ -154,17 +154,14 @@ def run(state: Any) -> Result:
 
 def main() -> int:
     console = Console()
-    state = stack.load()
+    state = running_stack(console)
     if state is None:
-        console.print("local stack is down: bash scripts/local-stack up")
-        return 2
+        return STACK_DOWN_EXIT
     result = run(state)
-    table = Table(title="SEAL na borda das ferramentas — chamadas forjadas")
-    for col in ("chamada forjada", "código esperado", "código recebido", ""):
-        table.add_column(col)
+    table = checks_table("SEAL na borda das ferramentas — chamadas forjadas",
+                         "chamada forjada", "código esperado", "código recebido")
     for row in result.rows:
-        table.add_row(row.case, str(row.expected), "—" if row.code is None else str(row.code),
-                      "[green]ok[/]" if row.ok else "[red]FALHOU[/]")
+        table.add_row(row.case, str(row.expected), "—" if row.code is None else str(row.code), verdict(row.ok))
     console.print(table)
     console.print(f"débitos novos no gateway durante as chamadas forjadas: {result.debits}")
     console.print(f"mudanças no banco (ERP e ledger, fora do SEAL): {result.db_changes}")

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from cadencia_shared.ledger import Ledger
 from canal_whatsapp import assertion
@@ -34,12 +33,13 @@ from canal_whatsapp.models import QueuedKind, QueuedMessage
 from orchestrator.whatsapp_consumer import MAX_ASSERTION_AGE_S
 
 from .harness.scripted_model import ScriptedModelServer
-from .local_stack import postgres, stack
+from .local_stack import postgres
 from .local_stack.aws import session_client
 from .local_stack.gateway_admin import GatewayAdmin
 from .local_stack.whatsapp_channel import LocalChannel
 from .local_stack.whatsapp_fake import BUSINESS_PHONE_NUMBER_ID
 from .local_stack.whatsapp_model import ChatPolicy
+from .verdicts import STACK_DOWN_EXIT, checks_table, running_stack, verdict
 
 CUSTOMER, CUSTOMER_WA = 1001, "5511987654321"  # Ana (sql/demo.sql)
 OTHER_CUSTOMER, OTHER_WA = 1002, "5521998765432"  # Bruno: holds a message the ingress signed for him
@@ -160,18 +160,15 @@ def run(state: Any, model: ScriptedModelServer, timeout_s: float = 120) -> tuple
 
 def main() -> int:
     console = Console()
-    state = stack.load()
+    state = running_stack(console)
     if state is None:
-        console.print("local stack is down: bash scripts/local-stack up")
-        return 2
+        return STACK_DOWN_EXIT
     with ScriptedModelServer() as model:
         rows, debits, answered = run(state, model)
-    table = Table(title="selo da fila de entrada do WhatsApp — mensagens forjadas")
-    for col in ("mensagem forjada", "recusa esperada", "recusa registrada", "turnos", "envios", ""):
-        table.add_column(col)
+    table = checks_table("selo da fila de entrada do WhatsApp — mensagens forjadas",
+                         "mensagem forjada", "recusa esperada", "recusa registrada", "turnos", "envios")
     for row in rows:
-        table.add_row(row.case, row.expected_reason, row.reason or "—", str(row.turns), str(row.sends),
-                      "[green]ok[/]" if row.ok else "[red]FALHOU[/]")
+        table.add_row(row.case, row.expected_reason, row.reason or "—", str(row.turns), str(row.sends), verdict(row.ok))
     console.print(table)
     console.print(f"débitos no gateway durante a execução: {debits}")
     console.print(f"mensagem assinada pela entrada respondida (controle): {'sim' if answered else 'não'}")

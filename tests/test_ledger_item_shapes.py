@@ -31,6 +31,7 @@ from cadencia_shared.ledger import (
     MessageAnswered,
     approval_id,
     approval_pk,
+    decision_pk,
     inbound,
     refund_idempotency_key,
     table_definition,
@@ -81,6 +82,8 @@ def test_the_derived_keys_keep_their_shapes():
     assert refund_idempotency_key(CONV, ORDER) == KEY
     assert approval_id(CONV, "emitir_reembolso", "v1", "a" * 64) == "d3bcee851d5807bc94a8df266b175348"
     assert approval_pk("d3bcee851d5807bc94a8df266b175348") == "aprovacao#d3bcee851d5807bc94a8df266b175348"
+    assert decision_pk("d3bcee851d5807bc94a8df266b175348") == "decisao#d3bcee851d5807bc94a8df266b175348"
+    assert decision_pk("d3bc", first=True) == "decisao#d3bc#primeira"
     for bad in ("", "a#b"):
         with pytest.raises(ValueError):
             refund_idempotency_key(bad, ORDER)
@@ -125,7 +128,7 @@ def test_the_table_definition_and_the_stored_names():
     # conversation item, an attempt's record on its counter item.
     assert {t.value for t in ItemType} == {"reivindicacao", "contador_tentativas", "conversa",
                                            "auditoria", "aprovacao", "primeiro_reembolso", "sessao",
-                                           "interruptor"}
+                                           "interruptor", "decisao"}
     assert [s.value for s in ClaimStatus] == ["em_processamento", "envio_possivel", "em_conciliacao", "executado",
                                               "recusado_pelo_gateway", "desconhecido", "falhou_antes_do_gateway"]
     assert [s.value for s in ConversationStatus] == ["ativa", "aguardando_humano", "aguardando_aprovacao"]
@@ -363,6 +366,13 @@ def test_an_approval_request_written_through_the_ledgers_table(world: World):
     decided = pending | {"status": {"S": "aprovada"}, "decididoPor": {"S": "ana"}, "justificativa": {"S": "ok"},
                          "decididoEm": at(1), "pendencia": {"S": "aprovacao_aprovada"}}
     assert world.item(f"aprovacao#{record.id}") == decided
+    # The decision that authorises: its own item, written once by the decision role.
+    assert world.item(f"decisao#{record.id}") == {
+        "pk": {"S": f"decisao#{record.id}"}, "tipo": {"S": "decisao"}, "aprovacaoId": {"S": record.id},
+        "conversaId": {"S": CONV}, "ferramenta": {"S": "emitir_reembolso"}, "versaoFerramenta": {"S": "v1"},
+        "argumentosSha256": {"S": record.arguments_sha256}, "expiraEmMs": {"N": "1800000600000"},
+        "decisao": {"S": "aprovada"}, "aprovadores": {"L": [{"S": "ana"}]}, "aprovadoresExigidos": {"N": "1"},
+        "decididoEm": at(1), "expiraEm": {"N": str(1_800_000_600 + 90 * 24 * 3600)}}
     assert [r.id for r in store.pending()] == [] and [r.id for r in store.approved()] == [record.id]
     world.tick()
     assert store.consume(store.get(record.id)) and not store.consume(store.get(record.id))

@@ -57,7 +57,8 @@ def test_the_enforcing_client_notices_a_call_the_row_does_not_grant(mocked_aws):
 def test_a_sealed_refund_above_the_limit_runs_within_the_rows_of_the_orchestrator_and_the_refund_tool(
         mocked_aws, gateway, tools, monkeypatch):
     """The orchestrator opens and closes the turn's session (sessao#), the refund's edge reads it,
-    reads the approval the envelope names and uses up the envelope (jti#): each within its row."""
+    reads the approval the envelope names and the person's decision on it (decisao#), and uses up
+    the envelope (jti#): each within its row."""
     refund_table, as_refund = _as_role(mocked_aws, Ids.role("emitir_reembolso"))
     edge = Verifier(refund_table.table, ledger_approvals(refund_table))
     monkeypatch.setattr(seal_edge, "verify", lambda tool, event, _approvals: edge.verify(tool, event))
@@ -69,5 +70,5 @@ def test_a_sealed_refund_above_the_limit_runs_within_the_rows_of_the_orchestrato
     resumed = Resumer.of(orch).resume(_approval(mocked_aws["ledger"], conv), Deadline.after(60))
     assert resumed.reason == "aprovada_executada" and len(gateway.debits_for(conv)) == 1
     assert as_orchestrator.violations == [] and as_refund.violations == []
-    assert {"sessao#", "jti#", "aprovacao#"} <= {kind for _, kind, _ in as_refund.calls}
+    assert {"sessao#", "jti#", "aprovacao#", "decisao#"} <= {kind for _, kind, _ in as_refund.calls}
     assert ("dynamodb:PutItem", "sessao#") in {(a, k) for a, k, _ in as_orchestrator.calls}

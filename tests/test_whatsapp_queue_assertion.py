@@ -215,7 +215,7 @@ def test_selo_fila_exits_non_zero_when_anything_had_an_effect(monkeypatch, rows,
         def __exit__(self, *exc):
             return None
 
-    monkeypatch.setattr(selo_fila.stack, "load", lambda: object())
+    monkeypatch.setattr(selo_fila, "running_stack", lambda console: object())
     monkeypatch.setattr(selo_fila, "ScriptedModelServer", Model)
     monkeypatch.setattr(selo_fila, "run", lambda state, model: ([selo_fila.Row(*r) for r in rows], debits, answered))
     assert selo_fila.main() == 1

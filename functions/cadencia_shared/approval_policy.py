@@ -9,14 +9,18 @@
         (``anulada``, audited as replaced): the call that runs, and the sentence the customer
         reads, are the new arguments'
     amount above ``APROVACAO_DUPLA_ACIMA_REAIS`` (default R$ 2.000): two distinct people
-        first approver ─► ``primeiraAprovacao`` written on the pending item (one conditional
-                           write: only when none is there and the item is still pending) ─► still pending
+        first approver ─► ``decisao#{id}#primeira`` (``approval_decisions``: one PutItem, only when
+                           none is there), and ``primeiraAprovacao`` on the pending request for
+                           display ─► still pending
         the same person again ─► still pending (aguardando_segundo_aprovador), nothing changed
-        another person ─► ApprovalStore.decide (pendente → aprovada)
+        another person ─► ApprovalStore.decide (pendente → aprovada), its decision record naming
+                           both people and requiring two
 
-The first approval is written only while the item is pending and never removed, so a
-second person who reads it and then decides cannot be overtaken by an un-approval. A
-denial by anyone, first or second, closes the request (negada).
+The first approval is never removed, so a second person who reads it and then decides cannot
+be overtaken by an un-approval; it is read from the decision role's own item (the request's
+``primeiraAprovacao`` is the orchestrators' to write too, and decides nothing). A denial by
+anyone, first or second, closes the request (negada); its decision record makes a later
+approval by anyone impossible (one decision per request).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from decimal import Decimal
 from botocore.exceptions import ClientError
 from pydantic import Field
 
+from . import approval_decisions
 from .approvals import REPLACES_ATTRIBUTE, ApprovalRecord, ApprovalStatus, ApprovalStore, DecisionRefused
 from .catalog import TOOLS
 from .identity import APPROVERS, Person
@@ -73,7 +78,10 @@ def decide(ledger: Ledger, approval: str, *, person: Person, approve: bool, just
     record = store.get(approval)
     if record is None:
         raise DecisionRefused("aprovacao_inexistente")
-    if record.status is ApprovalStatus.DENIED and record.decided_by == person.subject and approve:
+    decision = approval_decisions.read(ledger, record.id)
+    if approve and ((decision is not None and decision.decision == approval_decisions.DENIED
+                     and person.subject in decision.approvers)
+                    or (record.status is ApprovalStatus.DENIED and record.decided_by == person.subject)):
         raise DecisionRefused("aprovador_ja_negou", record)
     if record.status is not ApprovalStatus.PENDING or not record.intact:
         # The store words why (decided, voided, expired, invalid); nothing is written.
@@ -133,14 +141,17 @@ def _approve(ledger: Ledger, store: ApprovalStore, record: ApprovalRecord, perso
             return Decided(_store_decide(store, record, person, True, justification), "")
     if first == person.subject:
         return Decided(record, AWAITING_SECOND)
-    return Decided(_store_decide(store, record, person, True, justification), ApprovalStatus.APPROVED.value)
+    return Decided(_store_decide(store, record, person, True, justification, first=first),
+                   ApprovalStatus.APPROVED.value)
 
 
 def _store_decide(store: ApprovalStore, record: ApprovalRecord, person: Person, approve: bool,
-                  justification: str) -> ApprovalRecord:
+                  justification: str, *, first: str | None = None) -> ApprovalRecord:
     # The person's group was checked above: the store's allowlist is this one person.
+    # An approval after a first person's: the decision record names both and requires two.
     return store.decide(record.id, approve=approve, approver=person.subject, justification=justification,
-                        allowed_approvers=frozenset({person.subject}))
+                        allowed_approvers=frozenset({person.subject}),
+                        co_approvers=(first,) if approve and first else (), required=2 if approve and first else 1)
 
 
 def _require_waiting(ledger: Ledger, record: ApprovalRecord) -> None:
@@ -161,11 +172,16 @@ def _field(ledger: Ledger, approval: str, name: str) -> object:
 
 
 def _first_approver(ledger: Ledger, approval: str) -> str | None:
-    first = _field(ledger, approval, FIRST_APPROVAL)
-    return first.get("sub") if isinstance(first, dict) else None
+    return approval_decisions.first_approver(ledger, approval)
 
 
 def _write_first(ledger: Ledger, record: ApprovalRecord, person: Person) -> bool:
+    binding = approval_decisions.Binding(record.id, record.conversation_id, record.tool, record.tool_version,
+                                         record.arguments_sha256, record.expires_at_ms)
+    first = approval_decisions.write(ledger, binding, decision=approval_decisions.FIRST,
+                                     approvers=(person.subject,), required=2)
+    if first.approvers != (person.subject,):
+        return False  # another person's landed first
     now = ledger.now_ms()
     try:
         ledger.client.update_item(
@@ -179,12 +195,24 @@ def _write_first(ledger: Ledger, record: ApprovalRecord, person: Person) -> bool
                 ":pendente": ApprovalStatus.PENDING.value, ":agora_ms": now, **record.stored_fields()}),
         )
     except ClientError as err:
-        if condition_failed(err):
-            return False
-        raise
+        if not condition_failed(err):
+            raise
+        # A display copy is there already (a retry, or one the orchestrators wrote: it decides
+        # nothing), or the request moved on since it was read.
+        fresh = ApprovalStore(ledger).get(record.id)
+        if fresh is None or fresh.status is not ApprovalStatus.PENDING or fresh.expired(ledger.now_ms()):
+            raise DecisionRefused(_moved_on(fresh), fresh) from None
     ledger.append_audit(conversation_id=record.conversation_id, event="APROVACAO_PRIMEIRA_PESSOA",
                         details={"aprovacaoId": record.id, **person.audit()})
     return True
+
+
+def _moved_on(record: ApprovalRecord | None) -> str:
+    if record is not None and record.status is ApprovalStatus.VOIDED:
+        return "aprovacao_anulada"
+    if record is not None and record.status is not ApprovalStatus.PENDING:
+        return "aprovacao_ja_decidida"
+    return "aprovacao_expirada"
 
 
 def _lower_request(store: ApprovalStore, record: ApprovalRecord, amount: Decimal, now_ms: int) -> ApprovalRecord:

@@ -1,12 +1,10 @@
 """Approval requests: durable ledger items a person decides.
 
-An approval binds ONE call: the tool, its version (hash of its input schema and
-the release), the SHA-256 of its canonical arguments, the conversation and an
-expiry. Its key is ``ledger.approval_id`` of exactly those and of the retry
-ceiling's number of the call that asked, so an approval for R$ 50 is not found when
-R$ 500 is asked, one from conversation A is not found in B, a new tool version
-looks for a new record, and a fresh request after one was voided or expired is a
-new record with a new id (docs/decisions/approval-request-identity.md).
+An approval binds ONE call: the tool, its version (hash of its input schema and the release),
+the SHA-256 of its canonical arguments, the conversation and an expiry. Its key is
+``ledger.approval_id`` of those and of the retry ceiling's number of the call that asked: another
+amount, conversation or version, or a fresh request after one was voided or expired, is another
+record (docs/decisions/approval-request-identity.md).
 
 Every transition is ONE conditional write on the item's status, so two operators
 deciding at once get one winner, and the execution consumes an approval once:
@@ -21,12 +19,11 @@ Pending items carry ``pendencia = aprovacao`` (the ledger's sparse index): the
 operators' list is a Query. A denied item leaves the index; an approved one moves
 to ``aprovacao_aprovada`` until it is consumed or closed (the expiry sweep's).
 
-What people are shown about a request (the amount an operator decides on, the one the customer is
-told, the one the audit records) is DERIVED from the bound arguments: ``ApprovalRecord.amount`` is
-the tool's amount argument. A record is ``intact`` only when its arguments hash to its digest, its id
-is the id of (conversation, tool, version, digest, attempt) and the stored ``valor`` copy equals the
-argument; one that is not intact binds nothing, is never decided nor consumed (both writes are
-conditioned on the fields checked), and is shown to an operator as ``invalida``.
+The amount people are shown is DERIVED from the bound arguments (``ApprovalRecord.amount``). A record
+is ``intact`` only when its arguments hash to its digest, its id is the id of (conversation, tool,
+version, digest, attempt) and the stored ``valor`` equals the argument; one that is not binds
+nothing, is never decided nor consumed, and is shown to an operator as ``invalida``. The status
+``aprovada`` alone authorises nothing: the person's decision record does (``approval_use``).
 """
 
 from __future__ import annotations
@@ -37,6 +34,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from . import approval_decisions
 from .approval_arguments import bound_amount, canonical_arguments
 from .approval_history import awaited_approval
 
@@ -145,9 +143,8 @@ class ApprovalStore:
         return record, True
 
     def _replaced(self, record: ApprovalRecord, now_ms: int) -> bool:
-        """Whether a new request replaces ``record``: closed without running, or open
-        and expired (closed now, audited, before the new one is written). A denied or
-        consumed one never is."""
+        """Whether a new request replaces ``record``: closed without running, or open and expired
+        (closed now, audited, before the new one is written); never a denied or consumed one."""
         if record.status in REPLACEABLE:
             return True
         if record.status not in OPEN or not record.expired(now_ms):
@@ -163,8 +160,7 @@ class ApprovalStore:
         return True
 
     def pending(self, *, limit: int = 100) -> list[ApprovalRecord]:
-        """Undecided requests, oldest first (expired ones included: the operator sees them
-        as expired, and deciding them is refused)."""
+        """Undecided requests, oldest first (expired ones included: shown as such, never decided)."""
         items = self.ledger.table.pending(APPROVAL_PENDING_MARK, limit=limit)
         return [ApprovalRecord.from_item(item) for item in items]
 
@@ -174,9 +170,11 @@ class ApprovalStore:
                                                                                       limit=limit)]
 
     def decide(self, approval: str, *, approve: bool, approver: str, justification: str,
-               allowed_approvers: frozenset[str]) -> ApprovalRecord:
-        """Record one decision: pendente → aprovada/negada, in one conditional write
-        that also requires the request unexpired. Raises DecisionRefused."""
+               allowed_approvers: frozenset[str], co_approvers: tuple[str, ...] = (),
+               required: int = 1) -> ApprovalRecord:
+        """Record one decision: the person's decision record first (``approval_decisions``: it
+        authorises, once; ``co_approvers`` decided before, ``required`` is the policy's count),
+        then pendente → aprovada/negada on the request, unexpired. Raises DecisionRefused."""
         if approver not in allowed_approvers:
             raise DecisionRefused("aprovador_nao_autorizado")
         status = ApprovalStatus.APPROVED if approve else ApprovalStatus.DENIED
@@ -194,12 +192,16 @@ class ApprovalStore:
         elsewhere = self._conversation_moved_on(current)
         if elsewhere is not None:
             raise DecisionRefused(elsewhere, current)
+        binding = approval_decisions.Binding(current.id, current.conversation_id, current.tool,
+                                             current.tool_version, current.arguments_sha256, current.expires_at_ms)
+        decision = approval_decisions.write(self.ledger, binding, decision=status.value,
+                                            approvers=(*co_approvers, approver), required=required)
+        if decision.decision != status.value or decision.approvers[-1:] != (approver,):
+            raise DecisionRefused("aprovacao_ja_decidida", current)  # another person's decision stands
         values = {":pendente": ApprovalStatus.PENDING.value, ":st": status.value, ":por": approver,
                   ":just": justification, ":agora": self.ledger.table.iso(now), ":agora_ms": now,
                   **current.stored_fields(), **({":aprovada_marca": APPROVAL_APPROVED_MARK} if approve else {})}
-        # An approved record stays findable until it is consumed or closed: the expiry
-        # sweep finds one whose resume was lost (a denied one has nothing left to do).
-
+        # An approved record stays findable until consumed or closed (the expiry sweep's).
         try:
             # Conditioned on the fields judged intact: an edit after the read is refused.
             self.ledger.client.update_item(

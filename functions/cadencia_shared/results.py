@@ -22,6 +22,7 @@ class ErrorCode(StrEnum):
     AMOUNT_EXCEEDS_BALANCE = "valor_excede_saldo"
     GATEWAY_UNAVAILABLE = "gateway_indisponivel"  # nothing was debited; a later attempt may succeed
     SEAL_REFUSED = "selo_recusado"  # the call's SEAL envelope was refused at the edge (detalhes.codigo)
+    TOOL_STOPPED = "ferramenta_desligada"  # a supervisor stopped this tool; the edge ran nothing of it
 
 
 class ToolError(Exception):

@@ -68,8 +68,8 @@ class SealRefusal:
 
 
 ApprovalCheck = Callable[[str, str, str, dict[str, Any]], SealCode | None]
-"""(approval id, conversation, tool, arguments) → None when that approval, approved and
-unexpired, binds exactly these arguments; else the refusal's code."""
+"""(approval id, conversation, tool, arguments) → None when that approval, approved by the
+person's decision record and unexpired, binds exactly these arguments; else the refusal's code."""
 
 
 def _well_formed(envelope: Any) -> bool:

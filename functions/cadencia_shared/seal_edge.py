@@ -1,5 +1,5 @@
-"""The tool edge's SEAL check (docs/seal.md): every tool Lambda verifies the call's
-envelope before the event is parsed into its logic.
+"""The tool edge's ledger reads: SEAL's check (docs/seal.md) — every tool Lambda verifies
+the call's envelope before the event is parsed into its logic — and the tool's kill switch.
 
 ``check(tool, event)`` answers ``None`` (the call is authorized: its ``jti`` is now
 used) or the typed refusal the tool answers — nothing changed, nothing read but the
@@ -26,10 +26,27 @@ Approvals = Callable[[Ledger], ApprovalCheck]
 REFUSAL_MESSAGE = "Chamada recusada: não foi autorizada por este atendimento (selo)."
 
 
+STOPPED_MESSAGE = "Ferramenta desligada por um operador; não foi executada. Não tente novamente."
+
+
+@cache
+def _ledger_for(aws: AwsSettings, ledger: LedgerSettings) -> Ledger:
+    return Ledger(ledger.table_name, client("dynamodb", aws))
+
+
 @cache
 def verifier_for(aws: AwsSettings, ledger: LedgerSettings, approvals: Approvals) -> Verifier:
-    table = Ledger(ledger.table_name, client("dynamodb", aws))
+    table = _ledger_for(aws, ledger)
     return Verifier(table.table, approvals(table))
+
+
+def stopped(tool: str) -> ToolError | None:
+    """The kill switch read again at the tool itself (one strongly consistent GetItem): a
+    supervisor's stop that lands after the orchestrator's own read still runs nothing. Fails
+    closed like the orchestrator's control (``cadencia_shared.ledger.switches``)."""
+    if _ledger_for(AwsSettings.from_env(), LedgerSettings.from_env()).tool_switch(tool).running:
+        return None
+    return ToolError(ErrorCode.TOOL_STOPPED, STOPPED_MESSAGE)
 
 
 def verify(tool: str, event: Mapping[str, Any], approvals: Approvals) -> SealRefusal | None:
@@ -51,3 +68,4 @@ def without_envelope(event: Mapping[str, Any]) -> dict[str, Any]:
 def reset_verifiers() -> None:
     """Forget cached clients (tests switch between mocked and local AWS)."""
     verifier_for.cache_clear()
+    _ledger_for.cache_clear()

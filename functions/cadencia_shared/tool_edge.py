@@ -4,7 +4,9 @@
 is even parsed (docs/seal.md) — a refusal answers ``selo_recusado`` with the numeric
 code, counts ``ChamadasSeladasRecusadas{Ferramenta,Codigo}``, logs the code and the
 envelope's random id only, and nothing of the tool runs; an authorized event loses its
-envelope (never an argument of the tool) and goes through ``handler.strict_handler``.
+envelope (never an argument of the tool); then the tool's kill switch is read again
+(a stop that landed after the orchestrator's read answers ``ferramenta_desligada``, counted
+``RecusasPorInterruptor{Ferramenta}``); then the event goes through ``handler.strict_handler``.
 Apart from ``handler`` so the Lambdas that use only the strict edge (the decision, a
 person's reply) reach nothing of SEAL's ledger items.
 """
@@ -63,6 +65,11 @@ def tool_handler(
                     count(Metric.SEAL_REFUSALS, {TOOL_DIMENSION: tool, "Codigo": str(int(found.code))})
                     return ToolResponse.failure(tool, seal_edge.refusal_error(found)).to_json()
                 event = seal_edge.without_envelope(event)
+                switched_off = seal_edge.stopped(tool)
+                if switched_off is not None:
+                    logger.warning("tool stopped by a supervisor")
+                    count_for_tool(Metric.SWITCH_REFUSALS, tool)
+                    return ToolResponse.failure(tool, switched_off).to_json()
             return answer(event, context)
 
         return sealed_edge

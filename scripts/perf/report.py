@@ -56,9 +56,11 @@ def _writes(m: Measurement) -> int:
     return sum(n for op, n in m.aws.calls.items() if op.startswith("dynamodb.") and op.endswith(WRITE_CALLS))
 
 
-# A tool alone is sealed as a one-call turn (scripts/perf/scenarios.py, docs/seal.md): the session's
-# open (PutItem) and close (UpdateItem), the edge's read of it (GetItem) and its used envelope (PutItem).
-SEAL_ONE_CALL = {"dynamodb.GetItem": 1, "dynamodb.PutItem": 2, "dynamodb.UpdateItem": 1}
+# What every tool's edge costs a tool alone, apart from the tool's own logic: it is sealed as a one-call
+# turn (scripts/perf/scenarios.py, docs/seal.md) — the session's open (PutItem) and close (UpdateItem), the
+# edge's read of it (GetItem) and its used envelope (PutItem) — and the edge reads the tool's kill switch
+# again after SEAL's check (GetItem; docs/decisions/tool-switches.md).
+EDGE_ONE_CALL = {"dynamodb.GetItem": 2, "dynamodb.PutItem": 2, "dynamodb.UpdateItem": 1}
 SEAL_ONE_CALL_WRITES = ("sessao PutItem", "sessao UpdateItem", "jti PutItem")
 
 
@@ -100,9 +102,10 @@ def goals_table(results: list[Measurement]) -> list[str]:
         ("first refund turn: AWS calls", "≤ 12", first.aws_calls(), first.aws_calls() <= 12),
         ("duplicate refund turn: write units", "≤ 7", ours("reembolso_duplicado").aws.total_write_units,
          ours("reembolso_duplicado").aws.total_write_units <= 7),
-        ("duplicate refund (tool): AWS calls besides its invocation and SEAL's one-call turn / SQL statements",
-         "1 read / 0", f"{_own_calls(dup_tool, SEAL_ONE_CALL)} / {dup_tool.sql.statements}",
-         _sealed_once(dup_tool) and _own_calls(dup_tool, SEAL_ONE_CALL) == "GetItem 1"
+        ("duplicate refund (tool): AWS calls besides its invocation and the edge's checks (SEAL's one-call turn, "
+         "the kill switch) / SQL statements",
+         "1 read / 0", f"{_own_calls(dup_tool, EDGE_ONE_CALL)} / {dup_tool.sql.statements}",
+         _sealed_once(dup_tool) and _own_calls(dup_tool, EDGE_ONE_CALL) == "GetItem 1"
          and dup_tool.sql.statements == 0),
         ("status query (tool): SQL round trips", "1", status_tool.sql.round_trips, status_tool.sql.round_trips == 1),
         ("ceiling refusal turn: DynamoDB writes", "≤ 3", _writes(ceiling), _writes(ceiling) <= 3),

@@ -216,6 +216,7 @@ MARKERS: dict[str, tuple[str, ...]] = {
                   "waiting_for_a_person"),
     "contador#": ("counter_pk", "register_attempt"),
     "aprovacao#": ("approval_pk",),
+    "decisao#": ("decision_pk",),
     "reivindicacao#": ("claim_pk", "get_claim", "claim_refund", "retake_claim", "settle_claim",
                        "mark_erp_updated"),
     "primeiro-reembolso#": ("first_refund_pk", "first_refund_conversation"),
@@ -308,4 +309,6 @@ def test_a_roles_code_uses_only_the_kinds_its_row_grants(role):
 
 def test_the_scan_sees_kinds():
     """The scan is not vacuous: the orchestrator's code reaches these kinds."""
-    assert {"conversa#", "contador#", "aprovacao#", "disjuntor#", "envio#"} <= kinds_used("orchestrator.handler")
+    assert {"conversa#", "contador#", "aprovacao#", "decisao#", "disjuntor#", "envio#"} \
+        <= kinds_used("orchestrator.handler")
+    assert "decisao#" in kinds_used("decidir_aprovacao.handler")

@@ -171,10 +171,13 @@ def test_dynamodb_endpoint_policy_allows_only_what_the_functions_in_the_vpc_call
         return sorted(stmt["Action"] if isinstance(stmt["Action"], list) else [stmt["Action"]])
 
     # SEAL's edge (docs/seal.md): every tool reads its call's session and uses up the envelope;
-    # the refund also reads the approval an envelope names. Nothing more of either kind.
-    assert actions(by_target[(json.dumps(ledger), json.dumps(["sessao#*"]))]) == ["dynamodb:GetItem"]
+    # the refund also reads the approval an envelope names and the person's decision on it
+    # (decisao#: SEAL's check requires it); every tool reads its kill switch again (a stop that
+    # lands after the orchestrator's read). Nothing more of those kinds; read only.
+    assert actions(by_target[(json.dumps(ledger), json.dumps(["interruptor#*", "sessao#*"]))]) == ["dynamodb:GetItem"]
     assert actions(by_target[(json.dumps(ledger), json.dumps(["jti#*"]))]) == ["dynamodb:PutItem"]
-    assert actions(by_target[(json.dumps(ledger), json.dumps(["aprovacao#*", "sessao#*"]))]) == ["dynamodb:GetItem"]
+    approval_reads = json.dumps(["aprovacao#*", "decisao#*", "interruptor#*", "sessao#*"])
+    assert actions(by_target[(json.dumps(ledger), approval_reads)]) == ["dynamodb:GetItem"]
     # The profile tool's audit record (isolated subnets: the endpoint is its only way to DynamoDB).
     audit = by_target[(json.dumps({"Fn::GetAtt": [Ids.AUDIT_TABLE, "Arn"]}), "null")]
     assert audit["Action"] == ["dynamodb:PutItem", "dynamodb:Query"]

@@ -1,11 +1,14 @@
 """A DynamoDB client that enforces one role's row of ``infra/ledger_kinds.py`` on the ledger
 table, as IAM's ``dynamodb:LeadingKeys`` statements would in AWS (moto enforces no IAM): every
 call the role's code makes is checked against the kinds and actions its row grants, and each
-call the row does not grant is recorded."""
+call the row does not grant is recorded (``deny=True``: also refused, AccessDeniedException, as IAM
+would, so nothing the row does not grant is written)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from botocore.exceptions import ClientError
 
 from cadencia_shared.ledger import GSI_UNSETTLED
 from infra.contract import Ids
@@ -17,8 +20,8 @@ NEVER_GRANTED = ("scan", "batch_get_item", "batch_write_item", "transact_write_i
 
 
 class RowEnforcingClient:
-    def __init__(self, inner: Any, table: str, role: str) -> None:
-        self._inner, self._table, self.role = inner, table, role
+    def __init__(self, inner: Any, table: str, role: str, *, deny: bool = False) -> None:
+        self._inner, self._table, self.role, self.deny = inner, table, role, deny
         self.violations: list[tuple[str, str, str | None]] = []
         self.calls: list[tuple[str, str | None, str | None]] = []  # (action, kind, key) of each keyed call
 
@@ -29,7 +32,11 @@ class RowEnforcingClient:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             if kwargs.get("TableName") == self._table or name.startswith(("batch_", "transact_")):
+                before = len(self.violations)
                 self._check(name, kwargs)
+                if self.deny and len(self.violations) > before:
+                    raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "not in the row"}},
+                                      name)
             return attribute(*args, **kwargs)
         return call
 

@@ -27,6 +27,9 @@ auditoria              ``auditoria#{uuid}`` (``audit_pk``)          ``audit``   
                                                                                        attribute_not_exists
 aprovacao              ``aprovacao#{approval_id(...)}``             ``cadencia_shared  PutItem; conditional
                        (``approval_pk``)                            .approvals``       UpdateItem on status
+decisao                ``decisao#{aprovacaoId}`` (``decision_pk``;  ``cadencia_shared  PutItem
+                       ``…#primeira``: a first of two people)       .approval_         attribute_not_exists
+                                                                    decisions``        (decision role only)
 sessao                 ``sessao#{id}`` (``session_pk``): one turn's ``sessions``        PutItem (orchestrator);
                        signing key's public half and limits                            UpdateItem closes it
 interruptor            ``interruptor#{ferramenta}`` (``switch_pk``) ``switches``       PutItem (latest word
@@ -91,6 +94,7 @@ from .table import (
     LedgerTable,
     approval_id,
     approval_pk,
+    decision_pk,
     refund_idempotency_key,
     require_retired_indexes,
     table_definition,
@@ -156,6 +160,7 @@ __all__ = [
     "approval_id",
     "approval_pk",
     "clip_detail",
+    "decision_pk",
     "refund_idempotency_key",
     "require_retired_indexes",
     "switch_pk",

@@ -86,6 +86,7 @@ class ItemType(StrEnum):
     CONVERSATION = "conversa"
     AUDIT = "auditoria"
     APPROVAL = "aprovacao"
+    DECISION = "decisao"
     FIRST_REFUND = "primeiro_reembolso"
     SESSION = "sessao"
     SWITCH = "interruptor"
@@ -127,6 +128,12 @@ def approval_id(conversation_id: str, tool: str, version: str, arguments_sha256:
 
 def approval_pk(approval: str) -> str:
     return f"aprovacao#{checked_id(approval)}"
+
+
+def decision_pk(approval: str, *, first: bool = False) -> str:
+    """A person's decision on an approval request (``cadencia_shared.approval_decisions``);
+    ``first``: the first of two people's approval, before the second decides."""
+    return f"decisao#{checked_id(approval)}" + ("#primeira" if first else "")
 
 
 def claim_pk(idempotency_key: str) -> str:
