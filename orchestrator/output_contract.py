@@ -21,8 +21,9 @@ The code, not the model, says what happened to money, to the record and to an or
 - after K refused answers the fallback is rendered from the ledger alone, so it
   is true.
 
-The schema lives here once (``SCHEMA``, JSON Schema 2020-12, checked with
-``jsonschema``'s full validator); the model is shown it without the keywords the
+The schema lives here once (``SCHEMA``, JSON Schema 2020-12, checked by
+``answer_shape``, a small interpreter of the keywords it uses, with ``jsonschema``'s
+verdicts, compared by a test; ``jsonschema`` itself is not imported); the model is shown it without the keywords the
 Messages API does not enforce in strict mode.
 """
 
@@ -33,8 +34,6 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from cadencia_shared.approval_arguments import canonical_arguments
 from cadencia_shared.approvals import ApprovalStatus, ApprovalStore
 from cadencia_shared.catalog import ATUALIZAR_CADASTRO, EMITIR_REEMBOLSO
@@ -42,7 +41,7 @@ from cadencia_shared.ledger import Ledger, RefundClaim, refund_idempotency_key
 from cadencia_shared.models import ORDER_ID_PATTERN, json_schema_pattern
 from cadencia_shared.outcomes import Outcome
 
-from . import money_detector
+from . import answer_shape, money_detector
 from . import money_sentences as ms
 from .statements import HOW_REFUNDS_WORK, Evidence, Problem, Verifier
 from .tools import canonical_input, tool_version
@@ -52,7 +51,7 @@ REPLY_TOOL = "responder_cliente"
 TOOL_CHOICE: dict[str, Any] = {"type": "any"}
 DEFAULT_MAX_ATTEMPTS = 3  # answers checked per turn before the fallback (OUTPUT_CONTRACT_ATTEMPTS)
 
-# jsonschema matches ``pattern`` with Python's ``re.search``, where ``$`` also
+# The shape check matches ``pattern`` with Python's ``re.search`` (as jsonschema does), where ``$`` also
 # matches before a final newline ("4821\n" would pass ``^…$``): the schema keeps
 # the project's ``\A…\Z`` spelling, and the model is shown the ECMA-262 one.
 _ORDER = {"type": "string", "pattern": ORDER_ID_PATTERN}
@@ -95,9 +94,8 @@ SCHEMA: dict[str, Any] = {
         },
     },
 }
-# A constant: tests/test_output_contract.py checks it against the metaschema once,
-# not every cold start (~4 ms of the import).
-_VALIDATOR = Draft202012Validator(SCHEMA)
+# A constant: tests/test_output_contract.py checks it against the metaschema, and
+# tests/test_answer_shape.py that ``answer_shape`` knows every keyword it uses.
 
 # What the Messages API accepts in a strict tool's schema; the rest is checked here.
 _MODEL_KEYWORDS = {"type", "properties", "required", "additionalProperties", "pattern", "description", "items",
@@ -203,7 +201,7 @@ class LedgerEvidence:
 def review(answer: Any, *, conversation_id: str, customer_id: int, evidence: Evidence,
            transcript: list[dict[str, Any]] | None = None) -> FinalAnswer | list[Violation]:
     """The final answer if every check passes, else every violation found."""
-    shape = [Violation("esquema", f"{_where(err)}: {err.message}") for err in _VALIDATOR.iter_errors(answer)]
+    shape = [Violation("esquema", f"{_where(err)}: {err.message}") for err in answer_shape.errors(SCHEMA, answer)]
     if shape:
         return shape[:10]
     verifier = Verifier(conversation_id, customer_id, evidence, list(transcript or []))
@@ -229,8 +227,8 @@ _SPOKEN = {
 }
 
 
-def _where(err: Any) -> str:
-    return "/".join(str(p) for p in err.absolute_path) or "(resposta)"
+def _where(err: answer_shape.ShapeError) -> str:
+    return "/".join(str(p) for p in err.path) or "(resposta)"
 
 
 @dataclass

@@ -137,7 +137,7 @@ def test_the_table_definition_and_the_stored_names():
 CLAIM_COMMON = {
     "pk": {"S": "reivindicacao#" + KEY}, "tipo": {"S": "reivindicacao"}, "chaveIdempotencia": {"S": KEY},
     "conversaId": {"S": CONV}, "pedidoId": {"S": ORDER}, "clienteId": {"N": "7"}, "dono": {"S": "<token>"},
-    "criadoEm": at(0), "registradoEm": at(0),
+    "criadoEm": at(0),  # no registradoEm: the history reaches a claim through its counter
 }
 
 
@@ -199,6 +199,26 @@ def test_the_first_refund_mark(world: World):
     assert world.item("primeiro-reembolso#" + ORDER) == {
         "pk": {"S": "primeiro-reembolso#PED-1001"}, "tipo": {"S": "primeiro_reembolso"},
         "conversaDona": {"S": CONV}, "pedidoId": {"S": ORDER}, "criadoEm": at(0)}
+
+
+def test_the_history_reaches_a_claim_through_its_counter_in_time_order(world: World):
+    """A claim has no history-index entry of its own (one index write fewer per
+    refund): ``history`` reads it by the key its counter names and places it at its
+    creation time; a claim written with an entry (an older deploy) is listed once."""
+    led = world.ledger
+    led.register_attempt(conversation_id=CONV, subject=ORDER, tool="emitir_reembolso", ceiling=4,
+                         order_id=ORDER, idempotency_key=KEY)
+    world.tick()
+    led.claim_refund(key=KEY, conversation_id=CONV, order_id=ORDER, customer_id=7, amount=Decimal("1.00"), lease_s=30)
+    world.tick()
+    event = led.append_audit(conversation_id=CONV, event="TESTE", details={})
+    assert [i["pk"] for i in led.history(CONV)] == [
+        "contador#conv-shapes#PED-1001#emitir_reembolso", "reivindicacao#" + KEY, f"auditoria#{event}"]
+    assert [i["pk"] for i in led.history(CONV, item_type=ItemType.CLAIM)] == ["reivindicacao#" + KEY]
+    assert [i["pk"] for i in led.history(CONV, item_type=ItemType.AUDIT)] == [f"auditoria#{event}"]
+    world.client.update_item(TableName=TABLE, Key={"pk": {"S": "reivindicacao#" + KEY}},
+                             UpdateExpression="SET registradoEm = :t", ExpressionAttributeValues={":t": at(1)})
+    assert [i["pk"] for i in led.history(CONV, item_type=ItemType.CLAIM)] == ["reivindicacao#" + KEY]
 
 
 def test_the_counter_holds_its_attempt_records(world: World):

@@ -161,18 +161,32 @@ def _lock_pin(name: str) -> str:
     raise KeyError(name)
 
 
+def _requirement_set(requirements: str) -> str:
+    """What a host tree is installed from: the function's requirements file and the lock, by content."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in (ROOT / "requirements" / requirements, ROOT / "requirements.lock"):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
 def _host_tree(python: str, requirements: str, packages: tuple[str, ...], where: Path) -> Path:
     """Dependencies (+ boto3, which the runtime provides) and our packages, no bytecode."""
     import shutil
 
     deps = where.with_name(where.name + "-deps")
-    if not (deps / ".complete").exists():
+    # The cache is kept while the requirement set is the one it was installed from: a
+    # requirements file that gained a package (cryptography, for SEAL) reinstalls it.
+    wanted = _requirement_set(requirements)
+    marker = deps / ".complete"
+    if not marker.exists() or marker.read_text() != wanted:
         shutil.rmtree(deps, ignore_errors=True)
         subprocess.run([python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
                         "--target", str(deps), "-c", str(ROOT / "requirements.lock"),
                         "-r", str(ROOT / "requirements" / requirements), _lock_pin("boto3")],
                        check=True, capture_output=True)
-        (deps / ".complete").write_text("ok")
+        marker.write_text(wanted)
     shutil.rmtree(where, ignore_errors=True)
     shutil.copytree(deps, where, ignore=shutil.ignore_patterns("__pycache__", ".complete"))
     for package in packages:

@@ -30,6 +30,7 @@ from .table import (
     ItemType,
     LedgerTable,
     audit_pk,
+    claim_pk,
     history_sort,
 )
 
@@ -132,8 +133,22 @@ class AuditStore:
     def history(self, conversation_id: str, *, item_type: ItemType | None = None) -> Iterator[dict[str, Any]]:
         """Every indexed item of one conversation in time order: the index gives the
         keys in order, one BatchGetItem per 100 keys the items (strongly consistent,
-        so an update the index never saw is read as written)."""
-        entries = self.table.query_index(GSI_BY_CONVERSATION, GSI_PARTITION, conversation_id, item_type=item_type)
-        keys = [entry[TABLE_KEY] for entry in entries]
-        items = self.table.get_many(keys)
-        return iter([items[key] for key in keys if key in items])
+        so an update the index never saw is read as written). A refund claim has no
+        entry of its own (one index write fewer per refund): it is read by the key its
+        counter names (``chaveIdempotencia``; the counter is in the index) and placed
+        at its creation time, where its own entry used to sort. Claims written with an
+        entry (before this change) are found either way, once."""
+        follow = item_type in (None, ItemType.CLAIM)
+        entries = list(self.table.query_index(GSI_BY_CONVERSATION, GSI_PARTITION, conversation_id,
+                                              item_type=None if follow else item_type))
+        items = self.table.get_many([entry[TABLE_KEY] for entry in entries])
+        timed = [(str(entry[GSI_SORT]), items[entry[TABLE_KEY]]) for entry in entries if entry[TABLE_KEY] in items]
+        if follow:
+            named = sorted({claim_pk(item["chaveIdempotencia"]) for _, item in timed
+                            if item.get("tipo") == ItemType.COUNTER.value and item.get("chaveIdempotencia")}
+                           - items.keys())
+            claims = self.table.get_many(named) if named else {}
+            timed += [(str(claim["criadoEm"]), claim) for claim in claims.values()
+                      if claim.get("conversaId") == conversation_id]
+            timed.sort(key=lambda pair: pair[0])
+        return iter([item for _, item in timed if item_type is None or item.get("tipo") == item_type.value])

@@ -24,7 +24,6 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from .table import (
-    GSI_SORT,
     GSI_UNSETTLED_PARTITION,
     GSI_UNSETTLED_SORT,
     TABLE_KEY,
@@ -119,13 +118,16 @@ class RefundClaim:
         )
 
     def to_item(self) -> dict[str, Any]:
-        """The new claim's item: in the conversation's history and the reconciler's index."""
+        """The new claim's item: in the reconciler's index; the conversation's history
+        reaches it through its counter (``AuditStore.history``)."""
         return {
             TABLE_KEY: claim_pk(self.key), "tipo": ItemType.CLAIM.value, "chaveIdempotencia": self.key,
             "conversaId": self.conversation_id, "pedidoId": self.order_id, "clienteId": self.customer_id,
             "valor": self.amount, "status": self.status.value, "dono": self.owner, "leaseAteMs": self.lease_until_ms,
             "execucoes": self.executions, "criadoEm": self.created_at, "atualizadoEm": self.updated_at,
-            GSI_SORT: self.created_at, GSI_UNSETTLED_PARTITION: UNSETTLED_MARK, GSI_UNSETTLED_SORT: self.created_at,
+            # No history-index entry of its own (no ``registradoEm``): ``history`` finds it
+            # by the key its counter names, one index write fewer per refund.
+            GSI_UNSETTLED_PARTITION: UNSETTLED_MARK, GSI_UNSETTLED_SORT: self.created_at,
         }
 
 
