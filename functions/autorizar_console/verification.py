@@ -26,7 +26,7 @@ import json
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
@@ -70,9 +70,26 @@ def _public(entry: Mapping[str, Any]) -> rsa.RSAPublicKey:
 def verify(token: str, *, keys: Iterable[Mapping[str, Any]], issuer: str, audiences: frozenset[str],
            now: float) -> dict[str, Any]:
     """The token's claims when API Gateway's JWT authorizer would accept it; else TokenRefused."""
+    header, claims = _read(token)
+    if header.get("alg") != "RS256":
+        raise TokenRefused("algorithm")
+    entry = next((k for k in keys if k.get("kid") == header.get("kid") and k.get("kty") == "RSA"), None)
+    if entry is None:
+        raise TokenRefused("unknown key")
+    signing_input, _, signature = token.rpartition(".")
+    try:
+        _public(entry).verify(unb64url(signature), signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
+    except InvalidSignature:
+        raise TokenRefused("signature") from None
+    _check_claims(claims, issuer=issuer, audiences=audiences, now=now)
+    return claims
+
+
+def _read(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The header and the claims of a token of three base64url parts (unverified)."""
     if not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS or token.count(".") != 2:
         raise TokenRefused("malformed")
-    head_b64, body_b64, sig_b64 = token.split(".")
+    head_b64, body_b64, _ = token.split(".")
     try:
         header = json.loads(unb64url(head_b64))
         claims = json.loads(unb64url(body_b64))
@@ -80,16 +97,14 @@ def verify(token: str, *, keys: Iterable[Mapping[str, Any]], issuer: str, audien
         raise TokenRefused("malformed") from None
     if not isinstance(header, dict) or not isinstance(claims, dict):
         raise TokenRefused("malformed")
-    if header.get("alg") != "RS256":
-        raise TokenRefused("algorithm")
-    entry = next((k for k in keys if k.get("kid") == header.get("kid") and k.get("kty") == "RSA"), None)
-    if entry is None:
-        raise TokenRefused("unknown key")
-    try:
-        _public(entry).verify(unb64url(sig_b64), f"{head_b64}.{body_b64}".encode(), padding.PKCS1v15(),
-                              hashes.SHA256())
-    except InvalidSignature:
-        raise TokenRefused("signature") from None
+    return header, claims
+
+
+def _is_time(value: Any) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_claims(claims: Mapping[str, Any], *, issuer: str, audiences: frozenset[str], now: float) -> None:
     if claims.get("iss") != issuer:
         raise TokenRefused("issuer")
     aud = claims.get("aud", claims.get("client_id"))
@@ -97,13 +112,12 @@ def verify(token: str, *, keys: Iterable[Mapping[str, Any]], issuer: str, audien
     if not any(isinstance(a, str) and a in audiences for a in aud_values):
         raise TokenRefused("audience")
     exp = claims.get("exp")
-    if isinstance(exp, bool) or not isinstance(exp, int | float) or exp <= now:
+    if not _is_time(exp) or exp <= now:
         raise TokenRefused("expired")
     for name in ("nbf", "iat"):
         value = claims.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value > now):
+        if value is not None and (not _is_time(value) or value > now):
             raise TokenRefused(name)
-    return claims
 
 
 def fetch_jwks(url: str) -> list[dict[str, Any]]:
