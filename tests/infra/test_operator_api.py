@@ -161,3 +161,31 @@ def test_events_built_from_the_templates_routes_are_refused_without_the_right_pe
             answer = handler(_event(route["route_key"], _claims(group), {**body, "aprovador": "outra.pessoa"}),
                              context)
             assert (answer["statusCode"], json.loads(answer["body"])["erro"]["codigo"]) == (400, "ator_no_corpo")
+
+
+def test_console_routes_from_the_template_reach_the_pages_only_with_the_authorizers_person(default_synth,
+                                                                                          offline_env):
+    """The cookie routes' integrations call the decision function's pages: without the
+    cookie authorizer's context nobody is signed in; with it, a POST still needs its CSRF token."""
+    routes = [r for r in _template_routes(default_synth) if r["authorization"] == "CUSTOM"]
+    assert len(routes) == 6
+    for route in routes:
+        module, _, name = route["handler"].rpartition(".")
+        handler = getattr(importlib.import_module(module), name)
+        context = LocalContext(route["function_name"])
+        api_route = ApiRoute(route["route_key"], route["function_name"], AUTH_COOKIE)
+        params = {n: SAMPLE_PARAMS[n] for n in SAMPLE_PARAMS if "{" + n + "}" in api_route.path}
+        path = api_route.path.format(**params)
+
+        def event(claims: dict[str, Any] | None, api_route=api_route, params=params, path=path) -> dict[str, Any]:
+            return api_event(api_route, params, method=api_route.method, path=path, query="",
+                             headers={"content-type": "application/x-www-form-urlencoded",
+                                      "cookie": "cadencia_sessao=a.b.c"},
+                             body="" if api_route.method == "POST" else None, claims=claims)
+
+        # A page without a person: 401. A POST is refused before anything is read (sign-out,
+        # which needs no person, checks its CSRF token first: 403).
+        expected = {401} if api_route.method == "GET" else {401, 403}
+        assert handler(event(None), context)["statusCode"] in expected, route["route_key"]
+        if api_route.method == "POST":
+            assert handler(event(_claims(APPROVERS, SUPERVISORS)), context)["statusCode"] == 403, route["route_key"]
