@@ -109,6 +109,8 @@ REFUSED: dict[str, list[str] | None] = {
     "garbage": _cookie("isto.nao.e-um-token"),
     "not three parts": _cookie("abc.def"),
     "not base64url": _cookie("a+b.c/d.e=f"),
+    "a signature of an impossible base64 length": _cookie(_token().rpartition(".")[0] + ".abcde"),
+    "cut short by a semicolon": [f"{SESSION_COOKIE}={_token()[:-150]};{_token()[-150:]}"],
     "alg none": _cookie(f"{_segment({'alg': 'none', 'typ': 'JWT'})}.{_segment(_claims())}."),
     "alg none with the kid": _cookie(
         f"{_segment({'alg': 'none', 'kid': jwt_rs256.jwk(KEY.public_key())['kid']})}.{_segment(_claims())}."),

@@ -55,7 +55,10 @@ def b64url(data: bytes) -> str:
 def unb64url(text: str) -> bytes:
     if not isinstance(text, str) or any(c not in _B64URL for c in text):
         raise TokenRefused("not base64url")
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except ValueError:  # binascii.Error: a length no encoding has (4n + 1 characters)
+        raise TokenRefused("not base64url") from None
 
 
 def _public(entry: Mapping[str, Any]) -> rsa.RSAPublicKey:
