@@ -110,6 +110,7 @@ REFUSED: dict[str, list[str] | None] = {
     "not three parts": _cookie("abc.def"),
     "not base64url": _cookie("a+b.c/d.e=f"),
     "a signature of an impossible base64 length": _cookie(_token().rpartition(".")[0] + ".abcde"),
+    "claims nested thousands deep": _cookie(f"{_segment({'alg': 'RS256'})}.{jwt_rs256.b64url(b'[' * 5000)}.AAAA"),
     "cut short by a semicolon": [f"{SESSION_COOKIE}={_token()[:-150]};{_token()[-150:]}"],
     "alg none": _cookie(f"{_segment({'alg': 'none', 'typ': 'JWT'})}.{_segment(_claims())}."),
     "alg none with the kid": _cookie(

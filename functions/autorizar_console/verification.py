@@ -96,7 +96,7 @@ def _read(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
     try:
         header = json.loads(unb64url(head_b64))
         claims = json.loads(unb64url(body_b64))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: JSON nested thousands deep
         raise TokenRefused("malformed") from None
     if not isinstance(header, dict) or not isinstance(claims, dict):
         raise TokenRefused("malformed")
