@@ -263,3 +263,15 @@ def test_locally_the_adapter_runs_the_same_code_on_the_same_cookie():
     finally:
         server.shutdown()
         server.server_close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(cookies=st.one_of(st.none(), st.text(max_size=50), st.lists(st.one_of(
+    st.text(max_size=300), st.text(max_size=300).map(lambda v: f"{SESSION_COOKIE}={v}"), st.integers(), st.none()),
+    max_size=4)))
+def test_any_cookies_at_all_are_unauthorized_and_never_an_error(cookies):
+    event = authorizer_event(None)
+    if cookies is not None:
+        event["cookies"] = cookies
+    assert _authorizer().decide(event) == {"isAuthorized": False}
+    assert _authorizer().decide(cookies) == {"isAuthorized": False}  # not even an event
