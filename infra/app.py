@@ -28,6 +28,8 @@ from canal_whatsapp.settings import HUMAN_REPLY_FUNCTION_NAME, INGRESS_FUNCTION_
 
 from . import contract, packaging
 from .config import StackConfig, from_context
+from .console_authorizer import CONSOLE_AUTHORIZER_PACKAGE
+from .operator_contract import CONSOLE_AUTHORIZER_FUNCTION_NAME
 from .stack import CadenciaStack
 
 ROOT = packaging.ROOT
@@ -63,6 +65,10 @@ def asset_specs() -> list[packaging.AssetSpec]:
         name=DECISION_FUNCTION_NAME,
         sources=(ROOT / "functions" / DECISION_PACKAGE, shared),
         requirements=_requirements("lambda-decision.txt"),
+    ))
+    specs.append(packaging.AssetSpec(  # the console's cookie authorizer: RS256 checks, nothing else
+        name=CONSOLE_AUTHORIZER_FUNCTION_NAME, sources=(ROOT / "functions" / CONSOLE_AUTHORIZER_PACKAGE, shared),
+        requirements=_requirements("lambda-console-authorizer.txt"),
     ))
     channel = ROOT / "functions" / "canal_whatsapp"
     specs.append(packaging.AssetSpec(  # + the channel's outbox: a decided approval's message to a WhatsApp customer

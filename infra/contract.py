@@ -36,21 +36,19 @@ from .config import StackConfig
 # `contract.Grant` etc., and `from infra.contract import Ids` keeps working.
 from .grants import LEADING_KEYS as LEADING_KEYS
 from .grants import LEADING_KEYS_CONDITION as LEADING_KEYS_CONDITION
+from .grants import LOG_ACTIONS as LOG_ACTIONS
+from .grants import WILDCARD as WILDCARD
+from .grants import XRAY_ACTIONS as XRAY_ACTIONS
 from .grants import Grant as Grant
 from .grants import ManagedPolicy as ManagedPolicy
 from .grants import RoleContract as RoleContract
+from .grants import platform
 from .grants import scoped as scoped
 from .grants import unscoped as unscoped
 from .ledger_kinds import ledger_grants
 from .logical_ids import Ids as Ids
 from .logical_ids import pascal as pascal
-
-WILDCARD = "*"
-
-# X-Ray has no resource-level permissions: PutTraceSegments/PutTelemetryRecords
-# only accept "*". It is the one wildcard resource the contract allows.
-XRAY_ACTIONS = ("xray:PutTraceSegments", "xray:PutTelemetryRecords")
-LOG_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
+from .operator_contract import console_authorizer_role
 
 DB_USERS_FUNCTION_NAME = "cadencia-db-users"
 RECONCILER_ROLE_NAME = "cadencia-conciliar-reembolsos-role"
@@ -109,11 +107,7 @@ ENI_MANAGEMENT = ManagedPolicy(
 
 
 def _platform(log_group_id: str) -> tuple[Grant, ...]:
-    return (
-        Grant(LOG_ACTIONS, (att(log_group_id, "Arn"),),
-              "write its own log group (created by the stack, 30-day retention)"),
-        Grant(XRAY_ACTIONS, (WILDCARD,), "active tracing; X-Ray has no resource-level permissions (the one \"*\")"),
-    )
+    return platform(att(log_group_id, "Arn"))
 
 
 LEDGER = att(Ids.LEDGER, "Arn")
@@ -370,6 +364,7 @@ def build(config: StackConfig) -> list[RoleContract]:
         roles.append(reconciler_role(config))
         roles.append(decision_role())
         roles += [whatsapp_ingress_role(config), whatsapp_consumer_role(config), whatsapp_human_reply_role()]
+        roles.append(console_authorizer_role())
     if config.demo_database and config.deploy_database_users:
         roles.append(db_users_role())
     if config.demo_database:

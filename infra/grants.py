@@ -7,6 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+WILDCARD = "*"
+# X-Ray has no resource-level permissions: PutTraceSegments/PutTelemetryRecords
+# only accept "*". It is the one wildcard resource the contract allows.
+XRAY_ACTIONS = ("xray:PutTraceSegments", "xray:PutTelemetryRecords")
+LOG_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
 LEADING_KEYS = "dynamodb:LeadingKeys"
 LEADING_KEYS_CONDITION = "ForAllValues:StringLike"  # the one condition the contract can express
 
@@ -62,3 +67,11 @@ class RoleContract:
         for grant in self.grants:
             out |= grant.pairs()
         return out
+
+
+def platform(log_group_arn: str) -> tuple[Grant, ...]:
+    """What every Lambda's role holds: its own log group, and active tracing."""
+    return (
+        Grant(LOG_ACTIONS, (log_group_arn,), "write its own log group (created by the stack, 30-day retention)"),
+        Grant(XRAY_ACTIONS, (WILDCARD,), "active tracing; X-Ray has no resource-level permissions (the one \"*\")"),
+    )

@@ -66,6 +66,10 @@ class Ids:
     OPERATOR_POOL_CLIENT = "OperatorConsoleClient"
     OPERATOR_API = "OperatorApi"
     OPERATOR_API_LOG_GROUP = "OperatorApiAccessLogs"
+    CONSOLE_AUTHORIZER = "ConsoleCookieAuthorizer"
+    CONSOLE_AUTHORIZER_FUNCTION = "ConsoleAuthorizerFunction"
+    CONSOLE_AUTHORIZER_ROLE = "ConsoleAuthorizerRole"
+    CONSOLE_AUTHORIZER_LOG_GROUP = "ConsoleAuthorizerLogGroup"
 
     # A tool's resources are named after its package: ``EmitirReembolsoFunction``...
     @staticmethod

@@ -6,8 +6,11 @@
               reads the verified claims from requestContext.authorizer.jwt.claims and checks
               the route's group in code (cadencia_shared.identity)
 
-Routes come from ``orchestrator/api_routes.py`` (the local stack's adapter reads the same
-rows). Each integration adds the function's only API permission, scoped by
+The console's pages (``CONSOLE_ROUTES``) are routes of the same API on the decision
+function: behind the cookie authorizer (``infra/console_authorizer.py``: the same token,
+read from the ``cadencia_sessao`` cookie, verified by the same rules), the sign-in page
+behind none. Routes come from ``orchestrator/api_routes.py`` (the local stack's adapter
+reads the same rows). Each integration adds the function's only API permission, scoped by
 ``aws:SourceArn`` to this API's routes. The one other path to these functions is
 break-glass direct invocation (``infra/operator_contract.py``: no role of this stack may,
 only a principal the deployer's own administrators grant it, outside the stack); what it
@@ -28,9 +31,10 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 
 from cadencia_shared.identity import GROUPS
-from orchestrator.api_routes import ROUTES
+from orchestrator.api_routes import AUTH_COOKIE, AUTH_JWT, AUTH_NONE, CONSOLE_ROUTES, ROUTES
 
 from .base import acknowledge, pin
+from .console_authorizer import add_console_authorizer
 from .contract import Ids
 
 if TYPE_CHECKING:
@@ -73,11 +77,22 @@ def add_operator_api(stack: CadenciaStack, functions: dict[str, lambda_.IFunctio
     api = apigw.HttpApi(stack, Ids.OPERATOR_API, api_name="cadencia-operadores", default_authorizer=jwt,
                         create_default_stage=True)
     _access_log(stack, api)
-    for route in ROUTES:
+    _, cookie = add_console_authorizer(stack, issuer, client.user_pool_client_id)
+    route_authorizer: dict[str, apigw.IHttpRouteAuthorizer] = {
+        AUTH_JWT: jwt, AUTH_COOKIE: cookie, AUTH_NONE: apigw.HttpNoneAuthorizer()}
+    for route in ROUTES + CONSOLE_ROUTES:
         integration = integrations.HttpLambdaIntegration(
             f"Integration{_pascal_route(route.route_key)}", functions[route.function],
             payload_format_version=apigw.PayloadFormatVersion.VERSION_2_0)
-        api.add_routes(path=route.path, methods=[apigw.HttpMethod(route.method)], integration=integration)
+        added = api.add_routes(path=route.path, methods=[apigw.HttpMethod(route.method)], integration=integration,
+                               authorizer=route_authorizer[route.auth])
+        if route.auth == AUTH_NONE:
+            for found in added:
+                acknowledge(found, "AwsSolutions-APIG4",
+                            "The console's sign-in page and form: reachable before a session exists by design; "
+                            "they only render the form and set the session cookie, which the cookie authorizer "
+                            "verifies on every other console route (docs/decisions/console-auth.md)")
+    pin(api.node.find_child(Ids.CONSOLE_AUTHORIZER), Ids.CONSOLE_AUTHORIZER)
     CfnOutput(stack, "OperatorApiUrl", value=api.api_endpoint)
     CfnOutput(stack, "OperatorUserPoolId", value=pool.user_pool_id)
     CfnOutput(stack, "OperatorUserPoolClientId", value=client.user_pool_client_id)
@@ -100,7 +115,9 @@ def _access_log(stack: CadenciaStack, api: apigw.HttpApi) -> None:
     assert isinstance(cfn_stage, apigw.CfnStage)
     cfn_stage.access_log_settings = apigw.CfnStage.AccessLogSettingsProperty(
         destination_arn=group.log_group_arn,
+        # sub: the JWT authorizer's; consoleSub: the cookie authorizer's context (console pages).
         format='{"requestId":"$context.requestId","sub":"$context.authorizer.claims.sub",'
+               '"consoleSub":"$context.authorizer.sub",'
                '"routeKey":"$context.routeKey","status":"$context.status",'
                '"authorizerError":"$context.authorizer.error","requestTime":"$context.requestTimeEpoch"}')
     cfn_stage.default_route_settings = apigw.CfnStage.RouteSettingsProperty(

@@ -46,7 +46,7 @@ ROUTES: tuple[ApiRoute, ...] = (
 )
 # The operators' console: server-rendered pages served by the decision function
 # (decidir_aprovacao/console.py), signed in with a cookie. The local stack's adapter serves
-# them; the deployed HTTP API does not have them yet (docs/operators.md, "The console").
+# them, and the deployed HTTP API, behind its cookie authorizer (infra/console_authorizer.py).
 CONSOLE_ROUTES: tuple[ApiRoute, ...] = (
     ApiRoute("GET /console/entrar", DECISION_FUNCTION_NAME, AUTH_NONE),
     ApiRoute("POST /console/entrar", DECISION_FUNCTION_NAME, AUTH_NONE),

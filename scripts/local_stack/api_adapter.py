@@ -1,19 +1,21 @@
 """The local stand-in for the deployed HTTP API: a real HTTP server on loopback.
 
     request ─► route (orchestrator/api_routes.py; none: 404 {"message": "Not Found"})
-            ─► JWT authorizer, API Gateway's rules (jwt_rs256.verify: RS256, kid in the
-               issuer's JWKS, signature, iss, aud/client_id, exp, nbf, iat; any failure:
-               401 {"message": "Unauthorized"}, and the function is never called)
+            ─► JWT authorizer, API Gateway's rules (autorizar_console.verification.verify:
+               RS256, kid in the issuer's JWKS, signature, iss, aud/client_id, exp, nbf,
+               iat; any failure: 401 {"message": "Unauthorized"}, and the function is
+               never called)
             ─► the function's handler, in-process, with a payload-2.0 event whose
                ``requestContext.authorizer.jwt.claims`` are the verified claims rendered
                as API Gateway renders them (every value a string; an array as
                ``"[a b]"``) ─► its statusCode, headers, cookies and body
-            (the console's pages: the same token read from the ``cadencia_sessao`` cookie,
-             verified by the same rules, its claims in ``requestContext.authorizer.lambda``
-             as the console's Lambda authorizer hands them; the sign-in page: no authorizer)
+            (the console's pages: the deployed cookie authorizer's own code,
+             verification.cookie_claims, on the ``cadencia_sessao`` cookie, its
+             ``authorizer_context`` in ``requestContext.authorizer.lambda``; the sign-in
+             page: no authorizer)
 
-The JWKS is read from the issuer's ``jwks_uri`` over HTTP (as API Gateway reads
-Cognito's) and re-read when a token names an unknown key. Functions are called one
+The JWKS is read from ``{issuer}/.well-known/jwks.json`` over HTTP (as API Gateway
+and the cookie authorizer read Cognito's) and re-read when a token names an unknown key. Functions are called one
 at a time (they run with the process environment set for them).
 """
 
@@ -24,29 +26,21 @@ import re
 import threading
 import time
 import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from orchestrator.api_routes import AUTH_COOKIE, AUTH_NONE, CONSOLE_ROUTES, ROUTES, SESSION_COOKIE, ApiRoute
-
-from . import jwt_rs256
+from autorizar_console import verification
+from autorizar_console.verification import COOKIE_CONTEXT_CLAIMS as COOKIE_CONTEXT_CLAIMS
+from autorizar_console.verification import TokenRefused
+from autorizar_console.verification import claim_text as claim_text
+from orchestrator.api_routes import AUTH_COOKIE, AUTH_NONE, CONSOLE_ROUTES, ROUTES, ApiRoute
 
 Function = Callable[[dict[str, Any]], dict[str, Any]]
 MAX_BODY_BYTES = 65_536
 UNAUTHORIZED = {"message": "Unauthorized"}
-
-
-def claim_text(value: Any) -> str:
-    """A claim as API Gateway's JWT authorizer hands it to the function."""
-    if isinstance(value, list):
-        return "[" + " ".join(claim_text(v) for v in value) + "]"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return value if isinstance(value, str) else json.dumps(value)
 
 
 def route_pattern(route: ApiRoute) -> re.Pattern[str]:
@@ -55,18 +49,13 @@ def route_pattern(route: ApiRoute) -> re.Pattern[str]:
     return re.compile(rf"\A{regex}\Z")
 
 
-# What the console's cookie authorizer hands on of the verified claims (its simple
-# response's ``context``: strings only, as API Gateway passes a Lambda authorizer's context).
-COOKIE_CONTEXT_CLAIMS = ("sub", "name", "cognito:username", "username", "cognito:groups")
-
-
 def api_event(route: ApiRoute, params: dict[str, str], *, method: str, path: str, query: str,
               headers: Mapping[str, str], body: str | None, claims: Mapping[str, Any] | None) -> dict[str, Any]:
     """A payload-2.0 event, as API Gateway builds it for a Lambda proxy integration."""
     now = time.time()
     authorizer: dict[str, Any] | None = None
     if claims and route.auth == AUTH_COOKIE:
-        authorizer = {"lambda": {k: claim_text(claims[k]) for k in COOKIE_CONTEXT_CLAIMS if k in claims}}
+        authorizer = {"lambda": verification.authorizer_context(claims)}
     elif claims:
         authorizer = {"jwt": {"claims": {k: claim_text(v) for k, v in claims.items()}, "scopes": None}}
     lowered = {k.lower(): v for k, v in headers.items()}
@@ -94,40 +83,24 @@ class Authorizer:
     issuer: str
     audiences: frozenset[str]
     now: Callable[[], float] = time.time
-    _keys: list[dict[str, Any]] = field(default_factory=list)
+    key_set: verification.KeySet = field(init=False)
 
-    def _fetch_keys(self) -> None:
-        with urllib.request.urlopen(f"{self.issuer}/.well-known/openid-configuration", timeout=5) as resp:
-            jwks_uri = json.load(resp)["jwks_uri"]
-        with urllib.request.urlopen(jwks_uri, timeout=5) as resp:
-            self._keys = list(json.load(resp)["keys"])
+    def __post_init__(self) -> None:
+        self.key_set = verification.KeySet(self.issuer)
 
     def cookie_claims(self, cookie_header: str | None) -> dict[str, Any]:
-        """The console's cookie authorizer: the session cookie's token, verified by the
-        same rules (one cookie of that name; none, or two: refused)."""
-        values = [v for n, _, v in (c.strip().partition("=") for c in (cookie_header or "").split(";"))
-                  if n == SESSION_COOKIE]
-        if len(values) != 1:
-            raise jwt_rs256.TokenRefused("missing")
-        return self.claims(values[0])
+        """The console's cookie authorizer, the deployed one's code: one ``cadencia_sessao``
+        cookie (none, or two: refused), the app client's access token by the same rules."""
+        cookies = [c.strip() for c in (cookie_header or "").split(";") if c.strip()]
+        return verification.cookie_claims(cookies, self.key_set, client_ids=self.audiences, now=self.now())
 
     def claims(self, authorization: str | None) -> dict[str, Any]:
         """Verified claims, or ``TokenRefused``. The header may hold the token with or
         without the ``Bearer`` prefix, as API Gateway accepts it."""
         if not authorization:
-            raise jwt_rs256.TokenRefused("missing")
+            raise TokenRefused("missing")
         token = authorization[7:].strip() if authorization[:7].lower() == "bearer " else authorization.strip()
-        if not self._keys:
-            self._fetch_keys()
-        try:
-            return jwt_rs256.verify(token, keys=self._keys, issuer=self.issuer, audiences=self.audiences,
-                                    now=self.now())
-        except jwt_rs256.TokenRefused as refused:
-            if str(refused) != "unknown key":
-                raise
-            self._fetch_keys()  # the issuer may have rotated its key
-            return jwt_rs256.verify(token, keys=self._keys, issuer=self.issuer, audiences=self.audiences,
-                                    now=self.now())
+        return verification.verify_with(token, self.key_set, audiences=self.audiences, now=self.now())
 
 
 def serve(authorizer: Authorizer, functions: Mapping[str, Function], port: int = 0,
@@ -168,7 +141,7 @@ def serve(authorizer: Authorizer, functions: Mapping[str, Function], port: int =
                     None if route.auth == AUTH_NONE
                     else authorizer.cookie_claims(self.headers.get("Cookie")) if route.auth == AUTH_COOKIE
                     else authorizer.claims(self.headers.get("Authorization")))
-            except jwt_rs256.TokenRefused:
+            except TokenRefused:
                 self._json(401, UNAUTHORIZED)
                 return
             try:

@@ -1,7 +1,8 @@
 """A small OpenID issuer for the local stack: what Cognito is to the deployed API.
 
     GET  /.well-known/openid-configuration   issuer, jwks_uri, token_endpoint
-    GET  /jwks.json                           the public half of its own RSA key
+    GET  /.well-known/jwks.json               the public half of its own RSA key (Cognito's
+                                              path; also at /jwks.json)
     POST /token    grant_type=password&username=…&password=…&client_id=…
                    ─► an RS256 access token shaped like Cognito's (sub, iss, client_id,
                       token_use=access, username, cognito:groups, iat, nbf, exp)
@@ -59,8 +60,9 @@ class Issuer:
         return {"keys": [jwt_rs256.jwk(self.key.public_key())]}
 
     def discovery(self) -> dict[str, Any]:
-        return {"issuer": self.url, "jwks_uri": f"{self.url}/jwks.json", "token_endpoint": f"{self.url}/token",
-                "id_token_signing_alg_values_supported": ["RS256"], "grant_types_supported": ["password"]}
+        return {"issuer": self.url, "jwks_uri": f"{self.url}/.well-known/jwks.json",
+                "token_endpoint": f"{self.url}/token", "id_token_signing_alg_values_supported": ["RS256"],
+                "grant_types_supported": ["password"]}
 
     def token_for(self, login: str, password: str, client_id: str) -> str | None:
         user = self.users.get(login)
@@ -96,7 +98,7 @@ def serve(issuer: Issuer, port: int = 0) -> ThreadingHTTPServer:
         def do_GET(self) -> None:
             if self.path == "/.well-known/openid-configuration":
                 self._answer(200, issuer.discovery())
-            elif self.path == "/jwks.json":
+            elif self.path in ("/.well-known/jwks.json", "/jwks.json"):
                 self._answer(200, issuer.jwks())
             else:
                 self._answer(404, {"error": "not_found"})

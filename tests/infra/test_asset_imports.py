@@ -23,6 +23,7 @@ from cadencia_shared.catalog import (
 from canal_whatsapp.settings import INGRESS_FUNCTION_NAME
 from infra import asset_imports, contract, db_users, packaging
 from infra.app import asset_specs
+from infra.operator_contract import CONSOLE_AUTHORIZER_FUNCTION_NAME
 
 pytestmark = pytest.mark.infra
 
@@ -32,7 +33,8 @@ HANDLERS = {**{t.function_name: t.handler.rsplit(".", 1)[0] for t in TOOLS.value
             DECISION_FUNCTION_NAME: f"{DECISION_PACKAGE}.handler",
             INGRESS_FUNCTION_NAME: "canal_whatsapp.handler",
             contract.WHATSAPP_CONSUMER_FUNCTION_NAME: "orchestrator.whatsapp_consumer",
-            "cadencia-resposta-atendente": "orchestrator.human_reply_handler"}
+            "cadencia-resposta-atendente": "orchestrator.human_reply_handler",
+            CONSOLE_AUTHORIZER_FUNCTION_NAME: "autorizar_console.handler"}
 # Imported by a dependency, not by our code: pydantic's EmailStr imports email_validator.
 IMPORTED_BY_A_DEPENDENCY = {"email-validator"}
 # Only the profile tool validates e-mails and phone numbers (each tool asset

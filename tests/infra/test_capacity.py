@@ -71,9 +71,11 @@ def test_the_synthesized_template_reserves_what_the_config_counts(default_synth)
     functions = {f["Properties"].get("FunctionName"): f["Properties"]
                  for f in default_synth.of_type("AWS::Lambda::Function").values()}
     unreserved = {n for n, p in functions.items() if "ReservedConcurrentExecutions" not in p}
-    # The deploy-time custom resource and the two operator-paced functions run on the 100
-    # Lambda keeps unreserved; every function a customer's traffic scales reserves.
-    assert unreserved == {DB_USERS_FUNCTION_NAME, "cadencia-resposta-atendente", "cadencia-decidir-aprovacao"}
+    # The deploy-time custom resource and the three operator-paced functions (the console's cookie
+    # authorizer runs once per console request, which the API stage throttles to 10/s) run on the
+    # 100 Lambda keeps unreserved; every function a customer's traffic scales reserves.
+    assert unreserved == {DB_USERS_FUNCTION_NAME, "cadencia-resposta-atendente", "cadencia-decidir-aprovacao",
+                          "cadencia-autorizar-console"}
     reserved = [p["ReservedConcurrentExecutions"] for p in functions.values() if "ReservedConcurrentExecutions" in p]
     assert sum(reserved) == default_synth.config.total_reserved()
     assert sum(reserved) <= default_synth.config.account_concurrency - 100

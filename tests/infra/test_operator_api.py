@@ -17,7 +17,7 @@ import pytest
 from cadencia_shared.identity import APPROVERS, ATTENDANTS, GROUPS, SUPERVISORS
 from infra import operator_contract
 from infra.contract import Ids
-from orchestrator.api_routes import ROUTES, ApiRoute
+from orchestrator.api_routes import AUTH_COOKIE, AUTH_JWT, AUTH_NONE, CONSOLE_ROUTES, ROUTES, ApiRoute
 from orchestrator.invokers.local import LocalContext
 from scripts.local_stack.api_adapter import api_event
 
@@ -70,9 +70,15 @@ def _template_routes(synth) -> list[dict[str, Any]]:
 def test_every_route_is_the_registrys_and_behind_the_pools_jwt_authorizer(default_synth):
     routes = _template_routes(default_synth)
     assert sorted((r["route_key"], r["function_name"]) for r in routes) == sorted(
-        (r.route_key, r.function) for r in ROUTES)
-    (authorizer_id,) = {r["authorizer"] for r in routes}
-    assert {r["authorization"] for r in routes} == {"JWT"}
+        (r.route_key, r.function) for r in ROUTES + CONSOLE_ROUTES)
+    # The JSON routes behind the JWT authorizer, the console's pages behind the cookie
+    # authorizer (tests/infra/test_console_authorizer.py), the sign-in behind none.
+    (authorizer_id,) = {r["authorizer"] for r in routes if r["authorization"] == "JWT"}
+    expected = {AUTH_JWT: ("JWT", authorizer_id), AUTH_COOKIE: ("CUSTOM", Ids.CONSOLE_AUTHORIZER),
+                AUTH_NONE: ("NONE", None)}
+    for route in ROUTES + CONSOLE_ROUTES:
+        (found,) = [r for r in routes if r["route_key"] == route.route_key]
+        assert (found["authorization"], found["authorizer"]) == expected[route.auth], route.route_key
     jwt = default_synth.resources[authorizer_id]["Properties"]["JwtConfiguration"]
     assert {"Ref": Ids.OPERATOR_POOL} in jwt["Issuer"]["Fn::Join"][1]
     (audience,) = jwt["Audience"]
@@ -137,7 +143,7 @@ def _claims(*groups: str) -> dict[str, Any]:
 
 
 def test_events_built_from_the_templates_routes_are_refused_without_the_right_person(default_synth, offline_env):
-    routes = _template_routes(default_synth)
+    routes = [r for r in _template_routes(default_synth) if r["authorization"] == "JWT"]  # the console's: its tests
     assert routes
     for route in routes:
         module, _, name = route["handler"].rpartition(".")
@@ -155,3 +161,31 @@ def test_events_built_from_the_templates_routes_are_refused_without_the_right_pe
             answer = handler(_event(route["route_key"], _claims(group), {**body, "aprovador": "outra.pessoa"}),
                              context)
             assert (answer["statusCode"], json.loads(answer["body"])["erro"]["codigo"]) == (400, "ator_no_corpo")
+
+
+def test_console_routes_from_the_template_reach_the_pages_only_with_the_authorizers_person(default_synth,
+                                                                                          offline_env):
+    """The cookie routes' integrations call the decision function's pages: without the
+    cookie authorizer's context nobody is signed in; with it, a POST still needs its CSRF token."""
+    routes = [r for r in _template_routes(default_synth) if r["authorization"] == "CUSTOM"]
+    assert len(routes) == 6
+    for route in routes:
+        module, _, name = route["handler"].rpartition(".")
+        handler = getattr(importlib.import_module(module), name)
+        context = LocalContext(route["function_name"])
+        api_route = ApiRoute(route["route_key"], route["function_name"], AUTH_COOKIE)
+        params = {n: SAMPLE_PARAMS[n] for n in SAMPLE_PARAMS if "{" + n + "}" in api_route.path}
+        path = api_route.path.format(**params)
+
+        def event(claims: dict[str, Any] | None, api_route=api_route, params=params, path=path) -> dict[str, Any]:
+            return api_event(api_route, params, method=api_route.method, path=path, query="",
+                             headers={"content-type": "application/x-www-form-urlencoded",
+                                      "cookie": "cadencia_sessao=a.b.c"},
+                             body="" if api_route.method == "POST" else None, claims=claims)
+
+        # A page without a person: 401. A POST is refused before anything is read (sign-out,
+        # which needs no person, checks its CSRF token first: 403).
+        expected = {401} if api_route.method == "GET" else {401, 403}
+        assert handler(event(None), context)["statusCode"] in expected, route["route_key"]
+        if api_route.method == "POST":
+            assert handler(event(_claims(APPROVERS, SUPERVISORS)), context)["statusCode"] == 403, route["route_key"]
