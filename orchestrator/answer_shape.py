@@ -65,19 +65,28 @@ _TYPES: dict[str, Callable[[Any], bool]] = {
 }
 
 
+def _json_kind(value: Any) -> str:
+    """JSON's kind of a value: booleans apart from numbers, ints and floats one kind."""
+    if isinstance(value, bool):
+        return "boolean"
+    if _is_number(value):
+        return "number"
+    for kind, types in (("object", dict), ("array", list), ("string", str)):
+        if isinstance(value, types):
+            return kind
+    return "null" if value is None else "other"
+
+
 def json_equal(a: Any, b: Any) -> bool:
     """JSON's equality: ``true`` is not ``1``, ``1`` is ``1.0``, objects by members."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
+    kind = _json_kind(a)
+    if kind != _json_kind(b) or kind == "other":
+        return False
+    if kind == "object":
+        return bool(a.keys() == b.keys()) and all(json_equal(a[k], b[k]) for k in a)
+    if kind == "array":
         return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
-    if _is_number(a) and _is_number(b):
-        return bool(a == b)
-    if isinstance(a, (dict, list, str)) or isinstance(b, (dict, list, str)) or a is None or b is None:
-        return type(a) is type(b) and a == b
-    return False
+    return bool(a == b)
 
 
 def errors(schema: dict[str, Any], value: Any, path: tuple[str | int, ...] = ()) -> Iterator[ShapeError]:

@@ -78,10 +78,7 @@ def decide(ledger: Ledger, approval: str, *, person: Person, approve: bool, just
     record = store.get(approval)
     if record is None:
         raise DecisionRefused("aprovacao_inexistente")
-    decision = approval_decisions.read(ledger, record.id)
-    if approve and ((decision is not None and decision.decision == approval_decisions.DENIED
-                     and person.subject in decision.approvers)
-                    or (record.status is ApprovalStatus.DENIED and record.decided_by == person.subject)):
+    if approve and _denied_by(ledger, record, person):
         raise DecisionRefused("aprovador_ja_negou", record)
     if record.status is not ApprovalStatus.PENDING or not record.intact:
         # The store words why (decided, voided, expired, invalid); nothing is written.
@@ -93,6 +90,14 @@ def decide(ledger: Ledger, approval: str, *, person: Person, approve: bool, just
     if approved_amount > record.amount:
         raise DecisionRefused("valor_acima_do_pedido", record)
     return _approve_lower(ledger, store, record, approved_amount, person, justification, settings)
+
+
+def _denied_by(ledger: Ledger, record: ApprovalRecord, person: Person) -> bool:
+    """This person already denied this request (its decision record, or the request's own status)."""
+    decision = approval_decisions.read(ledger, record.id)
+    if decision is not None and decision.decision == approval_decisions.DENIED and person.subject in decision.approvers:
+        return True
+    return record.status is ApprovalStatus.DENIED and record.decided_by == person.subject
 
 
 def _approve_lower(ledger: Ledger, store: ApprovalStore, record: ApprovalRecord, amount: Decimal, person: Person,
