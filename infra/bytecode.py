@@ -77,8 +77,11 @@ def compile_tree(tree: Path, bytecode: Bytecode, *, only: str | None = None) -> 
     rewritten from ``tree`` to LAMBDA_TASK_ROOT."""
     if bytecode.python is None:
         return
+    # One process, files in compileall's sorted order: marshal's output of a module depends on
+    # what its process compiled before (shared references), so a worker pool (-j 0) made
+    # a module's .pyc differ between two builds of the same tree.
     proc = subprocess.run(
-        [bytecode.python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash",
+        [bytecode.python, "-m", "compileall", "-q", "-j", "1", "--invalidation-mode", "unchecked-hash",
          "-s", str(tree), "-p", LAMBDA_TASK_ROOT, str(tree / only if only else tree)],
         capture_output=True, text=True, env=_COMPILE_ENV)
     # compileall exits 1 when a file does not compile (test data some wheels ship for
