@@ -55,6 +55,7 @@ KINDS: Mapping[str, str] = {
     "interruptor#": "a tool's kill switch (set by a supervisor, read before every call)",
     "sessao#": "a turn's SEAL session: the public key that signs its tool calls (docs/seal.md)",
     "jti#": "a SEAL envelope already used (single use, taken by the tool's edge)",
+    "saida-console#": "a console session its person signed out of (the token's SHA-256 only)",
 }
 
 GPU = (GET, PUT, UPDATE)
@@ -96,6 +97,7 @@ _ROWS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
         "aprovacao#": GPU, "conversa#": (GET,), "auditoria#": (PUT,), "auditoria-cabeca#": GU,
         "decisao#": GP,  # the decision itself: conditional PutItem, once; no role has any other write on it
         "interruptor#": GP,  # the supervisors' switch route (GET /interruptores, POST /interruptores/{ferramenta})
+        "saida-console#": GP,  # sign-out records the session's end; every console page reads it
     },
     Ids.RECONCILER_ROLE: {"reivindicacao#": GU},
     # A refund above the limit names its approval: the edge reads that request and the person's

@@ -6,11 +6,11 @@ the gateway itself), the operators' API with its cookie authorizer.
 Threshold R$ 100 (``APROVACAO_LIMITE_REAIS``), two people above R$ 150 (test_operator_api's POLICY).
 
 Each test is one flow an attacker tried (its docstring: the flow, what was observed, the
-invariant). Four were defects, now fixed: a switch flipped between the orchestrator's read and
-the invoke (the tool's edge reads it again), a lower amount decided on a stale read, the same
-refund asked again after its approved run, the unusable-approval hand-off after money moved.
-Two guard crossings that held. One is a known limitation, marked ``xfail(strict=True)``: a
-signed-out console session's token still decides until it expires (docs/decisions/console-auth.md)."""
+invariant). Five were defects, now fixed: a switch flipped between the orchestrator's read and
+the invoke (the tool's edge reads it again), a console decision replayed after sign-out (the
+ended session is recorded), a lower amount decided on a stale read, the same refund asked again
+after its approved run, the unusable-approval hand-off after money moved. Two guard crossings
+that held."""
 
 from __future__ import annotations
 
@@ -19,8 +19,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any
-
-import pytest
 
 from cadencia_shared.approvals import ApprovalStatus, ApprovalStore
 from cadencia_shared.catalog import ToolSpec
@@ -120,8 +118,6 @@ def test_a_refund_stopped_after_the_switch_read_but_before_the_sealed_invoke_nev
                                                            name="davi", reason="fim do teste")
 
 
-@pytest.mark.xfail(strict=True, reason="known limitation: sign-out clears the cookie, the access token stays valid "
-                                      "until it expires (1 h); docs/decisions/console-auth.md")
 def test_a_console_decision_replayed_after_sign_out_decides_nothing(local_stack, erp, gateway, api):
     """Flow: ana signs in to the console (cookie ``cadencia_sessao`` = her access token), opens a
     request (the form carries the session's CSRF token), and signs out (POST /console/sair, which

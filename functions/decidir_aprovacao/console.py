@@ -37,7 +37,7 @@ from cadencia_shared.ledger import Ledger
 from cadencia_shared.models import APPROVAL_ID_PATTERN
 from cadencia_shared.settings import EnvSettings
 
-from . import actions
+from . import actions, sign_outs
 from .console_session import (
     CSRF_FIELD,
     JWT_SHAPE,
@@ -64,6 +64,7 @@ MESSAGES = {
     "csrf_invalido": "Sessão ou formulário inválido: recarregue a página e tente de novo. Nada foi alterado.",
     "grupo_nao_autorizado": "Você não está no grupo que pode fazer isso. Nada foi alterado.",
     "sem_identidade": "Entre de novo para continuar.",
+    "sessao_encerrada": "Esta sessão foi encerrada: entre de novo para continuar. Nada foi alterado.",
     "ator_no_corpo": "O formulário não pode dizer quem age. Nada foi alterado.",
     "aprovador_ja_negou": "Você já negou este pedido; não pode aprová-lo.",
     "conversa_cancelada": "A conversa foi cancelada: o pedido não pode ser decidido.",
@@ -128,6 +129,9 @@ def register(app: APIGatewayHttpResolver, ledger: Ledger, *, resume: Callable[[s
             who = person_from_event(event())
         except IdentityRefused as refused:
             raise PageError(refused.status, refused.code) from None
+        token = session_token(event())
+        if token is None or sign_outs.signed_out(ledger, token):
+            raise PageError(401, "sessao_encerrada")
         if not who.groups.intersection(GROUPS):
             raise PageError(403, "grupo_nao_autorizado")
         return who
@@ -166,6 +170,9 @@ def register(app: APIGatewayHttpResolver, ledger: Ledger, *, resume: Callable[[s
     @app.post("/console/sair")
     def sign_out() -> Response[str]:
         posted(frozenset({CSRF_FIELD}))
+        token = session_token(event())
+        if token is not None:  # posted() checked the CSRF token against it
+            sign_outs.record_sign_out(ledger, token)
         return see_other("/console/entrar", [cleared_cookie()])
 
     @app.get("/console/aprovacoes")
