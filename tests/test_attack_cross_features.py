@@ -67,6 +67,27 @@ def _approve_in_ledger(local_stack, approval: str) -> None:
                                                    {USERS["ana"].sub}))
 
 
+def _approved_run_dies_before_commit(local_stack, gateway) -> tuple[str, str, Resumer, Any]:
+    """An approved R$ 120 refund resumed: debited, then the process dies before the commit."""
+    conv, approval = _waiting(local_stack, 120.0)
+    _approve_in_ledger(local_stack, approval)
+    resumer, ledger = _resumer(local_stack, InProcessInvoker(local_stack.function_environments()))
+    real_commit = ledger.commit_conversation
+    crashes: list[int] = []
+
+    def crash_once(*args: Any, **kwargs: Any) -> Any:
+        if not crashes:
+            crashes.append(1)
+            raise RuntimeError("processo morto antes do commit")
+        return real_commit(*args, **kwargs)
+
+    ledger.commit_conversation = crash_once  # type: ignore[method-assign]
+    with contextlib.suppress(RuntimeError):
+        resumer.resume(approval, Deadline.after(60))
+    assert crashes and [d["valor"] for d in gateway.debits_for(conv)] == ["120.00"]
+    return conv, approval, resumer, ledger
+
+
 class _SwitchFlippingInvoker:
     """The in-process invoker; at the first order read (the feasibility check's or the gate's,
     made through the invoker after the switch control has read the switch), a supervisor
@@ -168,22 +189,7 @@ def test_an_approved_refund_rerun_after_a_crash_before_the_commit_debits_once_an
 
     Invariant: the edge accepts the consumed approval, the refund's idempotency key answers it:
     one debit in all, the conversation active again, and the customer told it was processed."""
-    conv, approval = _waiting(local_stack, 120.0)
-    _approve_in_ledger(local_stack, approval)
-    resumer, ledger = _resumer(local_stack, InProcessInvoker(local_stack.function_environments()))
-    real_commit = ledger.commit_conversation
-    crashes = []
-
-    def crash_once(*args: Any, **kwargs: Any) -> Any:
-        if not crashes:
-            crashes.append(1)
-            raise RuntimeError("processo morto antes do commit")
-        return real_commit(*args, **kwargs)
-
-    ledger.commit_conversation = crash_once  # type: ignore[method-assign]
-    with contextlib.suppress(RuntimeError):
-        resumer.resume(approval, Deadline.after(60))
-    assert crashes and [d["valor"] for d in gateway.debits_for(conv)] == ["120.00"]
+    conv, approval, resumer, _ = _approved_run_dies_before_commit(local_stack, gateway)
     assert _status(local_stack, approval) is ApprovalStatus.CONSUMED
     again = resumer.resume(approval, Deadline.after(60))
     assert [d["valor"] for d in gateway.debits_for(conv)] == ["120.00"]
@@ -307,22 +313,7 @@ def test_an_approved_refund_rerun_after_a_crash_and_after_its_expiry_never_tells
     R$ 120 debit of that very approval."""
     import time
 
-    conv, approval = _waiting(local_stack, 120.0)
-    _approve_in_ledger(local_stack, approval)
-    resumer, ledger = _resumer(local_stack, InProcessInvoker(local_stack.function_environments()))
-    real_commit = ledger.commit_conversation
-    crashes: list[int] = []
-
-    def crash_once(*args: Any, **kwargs: Any) -> Any:
-        if not crashes:
-            crashes.append(1)
-            raise RuntimeError("processo morto antes do commit")
-        return real_commit(*args, **kwargs)
-
-    ledger.commit_conversation = crash_once  # type: ignore[method-assign]
-    with contextlib.suppress(RuntimeError):
-        resumer.resume(approval, Deadline.after(60))
-    assert crashes and [d["valor"] for d in gateway.debits_for(conv)] == ["120.00"]
+    conv, approval, resumer, ledger = _approved_run_dies_before_commit(local_stack, gateway)
     record = ApprovalStore(ledger).get(approval)
     assert record.status is ApprovalStatus.CONSUMED
     late_s = (record.expires_at_ms - ledger.now_ms()) / 1000 + 60
