@@ -38,9 +38,12 @@ __all__ = ["awaited_approval", "expire", "expired_text", "expired_wait", "reques
            "void_approval", "void_open_approvals", "was_approved"]
 
 
-def void_approval(ledger: Ledger, conversation_id: str, approval: str, *, reason: str) -> bool:
-    """Void one open approval (a no-op when it is not open); audited with ``reason``."""
-    before = ApprovalStore(ledger).close(approval, conversation_id=conversation_id, status=ApprovalStatus.VOIDED)
+def void_approval(ledger: Ledger, conversation_id: str, approval: str, *, reason: str,
+                  consumed_too: bool = False) -> bool:
+    """Void one open approval (a no-op when it is not open; ``consumed_too``: a consumed one
+    too, when its call is proven not to have run); audited with ``reason``."""
+    before = ApprovalStore(ledger).close(approval, conversation_id=conversation_id, status=ApprovalStatus.VOIDED,
+                                         consumed_too=consumed_too)
     if before is None:
         return False
     ledger.append_audit(conversation_id=conversation_id, event="APROVACAO_ANULADA",

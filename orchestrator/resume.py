@@ -212,8 +212,10 @@ class Resumer:
             # An operator stopped the tool after the approval: this round's only call did not
             # run, and the approval is voided so it cannot authorise the call later (as a
             # cancellation voids it).
+            # Refused by the orchestrator's control (not consumed) or by the tool's own edge
+            # (consumed by the gate, but nothing of the tool ran): voided either way.
             approval_lifecycle.void_approval(self.ledger, record.conversation_id, record.id,
-                                             reason=SwitchRefusal.STOPPED.value)
+                                             reason=SwitchRefusal.STOPPED.value, consumed_too=True)
             return messages, ConversationStatus.WAITING_HUMAN, texts.APPROVED_TOOL_STOPPED.format(order_id=order), \
                 "aprovada_ferramenta_desligada"
         status, text, reason = _after_approved_call(done, record)
@@ -226,9 +228,11 @@ def _refused_as(done: RoundResult, reason: SwitchRefusal) -> bool:
     if not result.get("is_error"):
         return False
     try:
-        return bool(json.loads(result["content"]).get("erro") == reason.value)
+        error = json.loads(result["content"]).get("erro")
     except (TypeError, ValueError, AttributeError):
         return False
+    # The control's refusal names it as text; the tool's edge as its typed error's code.
+    return error == reason.value or (isinstance(error, dict) and error.get("codigo") == reason.value)
 
 
 def _expiring(record: ApprovalRecord, now_ms: int) -> bool:

@@ -14,8 +14,11 @@ from .catalog import TOOLS
 def canonical_arguments(arguments: dict[str, Any]) -> tuple[str, str]:
     """(canonical JSON, its SHA-256): sorted keys, no separators' spaces, amounts as
     JSON numbers (a Decimal 500.00 and a float 500.0 are one amount, written 500.0:
-    the tools refuse amounts as strings, and the stored arguments are what runs)."""
-    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_decimal)
+    the tools refuse amounts as strings, and the stored arguments are what runs). A whole
+    number is the same JSON number as its float (150 and 150.0 are one amount: the model
+    may write either, the tools' types read both alike)."""
+    text = json.dumps(_numbers(arguments), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=_decimal)
     return text, hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -49,3 +52,16 @@ def parse_arguments(text: Any) -> dict[str, Any] | None:
 
 def same_amount(stored: Any, amount: Decimal) -> bool:
     return isinstance(stored, Decimal) and stored.is_finite() and stored == amount
+
+
+_EXACT_FLOAT_INT = 2**53  # beyond it an int has no exact float: left as it is (and differs)
+
+
+def _numbers(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers(v) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < _EXACT_FLOAT_INT:
+        return float(value)
+    return value

@@ -33,7 +33,14 @@ from botocore.exceptions import ClientError
 from pydantic import Field
 
 from . import approval_decisions
-from .approvals import REPLACES_ATTRIBUTE, ApprovalRecord, ApprovalStatus, ApprovalStore, DecisionRefused
+from .approvals import (
+    REPLACED_BY_ATTRIBUTE,
+    REPLACES_ATTRIBUTE,
+    ApprovalRecord,
+    ApprovalStatus,
+    ApprovalStore,
+    DecisionRefused,
+)
 from .catalog import TOOLS
 from .identity import APPROVERS, Person
 from .ledger import ConversationStatus, Ledger, approval_pk
@@ -42,6 +49,7 @@ from .settings import EnvSettings
 
 FIRST_APPROVAL = "primeiraAprovacao"
 REPLACES = REPLACES_ATTRIBUTE
+REPLACED_BY = REPLACED_BY_ATTRIBUTE
 AMOUNT_PATTERN = re.compile(r"\A(0|[1-9][0-9]{0,9})(\.[0-9]{1,2})?\Z")
 AWAITING_SECOND = "aguardando_segundo_aprovador"
 
@@ -239,7 +247,9 @@ def _close_replaced(ledger: Ledger, store: ApprovalStore, original: ApprovalReco
     request this decision made is voided instead and the decision refused: a decision on a
     stale read never overrides another's, and two approvals never wait side by side."""
     before = store.close(original.id, conversation_id=original.conversation_id, status=ApprovalStatus.VOIDED,
-                         only_pending=True)
+                         only_pending=True, replaced_by=lower.id)
+    if before is None and _field(ledger, original.id, REPLACED_BY) == lower.id:
+        return  # this very replacement already closed it (the same decision sent twice)
     if before is None:
         store.close(lower.id, conversation_id=lower.conversation_id, status=ApprovalStatus.VOIDED)
         ledger.append_audit(conversation_id=original.conversation_id, event="APROVACAO_VALOR_MENOR_DESCARTADA",

@@ -24,6 +24,7 @@ class ApprovalStatus(StrEnum):
 
 
 REPLACES_ATTRIBUTE = "substitui"  # on a lower amount's request (the approval policy's): the one it replaces
+REPLACED_BY_ATTRIBUTE = "substituidaPor"  # on the request a lower amount's replaced: the one that replaced it
 # Statuses a new request for the same call replaces (the old one authorises nothing);
 # a denied or consumed record is never replaced.
 REPLACEABLE = (ApprovalStatus.VOIDED, ApprovalStatus.EXPIRED)

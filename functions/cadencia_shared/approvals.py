@@ -41,6 +41,7 @@ from .approval_history import awaited_approval
 # The record, its status and what it binds live apart (``approval_record``); re-exported here.
 from .approval_record import OPEN as OPEN
 from .approval_record import REPLACEABLE as REPLACEABLE
+from .approval_record import REPLACED_BY_ATTRIBUTE as REPLACED_BY_ATTRIBUTE
 from .approval_record import REPLACES_ATTRIBUTE as REPLACES_ATTRIBUTE
 from .approval_record import ApprovalRecord as ApprovalRecord
 from .approval_record import ApprovalStatus as ApprovalStatus
@@ -248,26 +249,35 @@ class ApprovalStore:
         return DecisionRefused("aprovacao_expirada", record)
 
     def close(self, approval: str, *, conversation_id: str, status: ApprovalStatus,
-              only_expired: bool = False, only_pending: bool = False) -> ApprovalStatus | None:
+              only_expired: bool = False, only_pending: bool = False, consumed_too: bool = False,
+              replaced_by: str | None = None) -> ApprovalStatus | None:
         """An open record (pendente, or aprovada and not consumed) of this conversation
         → ``status``, a terminal one, in one conditional write that also takes it out
         of the operators' list. ``only_expired``: only once its expiry has passed;
         ``only_pending``: only while nobody has decided it (a replacement never overrides
-        another person's approval). Returns the status it had, or None when it was not
-        open (nothing changed)."""
+        another person's approval); ``consumed_too``: a consumed one as well (its call is
+        proven not to have run: refused at the tool's edge); ``replaced_by``: the request that replaces it, recorded
+        on it (``substituidaPor``). Returns the status it had, or None when it was not open
+        (nothing changed)."""
         now = self.ledger.now_ms()
         open_statuses = (ApprovalStatus.PENDING,) if only_pending else OPEN
+        if consumed_too:
+            open_statuses = (*open_statuses, ApprovalStatus.CONSUMED)
         values: dict[str, Any] = {":st": status.value, ":conversa": conversation_id,
                                   ":agora": self.ledger.table.iso(now),
                                   **{f":o{i}": open_status.value for i, open_status in enumerate(open_statuses)}}
         condition = f"conversaId = :conversa AND #st IN ({', '.join(f':o{i}' for i in range(len(open_statuses)))})"
+        replacement = f", {REPLACED_BY_ATTRIBUTE} = :por" if replaced_by else ""
+        if replaced_by:
+            values[":por"] = replaced_by
         if only_expired:
             condition += " AND expiraEmMs <= :agora_ms"
             values[":agora_ms"] = now
         try:
             resp = self.ledger.client.update_item(
                 TableName=self.ledger.table_name, Key=self.ledger.table.key(approval_pk(approval)),
-                UpdateExpression="SET #st = :st, encerradaEm = :agora REMOVE #pend", ConditionExpression=condition,
+                UpdateExpression=f"SET #st = :st, encerradaEm = :agora{replacement} REMOVE #pend",
+                ConditionExpression=condition,
                 ExpressionAttributeNames={"#st": "status", "#pend": GSI_UNSETTLED_PARTITION},
                 ExpressionAttributeValues=serialize(values), ReturnValues="ALL_OLD",
             )

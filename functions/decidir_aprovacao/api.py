@@ -30,7 +30,7 @@ from cadencia_shared.identity import APPROVERS, IdentityRefused, Person, json_bo
 from cadencia_shared.ledger import Ledger
 from cadencia_shared.models import APPROVAL_ID_PATTERN
 
-from . import actions, console, switches_api
+from . import actions, console, sign_outs, switches_api
 from .actions import ApiDecision
 from .logic import masked
 
@@ -55,6 +55,7 @@ def build(ledger: Ledger, *, resume: Resume, policy: approval_policy.PolicySetti
 
     def person() -> Person:
         who = person_from_event(app.current_event.raw_event)
+        sign_outs.refuse_signed_out(ledger, sign_outs.bearer_token(app.current_event.raw_event))
         who.require(APPROVERS)
         return who
 

@@ -3,16 +3,25 @@
 The authorizer checks a token's signature and expiry, nothing else, and signing out
 clears the cookie in one browser only: a copy of the token taken before (with its CSRF
 token, derived from it) would still decide until it expires. So sign-out records the
-token's SHA-256 in the ledger (``saida-console#…``, kept past any token's life by the
-table's TTL; no personal data) and every console request reads it first (one strongly
-consistent GetItem).
+token's signature's SHA-256 in the ledger (``saida-console#…``, kept past any token's
+life by the table's TTL; no personal data), and every request that acts as a person — the
+console's pages and the JSON API, where the same token may come as a bearer — reads it
+first (one strongly consistent GetItem).
+
+The record is keyed by the signature's bytes, not the token's text: base64url leaves
+slack bits in the last character, so one signature has several spellings that all
+verify, and a respelled copy must still be the signed-out token.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
+from typing import Any
 
 from cadencia_shared.dynamo_types import serialize_item
+from cadencia_shared.identity import IdentityRefused
 from cadencia_shared.ledger import Ledger
 from cadencia_shared.ledger.table import TTL_ATTRIBUTE
 
@@ -22,7 +31,12 @@ KEPT_S = 2 * 3600  # longer than an access token lives (one hour)
 
 
 def _pk(token: str) -> str:
-    return PREFIX + hashlib.sha256(token.encode()).hexdigest()
+    signature = token.rsplit(".", 1)[-1]
+    try:
+        raw = base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4))
+    except (binascii.Error, ValueError):
+        raw = token.encode()  # not a JWT's shape: no authorizer let it through; keyed by its text
+    return PREFIX + hashlib.sha256(raw).hexdigest()
 
 
 def record_sign_out(ledger: Ledger, token: str) -> None:
@@ -34,3 +48,16 @@ def record_sign_out(ledger: Ledger, token: str) -> None:
 
 def signed_out(ledger: Ledger, token: str) -> bool:
     return ledger.table.get(_pk(token)) is not None
+
+
+def bearer_token(event: dict[str, Any]) -> str | None:
+    header = (event.get("headers") or {}).get("authorization")
+    if isinstance(header, str) and header[:7].lower() == "bearer ":
+        return header[7:].strip() or None
+    return None
+
+
+def refuse_signed_out(ledger: Ledger, token: str | None) -> None:
+    """Raise ``IdentityRefused(401, "sessao_encerrada")`` when ``token``'s session was ended."""
+    if token is not None and signed_out(ledger, token):
+        raise IdentityRefused(401, "sessao_encerrada")

@@ -28,7 +28,7 @@ from cadencia_shared.identity import SUPERVISORS, Person, json_body, person_from
 from cadencia_shared.ledger import Ledger
 from cadencia_shared.models import EDGE_CONFIG, Justification
 
-from . import actions
+from . import actions, sign_outs
 from .actions import SWITCH_CHANGED_EVENT as SWITCH_CHANGED_EVENT
 
 
@@ -44,6 +44,7 @@ def register(app: APIGatewayHttpResolver, ledger: Ledger, api_error: Callable[..
 
     def supervisor() -> Person:
         who = person_from_event(app.current_event.raw_event)
+        sign_outs.refuse_signed_out(ledger, sign_outs.bearer_token(app.current_event.raw_event))
         who.require(SUPERVISORS)
         return who
 
