@@ -90,6 +90,7 @@ _ROWS: Mapping[str, Mapping[str, tuple[str, ...]]] = {
     Ids.WHATSAPP_CONSUMER_ROLE: {**_LOOP, "envio#": GPU, "contato#": GP},
     Ids.WHATSAPP_HUMAN_REPLY_ROLE: {
         "conversa#": GPU, "envio#": GPU, "contato#": (GET,), "auditoria#": (PUT,), "auditoria-cabeca#": GU,
+        "saida-console#": (GET,),  # a signed-out console token answers no customer
     },
     Ids.DECISION_ROLE: {
         # PutItem: approving a LOWER amount records a new request bound to the new arguments

@@ -20,6 +20,15 @@ NOTHING_MOVED = frozenset({ClaimStatus.FAILED_BEFORE_GATEWAY, ClaimStatus.DECLIN
 def approval_unusable(claim: RefundClaim | None) -> str:
     if claim is None or claim.status in NOTHING_MOVED:
         return texts.APPROVAL_UNUSABLE
+    return f"{texts.APPROVAL_UNUSABLE_HANDED_OFF} {_claim_statement(claim)}"
+
+
+def approved_tool_stopped(claim: RefundClaim) -> str:
+    """The tool was stopped before this retry of an approved call whose earlier run may have
+    moved money: the hand-off, and what the claim proves (never "nothing was done")."""
+    return f"{texts.APPROVED_TOOL_STOPPED_HANDED_OFF} {_claim_statement(claim)}"
+
+
+def _claim_statement(claim: RefundClaim) -> str:
     kind = ms.REFUND_EXECUTED if claim.status is ClaimStatus.EXECUTED else ms.REFUND_UNCONFIRMED
-    statement = ms.sentence(ms.Rendered(kind, order=claim.order_id, amount=claim.amount))
-    return f"{texts.APPROVAL_UNUSABLE_HANDED_OFF} {statement}"
+    return ms.sentence(ms.Rendered(kind, order=claim.order_id, amount=claim.amount))

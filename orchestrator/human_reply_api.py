@@ -17,6 +17,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ValidationError
 
+from cadencia_shared import sign_outs
 from cadencia_shared.handler import describe
 from cadencia_shared.identity import ATTENDANTS, IdentityRefused, json_body, person_from_event
 from cadencia_shared.models import EDGE_CONFIG, CustomerMessage
@@ -50,6 +51,7 @@ def handle(event: dict[str, Any], context: LambdaContext, replies: Callable[[], 
     @app.post("/conversas/<conversation>/respostas")
     def reply(conversation: str) -> Any:
         person = person_from_event(app.current_event.raw_event)
+        sign_outs.refuse_signed_out(replies().ledger, sign_outs.bearer_token(app.current_event.raw_event))
         person.require(ATTENDANTS)
         try:
             body = json_body(app.current_event.raw_event)

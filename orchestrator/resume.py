@@ -167,6 +167,23 @@ class Resumer:
         # Closed whatever the conversation does now; it is told only when it waits on this one.
         return approval_lifecycle.expire(self.ledger, record) and waiting
 
+    def _stopped(self, record: ApprovalRecord, messages: list[dict[str, Any]],
+                 order: Any) -> tuple[list[dict[str, Any]], ConversationStatus, str, str]:
+        """An operator stopped the tool after the approval: this round's call did not run. When
+        the ledger proves no earlier run of it moved money either, the approval is voided
+        (consumed too: refused at the tool's edge after the gate consumed it) so it cannot
+        authorise the call later, and the customer is told nothing was done. An earlier run
+        that may have moved money (a crash after it, then this retry) keeps its approval, and
+        the customer is told what its claim proves."""
+        claim = self._claim_of(record)
+        if claim is None or claim.status in handoff_texts.NOTHING_MOVED:
+            approval_lifecycle.void_approval(self.ledger, record.conversation_id, record.id,
+                                             reason=SwitchRefusal.STOPPED.value, consumed_too=True)
+            return (messages, ConversationStatus.WAITING_HUMAN, texts.APPROVED_TOOL_STOPPED.format(order_id=order),
+                    "aprovada_ferramenta_desligada")
+        return (messages, ConversationStatus.WAITING_HUMAN, handoff_texts.approved_tool_stopped(claim),
+                "aprovada_ferramenta_desligada_apos_envio")
+
     def _claim_of(self, record: ApprovalRecord) -> RefundClaim | None:
         """The refund claim of the call ``record`` asked for (None: not a refund, or none yet)."""
         order = record.arguments.get("pedidoId")
@@ -209,15 +226,7 @@ class Resumer:
             done = self.tool_round.run(request, [block], deadline, seen, approved_attempt=record.attempt_number)
         messages.append({"role": "user", "content": done.results})
         if _refused_as(done, SwitchRefusal.STOPPED):
-            # An operator stopped the tool after the approval: this round's only call did not
-            # run, and the approval is voided so it cannot authorise the call later (as a
-            # cancellation voids it).
-            # Refused by the orchestrator's control (not consumed) or by the tool's own edge
-            # (consumed by the gate, but nothing of the tool ran): voided either way.
-            approval_lifecycle.void_approval(self.ledger, record.conversation_id, record.id,
-                                             reason=SwitchRefusal.STOPPED.value, consumed_too=True)
-            return messages, ConversationStatus.WAITING_HUMAN, texts.APPROVED_TOOL_STOPPED.format(order_id=order), \
-                "aprovada_ferramenta_desligada"
+            return self._stopped(record, messages, order)
         status, text, reason = _after_approved_call(done, record)
         return messages, status, text, reason
 

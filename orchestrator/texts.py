@@ -34,6 +34,10 @@ TOOL_UNAVAILABLE = (
     "Pode tentar de novo em alguns minutos?"
 )
 # An approved call whose tool an operator stopped before it ran (orchestrator/resume.py).
+APPROVED_TOOL_STOPPED_HANDED_OFF = (
+    "A operação do seu pedido está temporariamente suspensa pela nossa equipe; um atendente vai acompanhar e "
+    "falar com você por aqui."
+)
 APPROVED_TOOL_STOPPED = (
     "Sua solicitação para o pedido {order_id} foi aprovada, mas a operação está temporariamente suspensa "
     "pela nossa equipe e nada foi feito. Um atendente vai acompanhar e falar com você por aqui."

@@ -169,7 +169,21 @@ def test_the_key_set_is_fetched_once_and_again_once_on_an_unknown_kid():
     assert fetches.urls == [f"{ISSUER}/.well-known/jwks.json"] * 2
     stranger = jwt_rs256.sign(_claims(), jwt_rs256.new_key(), kid="desconhecida")
     assert authorizer.decide(authorizer_event(_cookie(stranger))) == {"isAuthorized": False}
-    assert len(fetches.urls) == 3  # one refetch for that token, not a loop
+    # Refetched within REFRESH_EVERY_S already: a made-up kid costs no fetch, not a loop.
+    assert len(fetches.urls) == 2
+
+
+def test_an_unknown_kid_refetches_the_key_set_at_most_once_per_interval():
+    clock = [NOW]
+    fetches = Fetches([jwt_rs256.jwk(KEY.public_key())])
+    authorizer = ConsoleAuthorizer(KeySet(ISSUER, fetch=fetches), frozenset({CLIENT}), now=lambda: clock[0])
+    stranger = jwt_rs256.sign(_claims(), jwt_rs256.new_key(), kid="desconhecida")
+    for _ in range(20):
+        assert authorizer.decide(authorizer_event(_cookie(stranger))) == {"isAuthorized": False}
+    assert len(fetches.urls) == 2  # the first read, and one refetch for the unknown kid
+    clock[0] += verification.REFRESH_EVERY_S
+    assert authorizer.decide(authorizer_event(_cookie(stranger))) == {"isAuthorized": False}
+    assert len(fetches.urls) == 3  # a rotation is still picked up, once per interval
 
 
 def test_an_unreachable_key_set_is_unauthorized_not_an_error():

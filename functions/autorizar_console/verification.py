@@ -136,6 +136,9 @@ def fetch_jwks(url: str) -> list[dict[str, Any]]:
     return [k for k in keys if isinstance(k, dict)]
 
 
+REFRESH_EVERY_S = 300  # a rotated key is picked up within five minutes
+
+
 @dataclass
 class KeySet:
     """The issuer's public keys, fetched on first use and kept (per cold start on AWS)."""
@@ -143,6 +146,7 @@ class KeySet:
     issuer: str
     fetch: Callable[[str], list[dict[str, Any]]] = fetch_jwks
     _keys: list[dict[str, Any]] | None = field(default=None, repr=False)
+    _refreshed_at: float | None = field(default=None, repr=False)
 
     @property
     def url(self) -> str:
@@ -153,8 +157,12 @@ class KeySet:
             self._keys = self.fetch(self.url)
         return self._keys
 
-    def refresh(self) -> list[dict[str, Any]]:
-        self._keys = self.fetch(self.url)
+    def refresh(self, now: float) -> list[dict[str, Any]]:
+        """Re-read the keys for a token naming an unknown one — at most once per
+        ``REFRESH_EVERY_S``: anyone can send a made-up ``kid``, and each must not cost a fetch."""
+        if self._keys is None or self._refreshed_at is None or now - self._refreshed_at >= REFRESH_EVERY_S:
+            self._refreshed_at = now
+            self._keys = self.fetch(self.url)
         return self._keys
 
 
@@ -166,7 +174,7 @@ def verify_with(token: str, key_set: KeySet, *, audiences: frozenset[str], now: 
     except TokenRefused as refused:
         if str(refused) != "unknown key":
             raise
-    return verify(token, keys=key_set.refresh(), issuer=key_set.issuer, audiences=audiences, now=now)
+    return verify(token, keys=key_set.refresh(now), issuer=key_set.issuer, audiences=audiences, now=now)
 
 
 def session_cookie(cookies: object) -> str:

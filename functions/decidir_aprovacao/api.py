@@ -23,14 +23,14 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from pydantic import ValidationError
 
-from cadencia_shared import approval_policy
+from cadencia_shared import approval_policy, sign_outs
 from cadencia_shared.approvals import ApprovalStore
 from cadencia_shared.handler import describe
 from cadencia_shared.identity import APPROVERS, IdentityRefused, Person, json_body, person_from_event
 from cadencia_shared.ledger import Ledger
 from cadencia_shared.models import APPROVAL_ID_PATTERN
 
-from . import actions, console, sign_outs, switches_api
+from . import actions, console, switches_api
 from .actions import ApiDecision
 from .logic import masked
 

@@ -29,7 +29,7 @@ from aws_lambda_powertools.shared.cookies import Cookie
 from jinja2 import Environment, FileSystemLoader
 from pydantic import Field, ValidationError
 
-from cadencia_shared import approval_policy
+from cadencia_shared import approval_policy, sign_outs
 from cadencia_shared.approvals import ApprovalStore
 from cadencia_shared.catalog import TOOLS
 from cadencia_shared.identity import APPROVERS, GROUPS, SUPERVISORS, IdentityRefused, Person, person_from_event
@@ -37,7 +37,7 @@ from cadencia_shared.ledger import Ledger
 from cadencia_shared.models import APPROVAL_ID_PATTERN
 from cadencia_shared.settings import EnvSettings
 
-from . import actions, sign_outs
+from . import actions
 from .console_session import (
     CSRF_FIELD,
     JWT_SHAPE,

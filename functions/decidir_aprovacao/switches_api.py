@@ -22,13 +22,14 @@ from typing import Any, Literal
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from pydantic import BaseModel, ValidationError
 
+from cadencia_shared import sign_outs
 from cadencia_shared.catalog import TOOLS
 from cadencia_shared.handler import describe
 from cadencia_shared.identity import SUPERVISORS, Person, json_body, person_from_event
 from cadencia_shared.ledger import Ledger
 from cadencia_shared.models import EDGE_CONFIG, Justification
 
-from . import actions, sign_outs
+from . import actions
 from .actions import SWITCH_CHANGED_EVENT as SWITCH_CHANGED_EVENT
 
 

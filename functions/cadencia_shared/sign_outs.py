@@ -5,8 +5,9 @@ clears the cookie in one browser only: a copy of the token taken before (with it
 token, derived from it) would still decide until it expires. So sign-out records the
 token's signature's SHA-256 in the ledger (``saida-console#…``, kept past any token's
 life by the table's TTL; no personal data), and every request that acts as a person — the
-console's pages and the JSON API, where the same token may come as a bearer — reads it
-first (one strongly consistent GetItem).
+console's pages, the decision function's JSON API and the person's-reply API, where the
+same token may come in the Authorization header — reads it first (one strongly consistent
+GetItem). Shared by the decision function (writes and reads) and the person's reply (reads).
 
 The record is keyed by the signature's bytes, not the token's text: base64url leaves
 slack bits in the last character, so one signature has several spellings that all
@@ -20,10 +21,10 @@ import binascii
 import hashlib
 from typing import Any
 
-from cadencia_shared.dynamo_types import serialize_item
-from cadencia_shared.identity import IdentityRefused
-from cadencia_shared.ledger import Ledger
-from cadencia_shared.ledger.table import TTL_ATTRIBUTE
+from .dynamo_types import serialize_item
+from .identity import IdentityRefused
+from .ledger import Ledger
+from .ledger.table import TTL_ATTRIBUTE
 
 PREFIX = "saida-console#"
 ITEM_TYPE = "saida_console"
@@ -51,10 +52,13 @@ def signed_out(ledger: Ledger, token: str) -> bool:
 
 
 def bearer_token(event: dict[str, Any]) -> str | None:
+    """The Authorization header's token, with or without ``Bearer`` (API Gateway's JWT
+    authorizer accepts both)."""
     header = (event.get("headers") or {}).get("authorization")
-    if isinstance(header, str) and header[:7].lower() == "bearer ":
-        return header[7:].strip() or None
-    return None
+    if not isinstance(header, str):
+        return None
+    token = header[7:] if header[:7].lower() == "bearer " else header
+    return token.strip() or None
 
 
 def refuse_signed_out(ledger: Ledger, token: str | None) -> None:
